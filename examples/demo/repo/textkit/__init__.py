@@ -1,0 +1,1 @@
+"""textkit: a tiny text and statistics toolkit (the demo repository under test)."""

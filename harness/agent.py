@@ -1,0 +1,134 @@
+"""The Claude Code CLI as the harness runs it: argv, environment, and its JSON result.
+
+Pure functions: what to run and how to read what came back. Where it runs
+(container, network, mounts) is :mod:`harness.sandbox`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from harness.records import AgentResult
+
+PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
+"""The only credential an agent container ever holds."""
+GATEWAY_PORT = 8080
+KILL_GRACE_S = 10
+"""Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
+
+
+def claude_env(gateway_ip: str) -> dict[str, str]:
+    """The complete environment of a CLI container: nothing is inherited from the host."""
+    return {
+        "HOME": "/home/agent",
+        "CLAUDE_CONFIG_DIR": "/home/agent/.claude",
+        "ANTHROPIC_BASE_URL": f"http://{gateway_ip}:{GATEWAY_PORT}",
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+    }
+
+
+def agent_command(prompt: str, *, model: str, allowed_tools: Sequence[str], max_budget_usd: float,
+                  timeout_s: int) -> tuple[str, ...]:  # fmt: skip
+    return (
+        "timeout", "-k", str(KILL_GRACE_S), str(timeout_s),
+        "claude", "--bare", "-p", prompt,
+        "--output-format", "json",
+        "--model", model,
+        "--allowedTools", ",".join(allowed_tools),
+        "--max-budget-usd", f"{max_budget_usd:g}",
+        "--no-session-persistence",
+    )  # fmt: skip
+
+
+def judge_command(prompt: str, *, model: str, schema: dict[str, Any], max_budget_usd: float,
+                  timeout_s: int) -> tuple[str, ...]:  # fmt: skip
+    return (
+        "timeout", "-k", str(KILL_GRACE_S), str(timeout_s),
+        "claude", "--bare", "-p", prompt,
+        "--output-format", "json",
+        "--model", model,
+        "--tools", "",
+        "--json-schema", json.dumps(schema, separators=(",", ":")),
+        "--max-budget-usd", f"{max_budget_usd:g}",
+        "--no-session-persistence",
+    )  # fmt: skip
+
+
+def find_result(stdout: bytes) -> dict[str, Any] | None:
+    """The CLI's result object, read defensively.
+
+    ``--output-format json`` prints one object, but ``--verbose`` (or a settings
+    file) turns it into an array of messages, and anything in the container can
+    write to the CLI's stdout. Take the last object with ``type == "result"``.
+    """
+    text = stdout.decode("utf-8", errors="replace").strip()
+    candidates: list[Any] = []
+    try:
+        candidates.append(json.loads(text))
+    except ValueError:
+        for line in reversed(text.splitlines()):
+            line = line.strip()
+            if line.startswith(("{", "[")):
+                try:
+                    candidates.append(json.loads(line))
+                    break
+                except ValueError:
+                    continue
+    for value in candidates:
+        items = value if isinstance(value, list) else [value]
+        for item in reversed(items):
+            if isinstance(item, dict) and item.get("type") == "result":
+                return item
+    return None
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def parse_result(stdout: bytes, exit_code: int | None) -> AgentResult:
+    data = find_result(stdout)
+    if data is None:
+        return AgentResult(exit_code=exit_code, parse_error="no result object on stdout")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    model_usage = data.get("modelUsage") if isinstance(data.get("modelUsage"), dict) else {}
+    cost = data.get("total_cost_usd")
+    denials = data.get("permission_denials")
+    result = data.get("result")
+    return AgentResult(
+        exit_code=exit_code,
+        subtype=str(data.get("subtype")) if data.get("subtype") is not None else None,
+        is_error=bool(data.get("is_error")) if data.get("is_error") is not None else None,
+        num_turns=_int(data.get("num_turns")),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        duration_ms=_int(data.get("duration_ms")),
+        terminal_reason=str(data["terminal_reason"]) if data.get("terminal_reason") else None,
+        stop_reason=str(data["stop_reason"]) if data.get("stop_reason") else None,
+        permission_denials=len(denials) if isinstance(denials, list) else 0,
+        session_id=str(data["session_id"]) if data.get("session_id") else None,
+        resolved_model=next(iter(model_usage), None) if model_usage else None,
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        result_excerpt=str(result)[:500] if result is not None else "",
+    )
+
+
+def structured_output(stdout: bytes) -> dict[str, Any] | None:
+    data = find_result(stdout)
+    if data is None:
+        return None
+    value = data.get("structured_output")
+    return value if isinstance(value, dict) else None
+
+
+def cli_says_budget_exceeded(result: AgentResult) -> bool:
+    return (result.subtype or "").startswith("error_max_budget") or result.terminal_reason == "budget_exhausted"

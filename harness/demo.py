@@ -1,0 +1,54 @@
+"""The embedded demo: ``examples/`` made into a real experiment setup, offline.
+
+``harness demo`` copies the example repository, tasks, preregistrations, skills
+and scenario into a work directory, makes the repository a git repository of
+its own (one commit), locks each preregistration, and evaluates each skill
+against the scripted Messages API: real CLI, real containers, real git, real
+verify, no network, no key, zero cost.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import gitops
+from harness.errors import PrerequisiteError
+from harness.images import project_root
+from harness.lock import lock
+
+DEMO_SKILLS = ("careful-fixer", "verbose-planner")
+
+
+@dataclass(frozen=True)
+class DemoSetup:
+    root: Path
+    preregistrations: dict[str, Path]
+    scenario: Path
+
+
+def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
+    """(Re)create the demo work directory and lock its preregistrations. Idempotent."""
+    src = examples or project_root() / "examples"
+    if not (src / "demo" / "tasks.json").is_file():
+        raise PrerequisiteError(f"the demo files are missing under {src}", hint="run from the project checkout")
+    work.mkdir(parents=True, exist_ok=True)
+    setup_root = work / "setup"
+    if setup_root.exists():
+        gitops.git(["worktree", "prune"], cwd=setup_root / "demo" / "repo", check=False) if (
+            setup_root / "demo" / "repo" / ".git"
+        ).exists() else None
+        shutil.rmtree(setup_root)
+    shutil.copytree(src / "demo", setup_root / "demo", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(src / "skills", setup_root / "skills", ignore=shutil.ignore_patterns("__pycache__"))
+    repo = setup_root / "demo" / "repo"
+    gitops.git(["init", "--quiet", "--initial-branch=main", str(repo)])
+    gitops.git(["add", "--all"], cwd=repo)
+    gitops.git(["commit", "--quiet", "-m", "textkit: the demo repository"], cwd=repo)
+    preregs = {}
+    for skill in DEMO_SKILLS:
+        path = setup_root / "demo" / f"preregistration-{skill}.yaml"
+        lock(path)
+        preregs[skill] = path
+    return DemoSetup(setup_root, preregs, setup_root / "demo" / "scenario.yaml")

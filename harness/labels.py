@@ -1,0 +1,70 @@
+"""The label namespace every Docker object of the harness carries.
+
+Labels make cleanup independent of how the controller ended: ``harness gc``
+and every start remove objects whose owner process is gone (same host) or whose
+expiry has passed, and never touch anything without ``harness.owner``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+
+OWNER = "harness.owner"
+OWNER_VALUE = "skill-harness"
+RUN = "harness.run"
+TRIAL = "harness.trial"
+ROLE = "harness.role"
+PID = "harness.pid"
+HOST = "harness.host"
+EXPIRES = "harness.expires"
+PURPOSE = "harness.purpose"
+
+
+def make_labels(run_id: str, *, role: str, trial_id: str | None = None, ttl_s: float, pid: int | None = None,
+                host: str | None = None, now: float | None = None, purpose: str = "trial") -> dict[str, str]:  # fmt: skip
+    labels = {
+        OWNER: OWNER_VALUE,
+        RUN: run_id,
+        ROLE: role,
+        PID: str(pid if pid is not None else os.getpid()),
+        HOST: host if host is not None else socket.gethostname(),
+        EXPIRES: str(int((now if now is not None else time.time()) + ttl_s)),
+        PURPOSE: purpose,
+    }
+    if trial_id is not None:
+        labels[TRIAL] = trial_id
+    return labels
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def orphan_reason(labels: Mapping[str, str], *, now: float, host: str, alive: Callable[[int], bool] = pid_alive,
+                  own_pid: int | None = None) -> str | None:  # fmt: skip
+    """Why an object is an orphan (to be reaped), or None when its owner may still use it."""
+    if labels.get(OWNER) != OWNER_VALUE:
+        return None
+    try:
+        expires = float(labels.get(EXPIRES, "0"))
+    except ValueError:
+        expires = 0.0
+    if expires and now > expires:
+        return "expired"
+    if labels.get(HOST) == host:
+        try:
+            pid = int(labels.get(PID, "0"))
+        except ValueError:
+            return "bad owner pid"
+        if pid and pid != own_pid and not alive(pid):
+            return f"owner pid {pid} is gone"
+    return None

@@ -1,0 +1,96 @@
+"""Plan (pure): tasks x arms x runs become frozen TrialSpecs in a seeded order.
+
+Arms and tasks are interleaved in a seeded random order so that time drift (API
+load, model rollouts, prompt caching) does not line up with one arm: the plan
+is built in rounds (one trial per task and arm per round), the arm order is
+shuffled within each task, and the tasks are shuffled within each round.
+Rounds also make early stopping and partial results balanced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.config import Task
+from harness.records import ARMS, Arm
+
+SKILL_PREFIX = (
+    "Before you start, read the skill file at /skill/SKILL.md and follow its guidance for this task. "
+    "Do not ask questions: when something is unclear, state your assumption and continue.\n\n"
+)
+"""The only difference between the arms. Its hash is part of every record's provenance."""
+
+BASELINE_PREFIX = ""
+
+
+def prompt_for(arm: Arm, task_prompt: str) -> str:
+    return (SKILL_PREFIX if arm == "skill" else BASELINE_PREFIX) + task_prompt
+
+
+def prompt_template_sha256() -> str:
+    return hashlib.sha256(f"{BASELINE_PREFIX}\x00{SKILL_PREFIX}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    trial_id: str
+    task: Task
+    arm: Arm
+    run_index: int
+    round: int
+    order: int
+
+    @property
+    def prompt(self) -> str:
+        return prompt_for(self.arm, self.task.prompt)
+
+
+def trial_id(task_id: str, arm: Arm, run_index: int) -> str:
+    return f"{task_id}.{arm}.{run_index}"
+
+
+def plan_trials(tasks: Sequence[Task], runs_per_arm: int, seed: int) -> tuple[TrialSpec, ...]:
+    rng = random.Random(seed)
+    specs: list[TrialSpec] = []
+    for rnd in range(runs_per_arm):
+        order = list(tasks)
+        rng.shuffle(order)
+        for task in order:
+            arms = list(ARMS)
+            rng.shuffle(arms)
+            for arm in arms:
+                specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs)))
+    return tuple(specs)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'2/4' -> (2, 4); shards are 1-based."""
+    try:
+        i_s, n_s = text.split("/", 1)
+        i, n = int(i_s), int(n_s)
+    except ValueError:
+        raise ValueError(f"shard must look like i/n (for example 1/4), got {text!r}") from None
+    if not (1 <= i <= n):
+        raise ValueError(f"shard {text!r}: need 1 <= i <= n")
+    return i, n
+
+
+def shard_of(trial: TrialSpec, n: int) -> int:
+    """Deterministic 1-based shard of a trial: stable across machines and plan orders.
+
+    Keyed by (task, run index), not by trial, so both arms of a pair always run on
+    the same machine: infrastructure differences between runners then cannot line
+    up with one arm.
+    """
+    digest = hashlib.sha256(f"{trial.task.id}:{trial.run_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
+
+
+def select_shard(specs: Sequence[TrialSpec], shard: tuple[int, int] | None) -> tuple[TrialSpec, ...]:
+    if shard is None:
+        return tuple(specs)
+    i, n = shard
+    return tuple(s for s in specs if shard_of(s, n) == i)

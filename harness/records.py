@@ -1,0 +1,174 @@
+"""The result line: one schema-versioned JSON object per trial attempt.
+
+``results.jsonl`` is append-only; every attempt of every trial is one
+:class:`TrialRecord`, infrastructure failures included (they are retried, and
+every attempt is kept). :func:`outcome` turns a record into the three-valued
+outcome the decision uses, under the preregistered pass rule.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA_VERSION = 1
+
+Arm = Literal["baseline", "skill"]
+ARMS: tuple[Arm, Arm] = ("baseline", "skill")
+Status = Literal["completed", "agent_error", "timeout", "budget_exceeded", "infra_error", "skipped"]
+Verdict = Literal["pass", "fail", "unknown"]
+Outcome = Literal["pass", "fail", "unknown", "truncated", "infra", "skipped"]
+PassRule = Literal["verify_and_judge", "verify", "judge"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Provenance(Model):
+    """Everything that must be identical between arms for the comparison to be valid."""
+
+    lock_hash: str
+    base_sha: str
+    model: str
+    judge_model: str
+    cli_version: str
+    image_digest: str
+    prompt_template_sha256: str
+    harness_version: str
+
+
+class AgentResult(Model):
+    """What the CLI's ``--output-format json`` result said (absent fields stay None)."""
+
+    exit_code: int | None = None
+    subtype: str | None = None
+    is_error: bool | None = None
+    num_turns: int | None = None
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+    terminal_reason: str | None = None
+    stop_reason: str | None = None
+    permission_denials: int = 0
+    session_id: str | None = None
+    resolved_model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    result_excerpt: str = ""
+    parse_error: str | None = None
+
+
+class GatewayMeter(Model):
+    """The gateway's independent count of the trial's API traffic."""
+
+    requests: int = 0
+    forwarded: int = 0
+    refused: tuple[str, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cost_usd: float = 0.0
+    budget_stopped: bool = False
+
+
+class PatchInfo(Model):
+    sha256: str
+    bytes: int
+    files_changed: int
+    insertions: int
+    deletions: int
+    files: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    """Reasons to look closer: tests or protected paths edited, .claude/, CLAUDE.md, CI files, symlinks."""
+    rejected: str | None = None
+    """Set when the patch is unsafe to apply (path traversal, .git/ paths, too large): verify is skipped."""
+    special_files: tuple[str, ...] = ()
+    """FIFOs, sockets, device nodes or setuid files found in the workspace (not part of the patch)."""
+
+
+class VerifyResult(Model):
+    exit_code: int | None = None
+    timed_out: bool = False
+    output_tail: str = ""
+    skipped_reason: str | None = None
+    oom_killed: bool = False
+
+
+class JudgeResult(Model):
+    verdict: Verdict
+    reason: str = ""
+    cost_usd: float | None = None
+    model: str | None = None
+    error: str | None = None
+
+
+class TrialRecord(Model):
+    schema_version: int = SCHEMA_VERSION
+    experiment_id: str
+    trial_id: str
+    task_id: str
+    arm: Arm
+    run_index: int
+    attempt: int = 1
+    provenance: Provenance
+    status: Status
+    error: str | None = None
+    started_at: str
+    finished_at: str
+    durations_s: dict[str, float] = {}
+    agent: AgentResult | None = None
+    gateway: GatewayMeter | None = None
+    patch: PatchInfo | None = None
+    verify: VerifyResult | None = None
+    judge: JudgeResult | None = None
+    artifacts: dict[str, str] = {}
+    """Artifact name -> sha256 of the content-addressed file under artifacts/."""
+    flags: tuple[str, ...] = ()
+    oom_killed: bool = False
+    shard: str | None = None
+
+    @property
+    def agent_cost_usd(self) -> float:
+        """The arm's cost figure: CLI-reported, falling back to the gateway's meter."""
+        if self.agent is not None and self.agent.cost_usd is not None:
+            return self.agent.cost_usd
+        return self.gateway.cost_usd if self.gateway is not None else 0.0
+
+    @property
+    def total_cost_usd(self) -> float:
+        """Everything this attempt spent, judge included (what the cumulative budget counts)."""
+        judge = self.judge.cost_usd if self.judge is not None and self.judge.cost_usd else 0.0
+        return self.agent_cost_usd + judge
+
+
+def outcome(record: TrialRecord, rule: PassRule = "verify_and_judge") -> Outcome:
+    """Three-valued outcome of one trial under the preregistered pass rule.
+
+    Kleene logic for ``verify_and_judge``: fail and unknown is fail; pass and
+    unknown is unknown. A trial the agent never finished (deadline or per-trial
+    budget) is ``truncated``; an infrastructure failure is ``infra``. Neither
+    counts for or against an arm; both are counted and shown.
+    """
+    if record.status == "infra_error":
+        return "infra"
+    if record.status == "skipped":
+        return "skipped"
+    if record.status in ("timeout", "budget_exceeded"):
+        return "truncated"
+    verify: Verdict
+    if record.verify is None or record.verify.exit_code is None:
+        verify = "fail" if record.patch is not None and record.patch.rejected else "unknown"
+    else:
+        verify = "pass" if record.verify.exit_code == 0 else "fail"
+    judge: Verdict = record.judge.verdict if record.judge is not None else "unknown"
+    if rule == "verify":
+        return verify
+    if rule == "judge":
+        return judge
+    if "fail" in (verify, judge):
+        return "fail"
+    if "unknown" in (verify, judge):
+        return "unknown"
+    return "pass"

@@ -1,0 +1,1 @@
+"""Code that runs inside containers (standard library only; never imported by the controller)."""

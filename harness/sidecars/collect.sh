@@ -1,0 +1,58 @@
+# Patch extraction, run by `sh -c` inside a fresh `--network none` trial container.
+#
+# Mounts: /base (read-only, the pristine base checkout), /workspace (read-only,
+# what the agent left), /out and /verify (fresh, controller-owned, writable).
+# Arguments: the task's protected paths.
+#
+# git runs with a fresh GIT_DIR in /tmp and no config, hooks, fsmonitor or
+# attribute drivers: the agent's own .git (and any nested repository, planted
+# config or .gitattributes driver) is never consulted. Outputs go to /out:
+#   patch.diff   binary diff base -> workspace, untracked files included (capped)
+#   numstat      git diff --numstat -z        raw   git diff --raw -z (modes)
+#   special      FIFOs, sockets, devices, setuid/setgid files in the workspace
+#   status       "ok" or the reason extraction stopped
+# and /verify becomes base + patch with protected paths restored from base.
+set -u
+umask 022
+CAP="${COLLECT_PATCH_CAP:-8388608}"
+export HOME=/tmp/h XDG_CONFIG_HOME=/tmp/h GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null \
+  GIT_DIR=/tmp/x.git GIT_TERMINAL_PROMPT=0 GIT_NO_LAZY_FETCH=1 GIT_NO_REPLACE_OBJECTS=1 \
+  GIT_ATTR_NOSYSTEM=1 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
+mkdir -p /tmp/h
+G() {
+  git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null \
+      -c core.excludesFile=/dev/null -c core.autocrlf=false -c core.safecrlf=false -c core.symlinks=true \
+      -c core.quotePath=true -c diff.ignoreSubmodules=all -c gc.auto=0 -c user.name=harness \
+      -c user.email=harness@localhost -c commit.gpgSign=false -c core.bigFileThreshold=1m "$@"
+}
+fail() { printf '%s\n' "$1" > /out/status; exit "${2:-3}"; }
+
+G init -q --bare "$GIT_DIR" || fail "git init failed"
+G --work-tree=/base add -A 2>/out/base.err || fail "adding the base failed"
+G --work-tree=/base commit -q --no-verify --allow-empty -m base || fail "committing the base failed"
+G --work-tree=/workspace add -A 2>/out/add.err || fail "adding the workspace failed (too large or unreadable?)"
+G diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames HEAD \
+  | head -c "$((CAP + 1))" > /out/patch.diff || fail "diff failed"
+G diff --cached --numstat --no-renames -z HEAD > /out/numstat || fail "numstat failed"
+G diff --cached --raw --no-renames -z --full-index HEAD > /out/raw || fail "raw diff failed"
+find /workspace -path /workspace/.git -prune -o \
+  \( -type p -o -type s -o -type b -o -type c -o -perm -4000 -o -perm -2000 \) -print0 \
+  2>/dev/null | head -c 65536 > /out/special
+
+size=$(wc -c < /out/patch.diff)
+if [ "$size" -gt "$CAP" ]; then fail "patch larger than $CAP bytes" 0; fi
+
+# Verify tree: base + patch, protected paths restored from base.
+(cd /base && tar --exclude=./.git -cf - .) | (cd /verify && tar -xf -) || fail "copying the base failed"
+if [ "$size" -gt 0 ]; then
+  (cd /verify && env -u GIT_DIR git -c core.hooksPath=/dev/null apply --binary --whitespace=nowarn \
+      /out/patch.diff) 2>/out/apply.err || fail "the patch does not apply to the base" 0
+fi
+for p in "$@"; do
+  rm -rf "/verify/$p"
+  if [ -e "/base/$p" ] || [ -L "/base/$p" ]; then
+    mkdir -p "$(dirname "/verify/$p")"
+    cp -a "/base/$p" "/verify/$p" || fail "restoring protected path $p failed"
+  fi
+done
+printf 'ok\n' > /out/status

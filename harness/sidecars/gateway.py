@@ -1,0 +1,289 @@
+"""Per-trial API gateway: the agent container's only way out.
+
+Runs *inside a trusted sidecar container* (stdlib only, no harness imports),
+dual-homed: on the trial's internal network (where the agent reaches it by IP)
+and on the upstream network. It holds the real API key, read from a file
+mounted read-only from a controller-private directory; the agent only has a
+placeholder.
+
+Policy:
+- ``HEAD``/``GET /api/hello`` is answered locally (the CLI's connectivity probe);
+- only ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` are forwarded;
+- the client's ``x-api-key`` / ``authorization`` are dropped and the real key injected;
+- bodies asking for ``mcp_servers``, a ``container``, or server-side tools (any tool
+  with a ``type`` other than ``custom``) are refused, as are bodies over the cap;
+- SSE is streamed through unchanged while usage is metered; once the metered cost
+  reaches the trial's budget, further requests are refused.
+
+Every request and every refusal is one JSON line on stdout (metadata only: never
+headers, never bodies). The controller reads this log at teardown: it is the
+trial's second, independent cost figure and its record of refused attempts.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FORWARD_PATHS = {"/v1/messages", "/v1/messages/count_tokens"}
+FORWARD_HEADERS = {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app"}
+MAX_BODY = int(os.environ.get("GATEWAY_MAX_BODY", str(32 << 20)))
+DEFAULT_PRICING = {
+    # USD per million tokens: input, output, cache write, cache read
+    "claude-sonnet-5-5": [2.0, 10.0, 2.5, 0.2],
+    "claude-haiku-5-5": [0.1, 0.5, 0.125, 0.01],
+    "claude-opus-5-5": [10.0, 50.0, 12.5, 1.0],
+}
+FALLBACK_PRICE = [15.0, 75.0, 18.75, 1.5]  # unknown model: price high so the cap errs on the safe side
+
+
+def log(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+class Meter:
+    def __init__(self, budget_usd: float, pricing: dict[str, list[float]]) -> None:
+        self.budget = budget_usd
+        self.pricing = pricing
+        self.cost = 0.0
+        self.lock = threading.Lock()
+
+    def price(self, model: str) -> list[float]:
+        if model in self.pricing:
+            return self.pricing[model]
+        for name, price in self.pricing.items():
+            if name in model or model in name:
+                return price
+        return FALLBACK_PRICE
+
+    def add(self, model: str, usage: dict[str, int]) -> float:
+        p = self.price(model)
+        cost = (
+            usage.get("input_tokens", 0) * p[0]
+            + usage.get("output_tokens", 0) * p[1]
+            + usage.get("cache_creation_input_tokens", 0) * p[2]
+            + usage.get("cache_read_input_tokens", 0) * p[3]
+        ) / 1e6
+        with self.lock:
+            self.cost += cost
+        return cost
+
+    def exhausted(self) -> bool:
+        with self.lock:
+            return self.budget > 0 and self.cost >= self.budget
+
+
+def policy_violation(body: Any) -> str | None:
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
+    if "mcp_servers" in body:
+        return "mcp_servers (MCP connector) is not allowed"
+    if "container" in body:
+        return "server-side containers are not allowed"
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        return "tools is not a list"
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") not in (None, "custom"):
+            return f"server-side tool {str(tool.get('type'))[:60]!r} is not allowed"
+    return None
+
+
+class Gateway(BaseHTTPRequestHandler):
+    server_version = "harness-gateway/1"
+    protocol_version = "HTTP/1.1"
+    upstream: urllib.parse.SplitResult
+    api_key: str
+    meter: Meter
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def _reply(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        if close:
+            self.send_header("connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, status: int, reason: str, *, close: bool = False) -> None:
+        log("refused", method=self.command, path=self.path.split("?", 1)[0][:200], reason=reason)
+        kind = "permission_error" if status == 403 else "invalid_request_error"
+        self._reply(status, {"type": "error", "error": {"type": kind, "message": f"harness gateway: {reason}"}},
+                    close=close)  # fmt: skip
+
+    def do_HEAD(self) -> None:
+        self.send_response(200 if self.path.split("?", 1)[0] in ("/", "/api/hello") else 404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] == "/api/hello":
+            self._reply(200, {"ok": True})
+            return
+        self._refuse(403, "only the Messages API is forwarded")
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
+
+    def do_CONNECT(self) -> None:
+        self._refuse(403, "CONNECT is not allowed", close=True)
+
+    def do_POST(self) -> None:
+        parsed = urllib.parse.urlsplit(self.path)
+        if parsed.scheme or parsed.netloc:
+            # absolute-form request line (proxy use): never forward to a client-chosen host
+            self._refuse(403, "absolute-form requests are not allowed", close=True)
+            return
+        path = parsed.path
+        if path not in FORWARD_PATHS:
+            self._refuse(403, "only the Messages API is forwarded")
+            return
+        try:
+            length = int(self.headers.get("content-length") or "0")
+        except ValueError:
+            self._refuse(400, "bad content-length", close=True)
+            return
+        if self.headers.get("transfer-encoding"):
+            self._refuse(400, "chunked request bodies are not accepted", close=True)
+            return
+        if length > MAX_BODY:
+            self._refuse(413, f"body larger than {MAX_BODY} bytes", close=True)
+            return
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._refuse(400, "body is not JSON")
+            return
+        violation = policy_violation(body)
+        if violation:
+            self._refuse(403, violation)
+            return
+        if self.meter.exhausted():
+            self._refuse(429, f"trial budget of ${self.meter.budget:.4f} is spent")
+            return
+        self.forward(path, parsed.query, raw, str(body.get("model", "")))
+
+    def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
+        up = self.upstream
+        port = up.port or (443 if up.scheme == "https" else 80)
+        conn: http.client.HTTPConnection
+        if up.scheme == "https":
+            conn = http.client.HTTPSConnection(up.hostname or "", port, timeout=600, context=ssl.create_default_context())
+        else:
+            conn = http.client.HTTPConnection(up.hostname or "", port, timeout=600)
+        headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARD_HEADERS}
+        headers["x-api-key"] = self.api_key
+        headers["content-length"] = str(len(raw))
+        target = (up.path.rstrip("/") + path) + (f"?{query}" if query else "")
+        try:
+            conn.request("POST", target, body=raw, headers=headers)
+            resp = conn.getresponse()
+        except OSError as e:
+            log("upstream_error", path=path, error=type(e).__name__)
+            self._reply(502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}})
+            return
+        usage: dict[str, int] = {}
+        stream = "text/event-stream" in (resp.getheader("content-type") or "")
+        self.send_response(resp.status)
+        for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):
+            value = resp.getheader(key)
+            if value:
+                self.send_header(key, value)
+        broken = False
+        if stream:
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            self.close_connection = True
+            self.end_headers()
+            buffer = b""
+            try:
+                while True:
+                    chunk = resp.read1(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        meter_sse_line(line, usage)
+            except OSError:
+                broken = True
+        else:
+            data = resp.read()
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            try:
+                parsed = json.loads(data)
+                if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
+                    merge_usage(usage, parsed["usage"])
+            except ValueError:
+                pass
+        conn.close()
+        cost = self.meter.add(model, usage) if path == "/v1/messages" else 0.0
+        log("forwarded", path=path, status=resp.status, model=model, stream=stream, usage=usage,
+            cost_usd=round(cost, 8), broken=broken)  # fmt: skip
+
+
+def merge_usage(usage: dict[str, int], new: dict[str, Any]) -> None:
+    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        value = new.get(key)
+        if isinstance(value, int):
+            usage[key] = value  # message_delta carries the cumulative output count
+
+
+def meter_sse_line(line: bytes, usage: dict[str, int]) -> None:
+    if not line.startswith(b"data:"):
+        return
+    try:
+        event = json.loads(line[5:].strip() or b"{}")
+    except ValueError:
+        return
+    if not isinstance(event, dict):
+        return
+    if event.get("type") == "message_start":
+        message = event.get("message") or {}
+        if isinstance(message.get("usage"), dict):
+            merge_usage(usage, message["usage"])
+    elif event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
+        merge_usage(usage, event["usage"])
+
+
+def main() -> int:
+    upstream = os.environ.get("GATEWAY_UPSTREAM", "https://api.anthropic.com")
+    key_file = os.environ.get("GATEWAY_KEY_FILE", "/run/harness/api-key")
+    budget = float(os.environ.get("GATEWAY_BUDGET_USD", "0") or 0)
+    pricing = dict(DEFAULT_PRICING)
+    if os.environ.get("GATEWAY_PRICING"):
+        pricing.update(json.loads(os.environ["GATEWAY_PRICING"]))
+    with open(key_file, encoding="utf-8") as fh:
+        api_key = fh.read().strip()
+    if not api_key:
+        log("fatal", reason="empty key file")
+        return 2
+    Gateway.upstream = urllib.parse.urlsplit(upstream)
+    Gateway.api_key = api_key
+    Gateway.meter = Meter(budget, pricing)
+    server = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("GATEWAY_PORT", "8080"))), Gateway)
+    server.daemon_threads = True
+    log("listening", upstream_scheme=Gateway.upstream.scheme, budget_usd=budget)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,382 @@
+"""Scripted Messages API: a model server that speaks enough of the Anthropic
+Messages API (SSE streaming) for the real Claude Code CLI to run its tool loop.
+
+It runs *inside a container* (stdlib only, no harness imports) and is driven by
+a compiled scenario (JSON, produced and validated by ``harness.scenario``):
+
+- per task and arm, the tool calls to make on success and on failure, and a
+  seeded chance of success; the k-th conversation of a (task, arm) pair draws
+  its outcome from ``Random(f"{seed}:{task}:{arm}:{k}")`` so a run's outcome
+  counts do not depend on the order in which concurrent trials arrive;
+- token usage per turn (the CLI computes ``total_cost_usd`` from it, so cost is
+  exact), latency, injected API errors and broken streams;
+- judge behaviour: follow the verify exit code, a fixed verdict, or never call
+  ``StructuredOutput`` (the harness must record ``unknown``).
+
+Every notable observation (skill file read or not, request headers seen, judge
+verdict given) is printed as one JSON line on stdout: the container log is the
+server's audit trail that tests read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SKILL_PATH = "/skill/SKILL.md"
+VERIFY_LINE = re.compile(r"VERIFY_EXIT_CODE:\s*(-?\d+|none)")
+
+
+def log(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+class Scenario:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.seed = str(data.get("seed", 0))
+        self.tasks: dict[str, dict[str, Any]] = data.get("tasks", {})
+        self.judge: dict[str, Any] = data.get("judge", {})
+        self.defaults: dict[str, Any] = data.get("defaults", {})
+        self._lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._sessions: dict[str, dict[str, Any]] = {}
+        self._error_counts: dict[str, int] = {}
+
+    # -- conversation identity ---------------------------------------------
+    def find_task(self, prompt: str) -> tuple[str, dict[str, Any]] | None:
+        best: tuple[str, dict[str, Any]] | None = None
+        for task_id, task in self.tasks.items():
+            needle = task.get("prompt", "")
+            if needle and needle in prompt and (best is None or len(needle) > len(best[1]["prompt"])):
+                best = (task_id, task)
+        return best
+
+    def session_state(self, session: str, task_id: str, arm: str, kind: str) -> dict[str, Any]:
+        with self._lock:
+            state = self._sessions.get(session)
+            if state is None:
+                key = f"{kind}:{task_id}:{arm}"
+                k = self._counters.get(key, 0)
+                self._counters[key] = k + 1
+                rng = random.Random(f"{self.seed}:{task_id}:{arm}:{k}")
+                state = {"draw": rng.random(), "index": k, "skill_read": None}
+                self._sessions[session] = state
+            return state
+
+    def take_error(self, key: str, limit: int) -> bool:
+        with self._lock:
+            used = self._error_counts.get(key, 0)
+            if used >= limit:
+                return False
+            self._error_counts[key] = used + 1
+            return True
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "tool_result":
+                parts.append(text_of(block.get("content", "")))
+    return "\n".join(parts)
+
+
+def first_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            return text_of(message.get("content"))
+    return ""
+
+
+def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not messages:
+        return []
+    content = messages[-1].get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def session_id(body: dict[str, Any], prompt: str) -> str:
+    try:
+        meta = json.loads(body.get("metadata", {}).get("user_id", "{}"))
+        sid = meta.get("session_id")
+        if sid:
+            return str(sid)
+    except (TypeError, ValueError):
+        pass
+    return hashlib.sha256(prompt.encode()).hexdigest()
+
+
+class Reply:
+    """One assistant message: content blocks, stop reason and usage."""
+
+    def __init__(self, blocks: list[dict[str, Any]], stop: str, usage: dict[str, int]) -> None:
+        self.blocks = blocks
+        self.stop = stop
+        self.usage = usage
+
+
+def tool_block(step: dict[str, Any], n: int) -> dict[str, Any]:
+    return {
+        "type": "tool_use",
+        "id": f"toolu_{uuid.uuid4().hex[:20]}_{n}",
+        "name": step["tool"],
+        "input": step.get("input", {}),
+    }
+
+
+def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:
+    messages = body.get("messages", [])
+    prompt = first_user_text(messages)
+    found = sc.find_task(prompt)
+    arm = "skill" if SKILL_PATH in prompt else "baseline"
+    if found is None:
+        usage = dict(sc.defaults.get("usage", {"input_tokens": 1000, "output_tokens": 50}))
+        return Reply([{"type": "text", "text": "No scripted task matches this prompt."}], "end_turn", usage), {
+            "task": None,
+            "arm": arm,
+        }
+    task_id, task = found
+    arm_cfg: dict[str, Any] = task.get("arms", {}).get(arm, {})
+    usage = dict(arm_cfg.get("usage") or sc.defaults.get("usage") or {"input_tokens": 1000, "output_tokens": 50})
+    state = sc.session_state(session_id(body, prompt), task_id, arm, "agent")
+    success = state["draw"] < float(arm_cfg.get("p_success", 0.5))
+
+    steps: list[dict[str, Any]] = []
+    read_skill = arm == "skill" and bool(arm_cfg.get("read_skill", True))
+    if read_skill:
+        steps.append({"tool": "Read", "input": {"file_path": SKILL_PATH}, "check_skill": True})
+    steps.extend(arm_cfg.get("prelude", []))
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+
+    # The turn after the skill read: check what the CLI actually sent back.
+    if read_skill and turn == 1 and state["skill_read"] is None:
+        results = last_tool_results(messages)
+        seen = "\n".join(text_of(r.get("content")) for r in results)
+        marker = str(task.get("skill_marker") or sc.data.get("skill_marker") or "")
+        state["skill_read"] = bool(marker) and marker in seen
+        log("skill_read", task=task_id, arm=arm, ok=state["skill_read"], index=state["index"])
+    if read_skill and state["skill_read"] is False:
+        success = False
+
+    script = task.get("success" if success else "failure", [])
+    steps.extend(script)
+    info = {"task": task_id, "arm": arm, "turn": turn, "success": success, "index": state["index"]}
+    if turn < len(steps):
+        step = steps[turn]
+        blocks: list[dict[str, Any]] = []
+        if step.get("say"):
+            blocks.append({"type": "text", "text": str(step["say"])})
+        blocks.append(tool_block(step, turn))
+        return Reply(blocks, "tool_use", usage), info
+    final = str(task.get("final_text", "Done."))
+    return Reply([{"type": "text", "text": final}], "end_turn", usage), info
+
+
+def judge_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:
+    messages = body.get("messages", [])
+    prompt = first_user_text(messages)
+    cfg = sc.judge
+    usage = dict(cfg.get("usage") or {"input_tokens": 800, "output_tokens": 60})
+    # After StructuredOutput was called, the CLI sends its tool_result: finish.
+    for result in last_tool_results(messages):
+        if result.get("type") == "tool_result":
+            return Reply([{"type": "text", "text": "Verdict recorded."}], "end_turn", usage), {"judge": "done"}
+    found = sc.find_task(prompt)
+    task_id = found[0] if found else "unknown"
+    task_judge = (found[1].get("judge") if found else None) or {}
+    mode = str(task_judge.get("mode") or cfg.get("mode", "follow_verify"))
+    match = VERIFY_LINE.search(prompt)
+    code = match.group(1) if match else "none"
+    state = sc.session_state(session_id(body, prompt), task_id, "judge", "judge")
+    p_unknown = float(task_judge.get("p_unknown", cfg.get("p_unknown", 0.0)))
+    if mode == "no_structured_output" or state["draw"] < p_unknown:
+        log("judge", task=task_id, verdict="none", verify=code)
+        return Reply([{"type": "text", "text": "I would rather not decide."}], "end_turn", usage), {"judge": "none"}
+    if mode == "pass":
+        verdict = "pass"
+    elif mode == "fail":
+        verdict = "fail"
+    else:
+        verdict = "pass" if code == "0" else "fail"
+    reason = f"scripted judge ({mode}); verify exit code {code}"
+    log("judge", task=task_id, verdict=verdict, verify=code)
+    step = {"tool": "StructuredOutput", "input": {"verdict": verdict, "reason": reason}}
+    return Reply([tool_block(step, 0)], "tool_use", usage), {"judge": verdict}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "scripted-messages-api/1"
+    protocol_version = "HTTP/1.1"
+    scenario: Scenario
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/api/hello") or self.path.startswith("/health"):
+            self._send_json(200, {"ok": True})
+            return
+        log("unknown_path", method="GET", path=self.path)
+        self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0]
+        key = self.headers.get("x-api-key") or ""
+        log(
+            "request",
+            path=path,
+            key_sha256=hashlib.sha256(key.encode()).hexdigest() if key else None,
+            has_authorization=self.headers.get("authorization") is not None,
+            anthropic_version=self.headers.get("anthropic-version"),
+        )
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "bad json"}})
+            return
+        if path == "/v1/messages/count_tokens":
+            self._send_json(200, {"input_tokens": 1000})
+            return
+        if path != "/v1/messages":
+            log("unknown_path", method="POST", path=path)
+            self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not found"}})
+            return
+        self.handle_messages(body)
+
+    def handle_messages(self, body: dict[str, Any]) -> None:
+        sc = self.scenario
+        tools = [t.get("name") for t in body.get("tools", []) if isinstance(t, dict)]
+        is_judge = "StructuredOutput" in tools
+        reply, info = judge_reply(sc, body) if is_judge else agent_reply(sc, body)
+        model = str(body.get("model", "unknown"))
+        if not is_judge and info.get("task"):
+            task = sc.tasks[info["task"]]
+            arm_cfg = task.get("arms", {}).get(info["arm"], {})
+            latency = float(arm_cfg.get("latency_ms", sc.defaults.get("latency_ms", 0)))
+            for err in arm_cfg.get("errors", []):
+                if int(err.get("at_turn", 0)) == info.get("turn") and sc.take_error(
+                    f"{info['task']}:{info['arm']}:{err.get('at_turn')}:{err.get('status')}", int(err.get("times", 1))
+                ):
+                    log("injected_error", task=info["task"], arm=info["arm"], status=err.get("status"))
+                    if err.get("status") == "broken_stream":
+                        self.stream(reply, model, broken=True)
+                        return
+                    status = int(err.get("status", 529))
+                    kind = "overloaded_error" if status == 529 else "rate_limit_error" if status == 429 else "api_error"
+                    self._send_json(status, {"type": "error", "error": {"type": kind, "message": "scripted error"}})
+                    return
+        else:
+            latency = float(sc.judge.get("latency_ms", sc.defaults.get("latency_ms", 0)))
+        if latency > 0:
+            time.sleep(latency / 1000.0)
+        log("reply", model=model, stop=reply.stop, **{k: v for k, v in info.items() if k != "success"})
+        if body.get("stream"):
+            self.stream(reply, model)
+        else:
+            self._send_json(200, message_json(reply, model))
+
+    def stream(self, reply: Reply, model: str, broken: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        message = message_json(reply, model)
+        start = dict(message, content=[], stop_reason=None, usage=dict(message["usage"], output_tokens=1))
+
+        def event(name: str, data: dict[str, Any]) -> None:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+
+        event("message_start", {"type": "message_start", "message": start})
+        if broken:
+            self.wfile.write(b"event: content_block_start\ndata: {\"type\": \"content_bl")
+            self.wfile.flush()
+            return
+        for i, block in enumerate(reply.blocks):
+            if block["type"] == "text":
+                event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+                delta = {"type": "text_delta", "text": block["text"]}
+            else:
+                opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+                event("content_block_start", {"type": "content_block_start", "index": i, "content_block": opening})
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+            event("content_block_stop", {"type": "content_block_stop", "index": i})
+        event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reply.stop, "stop_sequence": None},
+                "usage": {"output_tokens": reply.usage.get("output_tokens", 0)},
+            },
+        )
+        event("message_stop", {"type": "message_stop"})
+
+
+def message_json(reply: Reply, model: str) -> dict[str, Any]:
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": reply.blocks,
+        "stop_reason": reply.stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": int(reply.usage.get("input_tokens", 0)),
+            "output_tokens": int(reply.usage.get("output_tokens", 0)),
+            "cache_creation_input_tokens": int(reply.usage.get("cache_creation_input_tokens", 0)),
+            "cache_read_input_tokens": int(reply.usage.get("cache_read_input_tokens", 0)),
+        },
+    }
+
+
+def main(argv: list[str]) -> int:
+    scenario_path = argv[1] if len(argv) > 1 else "/etc/scripted/scenario.json"
+    port = int(argv[2]) if len(argv) > 2 else 8080
+    with open(scenario_path, encoding="utf-8") as fh:
+        Handler.scenario = Scenario(json.load(fh))
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server.daemon_threads = True
+    log("listening", port=port)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,216 @@
+"""The experiment directory: append-only results, content-addressed artifacts.
+
+Layout of an experiment directory::
+
+    experiment.json        what was locked and how the run was set up (written once)
+    results.jsonl          one TrialRecord per attempt, append-only, never rewritten
+    artifacts/ab/abcd...   patch, verify output, agent and judge JSON, by sha256
+    report.md, report.html, junit.xml, decision.json   (rendered from results.jsonl)
+
+Crash safety: each record is serialised first and written with one ``write``
+on an ``O_APPEND`` descriptor, then fsync'd, under an ``flock``. Opening the log
+repairs a torn last line (a crash mid-write) by moving the unterminated tail to
+``results.jsonl.torn-<n>``; the lines before it are never touched. Everything
+written passes through the redactor first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.errors import ResumeError
+from harness.records import TrialRecord
+from harness.redact import Redactor
+
+RESULTS = "results.jsonl"
+META = "experiment.json"
+
+
+@dataclass
+class ReadReport:
+    records: list[TrialRecord] = field(default_factory=list)
+    bad_lines: list[tuple[int, str]] = field(default_factory=list)
+    torn_tail: bool = False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """tmp -> fsync -> rename -> fsync(dir): readers see the old or the new file, never half."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def repair_torn_tail(path: Path) -> bool:
+    """Move an unterminated last line aside. Returns True when something was repaired."""
+    if not path.exists():
+        return False
+    with open(path, "rb+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return False
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return False
+        # find the last newline; everything after it is the torn tail
+        pos = size
+        block = 65536
+        keep = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                break
+            pos = start
+        fh.seek(keep)
+        tail = fh.read()
+        n = 1
+        while (aside := path.with_name(f"{path.name}.torn-{n}")).exists():
+            n += 1
+        aside.write_bytes(tail)
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+class ResultsLog:
+    """The single writer of results.jsonl."""
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self.path = path
+        self.redactor = redactor
+        self.repaired = repair_torn_tail(path)
+
+    def append(self, record: TrialRecord) -> None:
+        line = self.redactor.text(record.model_dump_json()) + "\n"
+        data = line.encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self) -> ReadReport:
+        return read_results(self.path)
+
+
+def read_results(path: Path) -> ReadReport:
+    """Parse every complete line; report (not raise on) bad lines; ignore a torn tail."""
+    report = ReadReport()
+    if not path.exists():
+        return report
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] != b"":
+        report.torn_tail = True
+    for number, line in enumerate(lines[:-1], start=1):
+        if not line.strip():
+            continue
+        try:
+            report.records.append(TrialRecord.model_validate_json(line))
+        except (ValidationError, ValueError) as e:
+            report.bad_lines.append((number, str(e).splitlines()[0][:200]))
+    return report
+
+
+class ArtifactStore:
+    """Content-addressed blobs: name in the record, bytes under artifacts/<2>/<sha256>."""
+
+    def __init__(self, root: Path, redactor: Redactor) -> None:
+        self.root = root
+        self.redactor = redactor
+
+    def put(self, data: bytes) -> str:
+        data = self.redactor.data(data)
+        digest = hashlib.sha256(data).hexdigest()
+        target = self.root / digest[:2] / digest
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, data)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        return (self.root / digest[:2] / digest).read_bytes()
+
+
+class ExperimentDir:
+    def __init__(self, root: Path, redactor: Redactor) -> None:
+        self.root = root
+        self.redactor = redactor
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.results = ResultsLog(root / RESULTS, redactor)
+        self.artifacts = ArtifactStore(root / "artifacts", redactor)
+
+    @property
+    def meta_path(self) -> Path:
+        return self.root / META
+
+    def read_meta(self) -> dict[str, Any] | None:
+        if not self.meta_path.exists():
+            return None
+        try:
+            data = json.loads(self.meta_path.read_text())
+        except ValueError as e:
+            raise ResumeError(f"{self.meta_path} is not valid JSON ({e}); move the directory aside") from None
+        if not isinstance(data, dict):
+            raise ResumeError(f"{self.meta_path} is not a JSON object; move the directory aside")
+        return data
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.root / name
+        atomic_write(path, self.redactor.text(text).encode("utf-8"))
+        return path
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the experiment lock: two controllers must never write one experiment."""
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ResumeError(
+                    f"another harness process is running experiment {self.root}",
+                    hint="wait for it to finish, or use another --out directory",
+                ) from None
+            yield
+        finally:
+            os.close(fd)

@@ -1,0 +1,319 @@
+"""One trial, end to end (DESIGN section 2), in the order it happens:
+
+    workspace -> gateway -> agent -> extract patch -> verify -> judge -> record -> teardown
+
+Every container is fresh and hardened (see :mod:`harness.engine`); the agent's
+only way out is the trial's gateway; the patch is extracted in a
+``--network none`` container and treated as hostile data; verify runs on base +
+patch in another fresh container and its exit code comes from the controller's
+own wait; the judge sees only task, criteria, exit code and capped diff.
+Teardown runs on every path. An environment failure becomes an ``infra_error``
+record (retried by the experiment loop), never a verdict against an arm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import agent as cli
+from harness import gateway, judge, patch, sandbox, workspace
+from harness.config import Execution, Task
+from harness.engine import Engine, ExitInfo
+from harness.errors import HarnessError, InfraError, Interrupted
+from harness.labels import make_labels
+from harness.plan import TrialSpec
+from harness.records import (
+    AgentResult,
+    GatewayMeter,
+    JudgeResult,
+    PatchInfo,
+    Provenance,
+    Status,
+    TrialRecord,
+    VerifyResult,
+)
+from harness.redact import Redactor
+from harness.store import ArtifactStore
+
+PATCH_CAP = 8 << 20
+AGENT_OUTPUT_CAP = 4 << 20
+VERIFY_TAIL = 8192
+PHASES = ("workspace", "gateway", "agent", "extract", "verify", "judge", "teardown")
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Everything a trial needs that is the same for every trial of one run."""
+
+    engine: Engine
+    profile: sandbox.Profile
+    execution: Execution
+    experiment_id: str
+    run_id: str
+    run_root: Path
+    repo: Path
+    provenance: Provenance
+    skill_copy: Path
+    key_file: Path
+    upstream: str
+    upstream_network: str
+    artifacts: ArtifactStore
+    redactor: Redactor
+    stop: threading.Event
+    on_phase: Callable[[str, str], None] = lambda _trial, _phase: None
+    shard: str | None = None
+
+
+@dataclass
+class _Progress:
+    """What the trial has learned so far; becomes the record whatever happens."""
+
+    durations: dict[str, float] = field(default_factory=dict)
+    status: Status = "completed"
+    error: str | None = None
+    agent: AgentResult | None = None
+    meter: GatewayMeter | None = None
+    patch: PatchInfo | None = None
+    verify: VerifyResult | None = None
+    judge: JudgeResult | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    oom: bool = False
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
+    started = _now()
+    key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
+    names = {role: sandbox.container_name(ctx.run_id, key, role) for role in ("gw", "agent", "collect", "verify", "judge")}
+    network = f"hx-{ctx.run_id}-{key}-net"
+    labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
+    dirs = workspace.TrialDirs(*(ctx.run_root / key / p for p in ("", "base", "workspace", "out", "verify")))
+    done = _Progress()
+    phase = _phases(ctx, spec, done)
+    try:
+        with phase("workspace"):
+            dirs = workspace.prepare(ctx.repo, ctx.provenance.base_sha, ctx.run_root / key)
+
+        with phase("gateway"):
+            ctx.engine.create_network(network, labels, internal=True)
+            gw = sandbox.gateway_spec(
+                ctx.profile, name=names["gw"], labels={**labels, "harness.role": "gateway"},
+                upstream_network=ctx.upstream_network, upstream=ctx.upstream, key_file=ctx.key_file,
+                budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+            )  # fmt: skip
+            ctx.engine.create(gw, extra_networks=[network])
+            ctx.engine.start(gw.name)
+            gateway.wait_listening(ctx.engine, gw.name)
+            gateway_ip = ctx.engine.container_ip(gw.name, network)
+
+        with phase("agent"):
+            timeout_s = spec.task.timeout_s or ctx.execution.budgets.timeout_s
+            command = cli.agent_command(
+                spec.prompt, model=ctx.execution.model, allowed_tools=ctx.execution.allowed_tools,
+                max_budget_usd=ctx.execution.budgets.per_trial_usd, timeout_s=timeout_s,
+            )  # fmt: skip
+            run = ctx.engine.run(
+                sandbox.agent_spec(
+                    ctx.profile, name=names["agent"], labels={**labels, "harness.role": "agent"}, network=network,
+                    gateway_ip=gateway_ip, workspace=dirs.workspace,
+                    skill_dir=ctx.skill_copy if spec.arm == "skill" else None, command=command,
+                ),
+                deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=AGENT_OUTPUT_CAP,
+            )  # fmt: skip
+            _stop_if_asked(ctx)
+            agent_events = gateway.events(ctx.engine, gw.name)
+            done.meter = gateway.meter(agent_events)
+            done.agent = cli.parse_result(run.stdout, run.exit_code)
+            done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
+            done.status, done.oom = classify_agent(run, done.agent, done.meter)
+
+        with phase("extract"):
+            collect = ctx.engine.run(
+                sandbox.collect_spec(
+                    ctx.profile, name=names["collect"], labels={**labels, "harness.role": "collect"},
+                    base=dirs.base, workspace=dirs.workspace, out=dirs.out, verify_tree=dirs.verify,
+                    protected=spec.task.protected_paths, patch_cap=PATCH_CAP,
+                ),
+                deadline_s=300,
+            )  # fmt: skip
+            _stop_if_asked(ctx)
+            done.patch, diff = _read_patch(dirs, spec.task, collect)
+            done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
+
+        truncated = done.status in ("timeout", "budget_exceeded")
+        with phase("verify"):
+            done.verify = _verify(ctx, spec.task, names["verify"], labels, dirs, done.patch, truncated)
+            if done.verify.output_tail:
+                done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
+
+        with phase("judge"):
+            if truncated:
+                done.judge = None
+            else:
+                done.judge = _judge(ctx, spec.task, names["judge"], labels, network, gateway_ip, done, diff)
+                if done.judge is not None:
+                    done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
+            judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
+            done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
+    except Interrupted:
+        raise
+    except HarnessError as e:
+        done.status, done.error = "infra_error", str(e)
+    finally:
+        with phase("teardown"):
+            leftovers = _teardown(ctx, names.values(), network, dirs)
+        if leftovers:
+            done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
+    return TrialRecord(
+        experiment_id=ctx.experiment_id, trial_id=spec.trial_id, task_id=spec.task.id, arm=spec.arm,
+        run_index=spec.run_index, attempt=attempt, provenance=ctx.provenance, status=done.status,
+        error=ctx.redactor.text(done.error) if done.error else None, started_at=started, finished_at=_now(),
+        durations_s={k: round(v, 3) for k, v in done.durations.items()}, agent=done.agent, gateway=done.meter,
+        patch=done.patch, verify=done.verify, judge=done.judge, artifacts=done.artifacts,
+        flags=tuple(done.flags), oom_killed=done.oom, shard=ctx.shard,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the steps
+
+
+def classify_agent(run: ExitInfo, result: AgentResult, meter: GatewayMeter) -> tuple[Status, bool]:
+    """The agent phase's status. The CLI's own words win where it gave them."""
+    oom = run.oom_killed
+    if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
+        return "timeout", oom
+    if cli.cli_says_budget_exceeded(result) or meter.budget_stopped:
+        return "budget_exceeded", oom
+    if result.subtype is None and meter.forwarded == 0 and not oom:
+        # the CLI never got an answer through: the environment, not the agent
+        raise _infra(f"the agent produced no result and no API call got through (exit {run.exit_code})")
+    if result.terminal_reason == "api_error" or (result.is_error and _api_error(result)):
+        raise _infra(f"the model API kept failing: {result.result_excerpt[:200]}")
+    if oom or run.exit_code not in (0, None) or result.is_error:
+        return "agent_error", oom
+    return "completed", oom
+
+
+def _api_error(result: AgentResult) -> bool:
+    text = result.result_excerpt.lower()
+    return "api error" in text or "overloaded" in text or "529" in text
+
+
+def _infra(message: str) -> HarnessError:
+    return InfraError(message)
+
+
+def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:
+    status = workspace.read_capped(dirs.out / "status", 4096).decode("utf-8", "replace").strip()
+    if collect.timed_out:
+        status = "extraction timed out (workspace too large?)"
+    elif not status:
+        raise InfraError(f"patch extraction failed (exit {collect.exit_code}): {collect.stderr[-500:]!r}")
+    diff = workspace.read_capped(dirs.out / "patch.diff", PATCH_CAP + 1)
+    info = patch.analyse(
+        diff,
+        workspace.read_capped(dirs.out / "raw", 4 << 20),
+        workspace.read_capped(dirs.out / "numstat", 4 << 20),
+        protected_paths=task.protected_paths,
+        cap=PATCH_CAP,
+        special=workspace.read_capped(dirs.out / "special", 65536),
+        extract_status=status,
+    )
+    return info, diff[:PATCH_CAP]
+
+
+def _verify(ctx: TrialContext, task: Task, name: str, labels: dict[str, str], dirs: workspace.TrialDirs,
+            info: PatchInfo, truncated: bool) -> VerifyResult:  # fmt: skip
+    if truncated:
+        return VerifyResult(skipped_reason="the agent did not finish (deadline or budget)")
+    if info.rejected:
+        return VerifyResult(skipped_reason=f"patch rejected: {info.rejected}")
+    timeout_s = ctx.execution.budgets.verify_timeout_s
+    run = ctx.engine.run(
+        sandbox.verify_spec(ctx.profile, name=name, labels={**labels, "harness.role": "verify"},
+                            verify_tree=dirs.verify, verify_cmd=task.verify_cmd, timeout_s=timeout_s),
+        deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=VERIFY_TAIL,
+    )  # fmt: skip
+    _stop_if_asked(ctx)
+    tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
+    timed_out = run.timed_out or run.exit_code == 124
+    return VerifyResult(
+        exit_code=None if run.timed_out else run.exit_code, timed_out=timed_out,
+        output_tail=ctx.redactor.text(tail), oom_killed=run.oom_killed,
+    )  # fmt: skip
+
+
+def _judge(ctx: TrialContext, task: Task, name: str, labels: dict[str, str], network: str, gateway_ip: str,
+           done: _Progress, diff: bytes) -> JudgeResult:  # fmt: skip
+    exit_code = done.verify.exit_code if done.verify is not None else None
+    prompt = judge.judge_prompt(task, exit_code, diff.decode("utf-8", "replace"), done.patch)
+    timeout_s = ctx.execution.budgets.judge_timeout_s
+    command = cli.judge_command(
+        prompt, model=ctx.execution.judge_model, schema=judge.VERDICT_SCHEMA,
+        max_budget_usd=ctx.execution.budgets.judge_usd, timeout_s=timeout_s,
+    )  # fmt: skip
+    run = ctx.engine.run(
+        sandbox.judge_spec(ctx.profile, name=name, labels={**labels, "harness.role": "judge"}, network=network,
+                           gateway_ip=gateway_ip, command=command),
+        deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=1 << 20,
+    )  # fmt: skip
+    _stop_if_asked(ctx)
+    result = cli.parse_result(run.stdout, run.exit_code)
+    error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"
+    return judge.verdict_from(
+        cli.structured_output(run.stdout), cost_usd=result.cost_usd, model=ctx.execution.judge_model, error=error
+    )
+
+
+def _teardown(ctx: TrialContext, containers: Iterable[str], network: str, dirs: workspace.TrialDirs) -> list[str]:
+    """Containers, then the network, then the worktree and trial directory: on every path."""
+    errors: list[str] = []
+    for name in containers:
+        try:
+            ctx.engine.remove_container(name)
+        except HarnessError as e:
+            errors.append(str(e))
+    try:
+        ctx.engine.remove_network(network)
+    except HarnessError as e:
+        errors.append(str(e))
+    try:
+        workspace.remove(ctx.repo, dirs)
+    except HarnessError as e:
+        errors.append(str(e))
+    return errors
+
+
+def _stop_if_asked(ctx: TrialContext) -> None:
+    if ctx.stop.is_set():
+        raise Interrupted("interrupted")
+
+
+def _ttl(execution: Execution, task: Task) -> float:
+    b = execution.budgets
+    return (task.timeout_s or b.timeout_s) + b.verify_timeout_s + b.judge_timeout_s + 900
+
+
+def _phases(ctx: TrialContext, spec: TrialSpec, done: _Progress) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+    @contextlib.contextmanager
+    def phase(name: str) -> Iterator[None]:
+        if name != "teardown":
+            _stop_if_asked(ctx)
+        ctx.on_phase(spec.trial_id, name)
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            done.durations[name] = done.durations.get(name, 0.0) + time.monotonic() - t0
+
+    return phase
