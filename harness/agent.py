@@ -99,8 +99,10 @@ def parse_result(stdout: bytes, exit_code: int | None) -> AgentResult:
     data = find_result(stdout)
     if data is None:
         return AgentResult(exit_code=exit_code, parse_error="no result object on stdout")
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    model_usage = data.get("modelUsage") if isinstance(data.get("modelUsage"), dict) else {}
+    raw_usage = data.get("usage")
+    usage: dict[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    raw_model_usage = data.get("modelUsage")
+    model_usage: dict[str, Any] = raw_model_usage if isinstance(raw_model_usage, dict) else {}
     cost = data.get("total_cost_usd")
     denials = data.get("permission_denials")
     result = data.get("result")

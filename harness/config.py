@@ -50,7 +50,9 @@ class Task(Strict):
     @classmethod
     def _id_shape(cls, v: str) -> str:
         if not TASK_ID.match(v):
-            raise ValueError("must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+            raise ValueError(
+                "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
         return v
 
     @field_validator("protected_paths")
@@ -365,7 +367,9 @@ def load_study(prereg_path: Path) -> Study:
                     hint=f"known tasks: {', '.join(sorted(known)) or '(none)'}",
                 )
     if not study.target_tasks():
-        raise ConfigError(prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks")
+        raise ConfigError(
+            prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"
+        )
     skill = study.skill_dir
     if not skill.is_dir():
         raise ConfigError(prereg_path, f"skill folder {skill} does not exist", field="skill_ref")

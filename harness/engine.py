@@ -323,7 +323,8 @@ class Engine:
             res = self.client.containers.get(name).exec_run(list(argv), user=user or "", demux=False)
         except DOCKER_ERRORS as e:
             raise InfraError(f"exec in {name} failed: {e}") from e
-        return int(res.exit_code if res.exit_code is not None else -1), bytes(res.output or b"")
+        output = res.output if isinstance(res.output, bytes) else b""
+        return int(res.exit_code if res.exit_code is not None else -1), output
 
     # ---------------------------------------------------------------- networks
     def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
@@ -333,7 +334,12 @@ class Engine:
         options = {"com.docker.network.bridge.inhibit_ipv4": "true"} if isolated else {}
         try:
             self.client.networks.create(
-                name, driver="bridge", internal=internal, labels=dict(labels), options=options, check_duplicate=True,
+                name,
+                driver="bridge",
+                internal=internal,
+                labels=dict(labels),
+                options=options,
+                check_duplicate=True,
                 enable_ipv6=False,
             )
         except DOCKER_ERRORS as e:
@@ -406,7 +412,7 @@ class Engine:
     # ------------------------------------------------------------------ images
     def image_id(self, ref: str) -> str | None:
         try:
-            return str(self.client.api.inspect_image(ref)["Id"])
+            return str(self.client.api.inspect_image(ref)["Id"])  # type: ignore[no-untyped-call]
         except docker.errors.ImageNotFound:
             return None
         except DOCKER_ERRORS as e:
@@ -414,7 +420,7 @@ class Engine:
 
     def image_size(self, ref: str) -> int:
         try:
-            return int(self.client.api.inspect_image(ref).get("Size", 0))
+            return int(self.client.api.inspect_image(ref).get("Size", 0))  # type: ignore[no-untyped-call]
         except DOCKER_ERRORS as e:
             raise InfraError(f"inspecting image {ref} failed: {e}") from e
 
@@ -431,8 +437,15 @@ class Engine:
         tail: list[str] = []
         try:
             stream = self.client.api.build(
-                path=str(context), dockerfile=dockerfile, tag=tag, buildargs=dict(buildargs), labels=dict(labels),
-                rm=True, forcerm=True, decode=True, network_mode="bridge",
+                path=str(context),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=dict(buildargs),
+                labels=dict(labels),
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode="bridge",
             )
             for chunk in stream:
                 if "error" in chunk:

@@ -54,7 +54,7 @@ class RunOptions:
     upstream: str = REAL_UPSTREAM
     shard: tuple[int, int] | None = None
     runtime: str | None = None
-    images: ImageOptions = ImageOptions()
+    images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
     work_root: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
@@ -270,7 +270,9 @@ class Experiment:
                         labels: dict[str, str]) -> str:  # fmt: skip
         assert self.options.scripted is not None
         sc = scenario.load_scenario(self.options.scripted)
-        data = scenario.compile_scenario(self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill)
+        data = scenario.compile_scenario(
+            self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
+        )
         scen_dir = run_root / "scenario"
         scen_dir.mkdir(mode=0o755)
         (scen_dir / "scenario.json").write_bytes(data)
@@ -364,4 +366,3 @@ def _force_remove(func: Callable[..., object], path: str, exc: object) -> None:
             os.unlink(path)
     except OSError:
         pass
-

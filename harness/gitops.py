@@ -32,7 +32,9 @@ HARDENING = (
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k in {"PATH", "LANG", "LC_ALL", "TMPDIR"}}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k in {"PATH", "LANG", "LC_ALL", "TMPDIR"}
+    }
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(
         {
@@ -55,7 +57,9 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def git(args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+def git(
+    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+) -> str:
     argv = ["git", *HARDENING, *args]
     try:
         proc = subprocess.run(

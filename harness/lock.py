@@ -117,9 +117,9 @@ def verify_lock(study: Study) -> str:
         )
     digest, files = fingerprint(study, block.base_sha)
     if digest != block.sha256:
-        changed = sorted(
-            k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k)
-        ) or ["(the base commit or the lock format)"]
+        changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k)) or [
+            "(the base commit or the lock format)"
+        ]
         raise LockError(
             f"{study.prereg_path} was edited after it was locked; changed since lock: {', '.join(changed)}",
             hint="a changed preregistration is a new experiment: re-run `harness lock` and evaluate into a new --out",

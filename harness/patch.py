@@ -164,9 +164,7 @@ def analyse(patch: bytes, raw: bytes, numstat: bytes, *, protected_paths: Sequen
         for name, patterns in FLAG_PATTERNS:
             if _matches(e.path, patterns):
                 flags.append(name)
-    special_files = tuple(
-        s.decode("utf-8", "replace").removeprefix("/workspace/") for s in special.split(b"\0") if s
-    )
+    special_files = tuple(s.decode("utf-8", "replace").removeprefix("/workspace/") for s in special.split(b"\0") if s)
     if special_files:
         flags.append("special_files")
     return PatchInfo(

@@ -131,11 +131,11 @@ def compile_scenario(path: Path, scenario: Scenario, tasks: tuple[Task, ...], *,
         task = scenario.tasks[task_id]
         arms: dict[str, Any] = {}
         for arm in ("baseline", "skill"):
-            chosen: ArmBehaviour | None = task.arms.get(arm)  # type: ignore[call-overload]
+            chosen: ArmBehaviour | None = task.arms.get(arm)
             if chosen is None and arm == "skill":
                 chosen = skill_cfg
             if chosen is None:
-                chosen = scenario.arms.get(arm)  # type: ignore[call-overload]
+                chosen = scenario.arms.get(arm)
             if chosen is not None:
                 arms[arm] = chosen.model_dump(mode="json", exclude_none=True, exclude={"marker"})
         script["arms"] = arms

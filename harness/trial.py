@@ -94,7 +94,9 @@ def _now() -> str:
 def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     started = _now()
     key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
-    names = {role: sandbox.container_name(ctx.run_id, key, role) for role in ("gw", "agent", "collect", "verify", "judge")}
+    names = {
+        role: sandbox.container_name(ctx.run_id, key, role) for role in ("gw", "agent", "collect", "verify", "judge")
+    }
     network = f"hx-{ctx.run_id}-{key}-net"
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
     dirs = workspace.TrialDirs(*(ctx.run_root / key / p for p in ("", "base", "workspace", "out", "verify")))
@@ -304,7 +306,9 @@ def _ttl(execution: Execution, task: Task) -> float:
     return (task.timeout_s or b.timeout_s) + b.verify_timeout_s + b.judge_timeout_s + 900
 
 
-def _phases(ctx: TrialContext, spec: TrialSpec, done: _Progress) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+def _phases(
+    ctx: TrialContext, spec: TrialSpec, done: _Progress
+) -> Callable[[str], contextlib.AbstractContextManager[None]]:
     @contextlib.contextmanager
     def phase(name: str) -> Iterator[None]:
         if name != "teardown":

@@ -104,7 +104,7 @@ class Gateway(BaseHTTPRequestHandler):
     api_key: str
     meter: Meter
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def _reply(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
@@ -181,7 +181,9 @@ class Gateway(BaseHTTPRequestHandler):
         port = up.port or (443 if up.scheme == "https" else 80)
         conn: http.client.HTTPConnection
         if up.scheme == "https":
-            conn = http.client.HTTPSConnection(up.hostname or "", port, timeout=600, context=ssl.create_default_context())
+            conn = http.client.HTTPSConnection(
+                up.hostname or "", port, timeout=600, context=ssl.create_default_context()
+            )
         else:
             conn = http.client.HTTPConnection(up.hostname or "", port, timeout=600)
         headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARD_HEADERS}
@@ -193,7 +195,9 @@ class Gateway(BaseHTTPRequestHandler):
             resp = conn.getresponse()
         except OSError as e:
             log("upstream_error", path=path, error=type(e).__name__)
-            self._reply(502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}})
+            self._reply(
+                502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}}
+            )
             return
         usage: dict[str, int] = {}
         stream = "text/event-stream" in (resp.getheader("content-type") or "")

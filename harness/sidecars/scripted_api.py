@@ -227,7 +227,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     scenario: Scenario
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
@@ -324,12 +324,15 @@ class Handler(BaseHTTPRequestHandler):
 
         event("message_start", {"type": "message_start", "message": start})
         if broken:
-            self.wfile.write(b"event: content_block_start\ndata: {\"type\": \"content_bl")
+            self.wfile.write(b'event: content_block_start\ndata: {"type": "content_bl')
             self.wfile.flush()
             return
         for i, block in enumerate(reply.blocks):
             if block["type"] == "text":
-                event("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}})
+                event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                )
                 delta = {"type": "text_delta", "text": block["text"]}
             else:
                 opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}

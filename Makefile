@@ -1,0 +1,69 @@
+# skill-harness: `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HARNESS := $(BIN)/harness
+SKILL ?=
+PREREG ?=
+JOBS ?=
+PYTEST_ARGS ?=
+
+.PHONY: help install engine images doctor demo eval test test-unit lint typecheck check bench gc clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo ""
+	@echo "  make demo                 the whole A/B pipeline offline (scripted model, no key)"
+	@echo "  make eval SKILL=path      a real evaluation (needs ANTHROPIC_API_KEY); PREREG=... to choose the file"
+
+$(BIN)/harness: pyproject.toml
+	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/harness ## create .venv and install the harness with its dev tools
+
+engine: ## find a Docker engine (as root on Debian: install docker.io and start dockerd)
+	@sh scripts/ensure-engine.sh
+
+images: install engine ## build the images (content-hash tags: unchanged images are not rebuilt)
+	@$(HARNESS) images build
+
+doctor: install engine ## check engine, cgroups, disk, images, gVisor and known-CVE versions
+	@$(HARNESS) doctor
+
+demo: install engine ## run the demo experiment end to end against the scripted model and print the decision
+	@$(HARNESS) demo $(if $(JOBS),--jobs $(JOBS))
+
+eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails fast without it)
+	@test -n "$(SKILL)" || { echo "usage: make eval SKILL=path/to/skill [PREREG=path/to/preregistration.yaml]" >&2; exit 4; }
+	@test -n "$$ANTHROPIC_API_KEY" || { echo "make eval: ANTHROPIC_API_KEY is not set (try \`make demo\` for the offline pipeline)" >&2; exit 5; }
+	@$(MAKE) --no-print-directory engine
+	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS))
+
+test: install engine ## the whole test suite: unit tests and integration tests on the real engine
+	@$(HARNESS) images build >/dev/null
+	@$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: install ## unit tests only (no Docker needed)
+	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: install ## ruff
+	@$(BIN)/ruff check harness tests scripts
+
+typecheck: install ## mypy --strict
+	@$(BIN)/mypy harness
+
+check: lint typecheck test-unit ## lint, typecheck and unit tests
+
+bench: install engine ## benchmarks (ratios measured in one run) and the decision-rule simulation
+	@$(BIN)/python scripts/bench.py
+	@$(BIN)/python scripts/simulate_rules.py
+
+gc: install ## remove containers and networks left by killed runs
+	@$(HARNESS) gc
+
+clean: ## remove the virtualenv, caches and demo output
+	rm -rf $(VENV) demo-output bench-output .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,250 @@
+"""``harness``: the command line. The only module that prints errors and exits.
+
+Every subcommand is a small function from parsed arguments to an exit code.
+Errors are :class:`~harness.errors.HarnessError` subclasses with their own exit
+codes and plain messages; a traceback appears only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+
+from harness import __version__
+from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
+
+EPILOG = """\
+typical use:
+  harness lock path/to/preregistration.yaml        freeze the plan before any trial runs
+  harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
+  harness demo                                     the whole pipeline offline, scripted model, no key
+  harness gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
+
+exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequisite, 130 interrupted
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="harness",
+        description="Decide by measurement whether a Claude Code Skill should be adopted: the same tasks run "
+        "with and without the skill, several times each, in hardened Docker sandboxes, and a rule "
+        "locked before the run decides adopt / reject / inconclusive.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"harness {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    d = sub.add_parser("doctor", help="check the engine, cgroups, disk, images, gVisor and known-CVE versions")
+    _image_args(d)
+
+    im = sub.add_parser("images", help="build (or show) the base, runtime, sidecar and trial images")
+    im.add_argument("action", choices=["build", "status"], nargs="?", default="build")
+    _image_args(im)
+
+    lk = sub.add_parser("lock", help="freeze a preregistration: locked_at, base commit and SHA-256 over everything")
+    lk.add_argument("prereg", type=Path, help="preregistration.yaml")
+
+    ev = sub.add_parser(
+        "eval",
+        help="run a locked experiment (rerun the same command to resume)",
+        description="Run every planned trial of a locked preregistration and decide. Results go to "
+        "--out (default harness-results/<skill>-<lock>); rerunning the same command resumes, "
+        "never repeating a completed trial.",
+    )
+    ev.add_argument("prereg", type=Path, nargs="?", help="preregistration.yaml (default: <skill>/preregistration.yaml, "
+                    "then ./preregistration.yaml)")  # fmt: skip
+    ev.add_argument("--skill", type=Path, help="the skill folder; must be the one the preregistration names")
+    _run_args(ev)
+    ev.add_argument("--scripted", type=Path, metavar="SCENARIO",
+                    help="use the scripted Messages API driven by this scenario file (offline, no key)")  # fmt: skip
+    ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `harness merge`")
+    ev.add_argument("--resume", action="store_true", help="accepted for clarity: rerunning always resumes")
+
+    dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
+    dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
+    dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
+    dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
+    _image_args(dm)
+
+    gc = sub.add_parser("gc", help="remove containers and networks left by killed runs (by label)")
+    gc.add_argument("--all", action="store_true", help="remove every harness object, even of live runs")
+    return p
+
+
+def _image_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-image", help="BASE_IMAGE for the trial image (your CI image, so verify finds its tools)")
+    p.add_argument("--extra-ca", type=Path, help="extra CA bundle for TLS-intercepting proxies "
+                   "(default: the host's /etc/ssl/certs/ca-certificates.crt)")  # fmt: skip
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, help="experiment directory (default harness-results/<skill>-<lock>)")
+    p.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
+    p.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc (gVisor)")
+    _image_args(p)
+
+
+# ----------------------------------------------------------------------- commands
+
+
+def _image_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from harness.images import ImageOptions
+
+    return ImageOptions(trial_base=args.base_image, extra_ca=args.extra_ca)
+
+
+def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
+    from harness.engine import Engine
+
+    return Engine(env)
+
+
+def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.doctor import gather
+
+    checks = gather(_engine(env), _image_options(args))
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
+    for c in checks:
+        print(f"[{marks[c.level]}] {c.name}: {c.detail}")
+    return 5 if any(c.level == "fail" for c in checks) else 0
+
+
+def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.engine import Engine
+    from harness.images import ImageBuilder
+
+    engine: Engine = _engine(env)
+    builder = ImageBuilder(engine, _image_options(args), on_line=lambda line: print(line, flush=True))
+    if args.action == "status":
+        for role, (tag, present) in builder.planned().items():
+            print(f"{role:8} {tag:48} {'present' if present else 'missing'}")
+        return 0
+    images = builder.ensure()
+    size = engine.image_size(images.trial)
+    print(f"trial image {images.trial} ({size / 1e6:.0f} MB, Claude Code {images.claude_code_version})")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.lock import lock
+
+    digest, base = lock(args.prereg)
+    print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
+    return 0
+
+
+def _find_prereg(args: argparse.Namespace) -> Path:
+    if args.prereg is not None:
+        return Path(args.prereg)
+    candidates = ([args.skill / "preregistration.yaml"] if args.skill else []) + [Path("preregistration.yaml")]
+    for c in candidates:
+        if c.is_file():
+            return Path(c)
+    raise ConfigError(
+        candidates[0], "no preregistration given or found", hint="harness eval path/to/preregistration.yaml"
+    )
+
+
+def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.config import load_study
+    from harness.lock import verify_lock
+    from harness.plan import parse_shard
+
+    study = load_study(_find_prereg(args))
+    if args.skill is not None and Path(args.skill).resolve() != study.skill_dir:
+        raise ConfigError(study.prereg_path, f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
+                          field="skill_ref")  # fmt: skip
+    lock_hash = verify_lock(study)
+    key = env.get("ANTHROPIC_API_KEY", "")
+    if args.scripted is None and not key:
+        raise PrerequisiteError(
+            "ANTHROPIC_API_KEY is not set; a real evaluation calls the Anthropic API",
+            hint="export ANTHROPIC_API_KEY=..., or try the offline pipeline with `make demo`",
+        )
+    try:
+        shard = parse_shard(args.shard) if args.shard else None
+    except ValueError as e:
+        raise ConfigError("--shard", str(e)) from None
+    suffix = f"-shard{shard[0]}of{shard[1]}" if shard else ""
+    out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
+    from harness.run import evaluate
+
+    return evaluate(study, out=out, env=env, jobs=args.jobs, scripted=args.scripted, api_key=key or None,
+                    shard=shard, runtime=args.runtime, images=_image_options(args))  # fmt: skip
+
+
+def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.config import load_study
+    from harness.demo import prepare_demo
+    from harness.run import evaluate
+
+    setup = prepare_demo(args.out.resolve())
+    print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
+    worst = 0
+    for skill, prereg in setup.preregistrations.items():
+        print(f"\n=== skill {skill} ===")
+        code = evaluate(load_study(prereg), out=args.out.resolve() / f"results-{skill}", env=env, jobs=args.jobs,
+                        scripted=setup.scenario, api_key=None, shard=None, runtime=args.runtime,
+                        images=_image_options(args))  # fmt: skip
+        worst = max(worst, code if code != 0 else 0)
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.labels import OWNER, OWNER_VALUE
+
+    engine = _engine(env)
+    if args.all:
+        n = engine.remove_labelled({OWNER: OWNER_VALUE})
+        print(f"removed {n} harness object(s)")
+        return 0
+    reaped = engine.gc(own_pid=os.getpid())
+    for kind, name, reason in reaped:
+        print(f"removed {kind} {name} ({reason})")
+    print(f"{len(reaped)} orphaned object(s) removed")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
+    "doctor": cmd_doctor,
+    "images": cmd_images,
+    "lock": cmd_lock,
+    "eval": cmd_eval,
+    "demo": cmd_demo,
+    "gc": cmd_gc,
+}
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    env = dict(os.environ if env is None else env)
+    # SIGTERM unwinds like Ctrl-C (Python would otherwise die without running finally blocks)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return COMMANDS[args.command](args, env)
+    except (KeyboardInterrupt, Interrupted) as e:
+        msg = str(e) if isinstance(e, Interrupted) else "interrupted"
+        print(f"harness: {msg}", file=sys.stderr)
+        return Interrupted.exit_code
+    except HarnessError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"harness: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except Exception:
+        traceback.print_exc()
+        print("harness: internal error (a bug): please report it with the traceback above", file=sys.stderr)
+        return 3

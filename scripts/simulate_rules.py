@@ -1,0 +1,235 @@
+"""Operating characteristics of the decision rules, by simulation with known true effects.
+
+Each simulated experiment draws T tasks with U-shaped difficulty (baseline pass
+probability p ~ Beta(.5, .5)), gives the skill a logit shift b chosen so that
+the mean true gain E[expit(logit p + b) - p] equals the target effect, runs N
+trials per arm and task, and sends the outcomes through the real
+``harness.decision.analyze`` and ``harness.decision.decide`` under both rules.
+Costs are drawn per task (log-normal) with per-trial noise; the skill's true
+cost ratio is ``--cost-ratio`` (default 1.0, so the cost condition rarely
+binds and the table shows the pass-rate logic). Every cell has its own seeded
+``random.Random``, so a cell's numbers do not depend on which other cells ran.
+
+    python3 scripts/simulate_rules.py --reps 1000 --seed 20261130
+
+Prints a Markdown table: P(adopt) / P(reject) / P(inconclusive) per rule.
+At effect 0 P(adopt) is the false-adoption rate; at positive effects it is power.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pickle
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Run as a file (python3 scripts/simulate_rules.py): make the repository root importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.config import Decision
+from harness.decision import DecisionContext, Observation, analyze, decide
+from harness.records import Arm, Outcome
+
+DEFAULT_REPS = 2000
+DEFAULT_SEED = 20261130
+TASKS = (10, 20, 50)
+RUNS = 3
+EFFECTS = (0.0, 0.06, 0.125, 0.24)
+_GRID = 4000
+_PROVENANCE = ("sim-model", "0.0.0", "sha256:sim", "0" * 40, "sim-template", "sim-lock")
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _expit(x: float) -> float:
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _arcsine(u: float) -> float:
+    # p = sin^2(u * pi/2) with u ~ U(0,1) is exactly Beta(.5, .5); clamp so logit stays finite.
+    return min(1.0 - 1e-12, max(1e-12, math.sin(u * math.pi / 2.0) ** 2))
+
+
+def mean_gain(shift: float) -> float:
+    """E[expit(logit p + shift) - p] for p ~ Beta(.5, .5), by midpoint quadrature over the arcsine map."""
+    total = 0.0
+    for i in range(_GRID):
+        p = _arcsine((i + 0.5) / _GRID)
+        total += _expit(_logit(p) + shift) - p
+    return total / _GRID
+
+
+def shift_for(effect: float) -> float:
+    """The logit shift whose mean true gain is ``effect`` (bisection; the gain is increasing in the shift)."""
+    if effect == 0.0:
+        return 0.0
+    lo, hi = (0.0, 20.0) if effect > 0 else (-20.0, 0.0)
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        if mean_gain(mid) < effect:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    tasks: int
+    runs: int
+    effect: float
+    shift: float
+    reps: int
+    seed: int
+    cost_ratio: float
+    unknown_rate: float
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: Cell
+    point: dict[str, int]
+    interval: dict[str, int]
+    mean_mde: float
+    seconds: float
+
+
+def simulate_experiment(rng: random.Random, cell: Cell) -> list[Observation]:
+    """One experiment's observations: T tasks x N runs x 2 arms."""
+    obs: list[Observation] = []
+    for t in range(cell.tasks):
+        task_id = f"t{t:03d}"
+        p_base = _arcsine(rng.random())
+        p_skill = _expit(_logit(p_base) + cell.shift)
+        task_cost = math.exp(rng.gauss(math.log(0.30), 0.5))
+        arms: tuple[tuple[Arm, float, float], ...] = (("baseline", p_base, 1.0), ("skill", p_skill, cell.cost_ratio))
+        for arm, p, mult in arms:
+            for _ in range(cell.runs):
+                passed = rng.random() < p
+                cost = task_cost * mult * math.exp(rng.gauss(0.0, 0.3))
+                unknown = cell.unknown_rate > 0 and rng.random() < cell.unknown_rate
+                outcome: Outcome = "unknown" if unknown else ("pass" if passed else "fail")
+                obs.append(Observation(task_id, arm, outcome, cost, None, None))
+    return obs
+
+
+def run_cell(cell: Cell) -> CellResult:
+    start = time.perf_counter()
+    rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
+    point_settings = Decision(rule="point")
+    interval_settings = Decision(rule="interval")
+    context = DecisionContext(
+        budget_stopped=False,
+        provenance_by_arm={"baseline": {_PROVENANCE}, "skill": {_PROVENANCE}},
+        planned_runs_per_arm=cell.runs,
+    )
+    point: Counter[str] = Counter()
+    interval: Counter[str] = Counter()
+    mde_sum = 0.0
+    for _ in range(cell.reps):
+        analysis = analyze(simulate_experiment(rng, cell), point_settings)
+        point[decide(analysis, point_settings, context).verdict] += 1
+        interval[decide(analysis, interval_settings, context).verdict] += 1
+        mde_sum += analysis.mde
+    return CellResult(cell, dict(point), dict(interval), mde_sum / cell.reps, time.perf_counter() - start)
+
+
+def _share(counts: dict[str, int], verdict: str, reps: int) -> str:
+    return f"{counts.get(verdict, 0) / reps:.3f}"
+
+
+def render(results: Sequence[CellResult], reps: int, seed: int, command: str) -> str:
+    lines = [
+        (
+            f"Simulated with `{command}` ({reps} reps per row, seed {seed}); U-shaped difficulty Beta(.5,.5), "
+            "logit-shift effect, decisions by harness.decision.decide."
+        ),
+        f"Monte Carlo standard error of a share p: sqrt(p(1-p)/{reps}) (at most {0.5 / math.sqrt(reps):.3f}).",
+        "",
+        (
+            "| tasks x runs | true gain | logit shift | point P(adopt) | point P(reject) | point P(inconcl.) "
+            "| interval P(adopt) | interval P(reject) | interval P(inconcl.) | mean MDE |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.cell
+        lines.append(
+            f"| {c.tasks} x {c.runs} | {c.effect:+.3f} | {c.shift:.3f} "
+            f"| {_share(r.point, 'adopt', c.reps)} | {_share(r.point, 'reject', c.reps)} "
+            f"| {_share(r.point, 'inconclusive', c.reps)} "
+            f"| {_share(r.interval, 'adopt', c.reps)} | {_share(r.interval, 'reject', c.reps)} "
+            f"| {_share(r.interval, 'inconclusive', c.reps)} | {r.mean_mde:.3f} |"
+        )
+    other = {
+        v
+        for r in results
+        for counts in (r.point, r.interval)
+        for v in counts
+        if v not in ("adopt", "reject", "inconclusive")
+    }
+    if other:
+        lines.append("")
+        lines.append(f"Unexpected verdicts seen: {sorted(other)}")
+    return "\n".join(lines)
+
+
+def _picklable(fn: object) -> bool:
+    # Loaded through runpy.run_path the module is not importable by name, so workers could not
+    # find run_cell; run in-process then instead of failing.
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--reps", type=int, default=DEFAULT_REPS, help=f"experiments per row (default {DEFAULT_REPS})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"base seed (default {DEFAULT_SEED})")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2; 1 runs in-process)")
+    parser.add_argument("--tasks", type=int, nargs="+", default=list(TASKS), help="suite sizes (default 10 20 50)")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"trials per arm and task (default {RUNS})")
+    parser.add_argument("--effects", type=float, nargs="+", default=list(EFFECTS), help="true mean gains")
+    parser.add_argument("--cost-ratio", type=float, default=1.0, help="true skill/baseline cost ratio (default 1.0)")
+    parser.add_argument("--unknown-rate", type=float, default=0.0, help="share of trials with no verdict (default 0)")
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if args.reps < 1 or args.runs < 1 or args.jobs < 1 or min(args.tasks) < 1:
+        parser.error("--reps, --runs, --jobs and --tasks must be >= 1")
+    if not 0.0 <= args.unknown_rate < 1.0:
+        parser.error("--unknown-rate must be in [0, 1)")
+
+    shifts = {e: shift_for(e) for e in args.effects}
+    cells = [
+        Cell(t, args.runs, e, shifts[e], args.reps, args.seed, args.cost_ratio, args.unknown_rate)
+        for t in args.tasks
+        for e in args.effects
+    ]
+    start = time.perf_counter()
+    if args.jobs == 1 or not _picklable(run_cell):
+        results = [run_cell(c) for c in cells]
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(run_cell, cells))
+    command = "python3 scripts/simulate_rules.py " + " ".join(list(argv) if argv is not None else sys.argv[1:])
+    print(render(results, args.reps, args.seed, command.strip()))
+    print(f"\nreps used: {args.reps} per row; {len(cells)} rows; {time.perf_counter() - start:.1f} s wall")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
