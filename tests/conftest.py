@@ -1,0 +1,120 @@
+"""Shared test setup.
+
+Unit tests never touch Docker, the network or the host's git repositories: an
+autouse guard makes ``docker.from_env`` raise unless the test is marked
+``docker``. Integration tests (marker ``docker``) use the real engine, the real
+images and the real Claude Code CLI; ``make test`` starts the engine and builds
+the images first. ``--no-docker`` skips them (for a quick unit-only run).
+After every docker test, no harness container, network or worktree may be left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import retry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--no-docker", action="store_true", help="skip tests that need the Docker engine")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--no-docker"):
+        return
+    skip = pytest.mark.skip(reason="--no-docker")
+    for item in items:
+        if "docker" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry, "WAIT_SCALE", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def _no_docker_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "docker" in request.keywords:
+        return
+    import docker
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("unit tests must not talk to the Docker engine; mark the test with @pytest.mark.docker")
+
+    monkeypatch.setattr(docker, "from_env", refuse)
+    monkeypatch.setattr(docker, "DockerClient", refuse)
+
+
+# ----------------------------------------------------------------------- docker side
+
+
+@pytest.fixture(scope="session")
+def engine():  # type: ignore[no-untyped-def]
+    from harness.engine import Engine
+
+    return Engine()
+
+
+@pytest.fixture(scope="session")
+def images(engine):  # type: ignore[no-untyped-def]
+    from harness.images import ImageBuilder
+
+    return ImageBuilder(engine).ensure()
+
+
+def _worktrees(repo: Path) -> list[str]:
+    out = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line.startswith("worktree ")]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A docker test must tear down every container, network and worktree it made."""
+    if "docker" not in request.keywords:
+        yield
+        return
+    eng = request.getfixturevalue("engine")
+    before = {(k, n) for k, n, _ in eng.labelled()}
+    yield
+    after = {(k, n) for k, n, _ in eng.labelled()}
+    leaked = sorted(after - before)
+    if leaked:
+        for kind, name in sorted(leaked, key=lambda o: o[0] != "container"):
+            (eng.remove_container if kind == "container" else eng.remove_network)(name)
+        pytest.fail(f"test left Docker objects behind: {leaked}")
+
+
+@pytest.fixture
+def demo_setup(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The embedded demo, prepared and locked in a fresh directory (repository included)."""
+    from harness.demo import prepare_demo
+
+    setup = prepare_demo(tmp_path / "demo")
+    yield setup
+    repo = setup.root / "demo" / "repo"
+    leftover = _worktrees(repo)[1:]
+    assert not leftover, f"worktrees left in the demo repository: {leftover}"
+
+
+@pytest.fixture
+def work_root(tmp_path: Path) -> Iterator[Path]:
+    """Per-test trial directory root (instead of the shared /tmp/harness-<uid>)."""
+    root = tmp_path / "trials"
+    root.mkdir(mode=0o700)
+    yield root
+    left = [p for p in root.iterdir()] if root.exists() else []
+    shutil.rmtree(root, ignore_errors=True)
+    assert not left, f"trial directories left behind: {left}"
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
