@@ -190,7 +190,7 @@ class Experiment:
         ex = self.study.prereg.execution
         lock = self.study.prereg.lock
         assert lock is not None
-        work = Path(self.options.work_root or tempfile.gettempdir()) / f"harness-{os.getuid()}"
+        work = self.options.work_root or Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
         run_root = work / self.run_id
         run_root.mkdir(mode=0o700)
@@ -229,6 +229,8 @@ class Experiment:
             )  # fmt: skip
             return self._execute(ctx, todo, done, store)
         finally:
+            if self.options.scripted is not None:
+                self._save_scripted_log(store, scripted_name)
             for cleanup in (
                 lambda: self.engine.remove_container(scripted_name),
                 lambda: self.engine.remove_labelled({RUN: self.run_id}),
@@ -239,6 +241,15 @@ class Experiment:
                 except HarnessError as e:
                     self.events.message(f"cleanup: {e}")
             shutil.rmtree(run_root, onerror=_force_remove)
+
+    def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
+        """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
+        try:
+            data, _ = self.engine.logs(name, stdout=True, stderr=True, cap=16 << 20)
+        except HarnessError:
+            return
+        with open(store.root / "scripted-api.log", "ab") as fh:
+            fh.write(store.redactor.data(data))
 
     def _run_ttl(self, n: int) -> float:
         b = self.study.prereg.execution.budgets

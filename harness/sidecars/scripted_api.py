@@ -187,6 +187,9 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
         blocks.append(tool_block(step, turn))
         return Reply(blocks, "tool_use", usage), info
     final = str(task.get("final_text", "Done."))
+    if read_skill:
+        # what the scripted model saw of the skill file, visible in the CLI's result text
+        final += f" [skill file read: {'yes' if state['skill_read'] else 'no'}]"
     return Reply([{"type": "text", "text": final}], "end_turn", usage), info
 
 

@@ -1,0 +1,63 @@
+"""Building small real experiments for integration tests (real engine, images, CLI, git)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import load_study
+from harness.engine import Engine
+from harness.experiment import Events, Experiment, ExperimentResult, RunOptions
+from harness.lock import lock
+
+
+def write_experiment(setup_root: Path, name: str, *, tasks: list[str], runs: int = 1, skill: str = "careful-fixer",
+                     skill_ref: str | None = None, scenario: dict[str, Any], extra: dict[str, Any] | None = None
+                     ) -> tuple[Path, Path]:  # fmt: skip
+    """A locked preregistration and a scenario file inside a prepared demo setup."""
+    demo = setup_root / "demo"
+    prereg: dict[str, Any] = {
+        "skill": skill,
+        "skill_ref": skill_ref or f"../skills/{skill}",
+        "tasks": "tasks.json",
+        "target_tasks": tasks,
+        "execution": {
+            "runs_per_arm": runs, "model": "sonnet", "judge_model": "haiku", "repo": "repo", "seed": 1,
+            "allowed_tools": ["Bash", "Edit", "Read"], "max_infra_retries": 0,
+            "budgets": {"per_trial_usd": 0.5, "judge_usd": 0.05, "timeout_s": 120, "verify_timeout_s": 60,
+                        "judge_timeout_s": 60},
+        },  # fmt: skip
+    }
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(prereg.get(key), dict):
+            prereg[key] = {**prereg[key], **value}
+        else:
+            prereg[key] = value
+    prereg_path = demo / f"prereg-{name}.yaml"
+    prereg_path.write_text(yaml.safe_dump(prereg, sort_keys=False))
+    lock(prereg_path)
+    scenario_path = demo / f"scenario-{name}.yaml"
+    scenario_path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return prereg_path, scenario_path
+
+
+def demo_task_scripts(setup_root: Path) -> dict[str, Any]:
+    """The demo scenario's per-task tool scripts (success and failure)."""
+    data = yaml.safe_load((setup_root / "demo" / "scenario.yaml").read_text())
+    return {tid: {k: v for k, v in t.items() if k in ("success", "failure")} for tid, t in data["tasks"].items()}
+
+
+def run_experiment(engine: Engine, prereg: Path, scenario: Path, out: Path, work_root: Path, *, jobs: int = 4,
+                   events: Events | None = None, **options: Any) -> ExperimentResult:  # fmt: skip
+    study = load_study(prereg)
+    opts = RunOptions(out=out, jobs=jobs, scripted=scenario, work_root=work_root, **options)
+    return Experiment(study, engine, opts, events).run()
+
+
+def latest(result: ExperimentResult) -> dict[str, Any]:
+    by_id = {}
+    for r in result.records:
+        by_id[r.trial_id] = r
+    return by_id
