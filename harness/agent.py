@@ -36,31 +36,54 @@ def claude_env(gateway_ip: str) -> dict[str, str]:
     }
 
 
-def agent_command(prompt: str, *, model: str, allowed_tools: Sequence[str], max_budget_usd: float,
-                  timeout_s: int) -> tuple[str, ...]:  # fmt: skip
+def agent_command(
+    prompt: str, *, model: str, allowed_tools: Sequence[str], max_budget_usd: float, timeout_s: int
+) -> tuple[str, ...]:
     return (
-        "timeout", "-k", str(KILL_GRACE_S), str(timeout_s),
-        "claude", "--bare", "-p", prompt,
-        "--output-format", "json",
-        "--model", model,
-        "--allowedTools", ",".join(allowed_tools),
-        "--max-budget-usd", f"{max_budget_usd:g}",
+        "timeout",
+        "-k",
+        str(KILL_GRACE_S),
+        str(timeout_s),
+        "claude",
+        "--bare",
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--allowedTools",
+        ",".join(allowed_tools),
+        "--max-budget-usd",
+        f"{max_budget_usd:g}",
         "--no-session-persistence",
-    )  # fmt: skip
+    )
 
 
-def judge_command(prompt: str, *, model: str, schema: dict[str, Any], max_budget_usd: float,
-                  timeout_s: int) -> tuple[str, ...]:  # fmt: skip
+def judge_command(
+    prompt: str, *, model: str, schema: dict[str, Any], max_budget_usd: float, timeout_s: int
+) -> tuple[str, ...]:
     return (
-        "timeout", "-k", str(KILL_GRACE_S), str(timeout_s),
-        "claude", "--bare", "-p", prompt,
-        "--output-format", "json",
-        "--model", model,
-        "--tools", "",
-        "--json-schema", json.dumps(schema, separators=(",", ":")),
-        "--max-budget-usd", f"{max_budget_usd:g}",
+        "timeout",
+        "-k",
+        str(KILL_GRACE_S),
+        str(timeout_s),
+        "claude",
+        "--bare",
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--model",
+        model,
+        "--tools",
+        "",
+        "--json-schema",
+        json.dumps(schema, separators=(",", ":")),
+        "--max-budget-usd",
+        f"{max_budget_usd:g}",
         "--no-session-persistence",
-    )  # fmt: skip
+    )
 
 
 def find_result(stdout: bytes) -> dict[str, Any] | None:

@@ -60,12 +60,20 @@ def _parser() -> argparse.ArgumentParser:
         "--out (default harness-results/<skill>-<lock>); rerunning the same command resumes, "
         "never repeating a completed trial.",
     )
-    ev.add_argument("prereg", type=Path, nargs="?", help="preregistration.yaml (default: <skill>/preregistration.yaml, "
-                    "then ./preregistration.yaml)")  # fmt: skip
+    ev.add_argument(
+        "prereg",
+        type=Path,
+        nargs="?",
+        help="preregistration.yaml (default: <skill>/preregistration.yaml, then ./preregistration.yaml)",
+    )
     ev.add_argument("--skill", type=Path, help="the skill folder; must be the one the preregistration names")
     _run_args(ev)
-    ev.add_argument("--scripted", type=Path, metavar="SCENARIO",
-                    help="use the scripted Messages API driven by this scenario file (offline, no key)")  # fmt: skip
+    ev.add_argument(
+        "--scripted",
+        type=Path,
+        metavar="SCENARIO",
+        help="use the scripted Messages API driven by this scenario file (offline, no key)",
+    )
     ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `harness merge`")
     ev.add_argument("--resume", action="store_true", help="accepted for clarity: rerunning always resumes")
 
@@ -82,8 +90,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _image_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-image", help="BASE_IMAGE for the trial image (your CI image, so verify finds its tools)")
-    p.add_argument("--extra-ca", type=Path, help="extra CA bundle for TLS-intercepting proxies "
-                   "(default: the host's /etc/ssl/certs/ca-certificates.crt)")  # fmt: skip
+    p.add_argument(
+        "--extra-ca",
+        type=Path,
+        help="extra CA bundle for TLS-intercepting proxies (default: the host's /etc/ssl/certs/ca-certificates.crt)",
+    )
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
@@ -161,8 +172,11 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     study = load_study(_find_prereg(args))
     if args.skill is not None and Path(args.skill).resolve() != study.skill_dir:
-        raise ConfigError(study.prereg_path, f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
-                          field="skill_ref")  # fmt: skip
+        raise ConfigError(
+            study.prereg_path,
+            f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
+            field="skill_ref",
+        )
     lock_hash = verify_lock(study)
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
@@ -178,8 +192,17 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
     out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
     from harness.run import evaluate
 
-    return evaluate(study, out=out, env=env, jobs=args.jobs, scripted=args.scripted, api_key=key or None,
-                    shard=shard, runtime=args.runtime, images=_image_options(args))  # fmt: skip
+    return evaluate(
+        study,
+        out=out,
+        env=env,
+        jobs=args.jobs,
+        scripted=args.scripted,
+        api_key=key or None,
+        shard=shard,
+        runtime=args.runtime,
+        images=_image_options(args),
+    )
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -192,9 +215,17 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     worst = 0
     for skill, prereg in setup.preregistrations.items():
         print(f"\n=== skill {skill} ===")
-        code = evaluate(load_study(prereg), out=args.out.resolve() / f"results-{skill}", env=env, jobs=args.jobs,
-                        scripted=setup.scenario, api_key=None, shard=None, runtime=args.runtime,
-                        images=_image_options(args))  # fmt: skip
+        code = evaluate(
+            load_study(prereg),
+            out=args.out.resolve() / f"results-{skill}",
+            env=env,
+            jobs=args.jobs,
+            scripted=setup.scenario,
+            api_key=None,
+            shard=None,
+            runtime=args.runtime,
+            images=_image_options(args),
+        )
         worst = max(worst, code if code != 0 else 0)
     return 0
 

@@ -243,7 +243,9 @@ def _raise_validation(path: Path, e: ValidationError) -> None:
     err = e.errors()[0]
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
-        raise ConfigError(path, ctx_error.message, field=ctx_error.field) from None
+        # the validator names the field relative to its own model; prefix where that model sits
+        prefix = _loc(tuple(err["loc"])) + "." if err["loc"] else ""
+        raise ConfigError(path, ctx_error.message, field=prefix + ctx_error.field) from None
     field = _loc(tuple(err["loc"]))
     msg = err["msg"]
     if err["type"] == "extra_forbidden":

@@ -21,13 +21,17 @@ Level = Literal["ok", "warn", "fail", "info"]
 
 # (component, minimum version, why)
 MINIMUMS = (
-    ("engine", (28, 3, 3), "Docker < 28.3.3: firewalld reloads can drop network isolation (CVE-2025-54388/54410); "
-     "gateway mode 'isolated' needs 28.x (the harness uses inhibit_ipv4 instead)"),
+    (
+        "engine",
+        (28, 3, 3),
+        "Docker < 28.3.3: firewalld reloads can drop network isolation (CVE-2025-54388/54410); "
+        "gateway mode 'isolated' needs 28.x (the harness uses inhibit_ipv4 instead)",
+    ),
     ("runc", (1, 2, 8), "runc < 1.2.8: mount-race container escapes (CVE-2025-31133, -52565, -52881)"),
     ("runc", (1, 1, 12), "runc < 1.1.12: 'Leaky Vessels' fd leak escape (CVE-2024-21626)"),
     ("git", (2, 39, 4), "git < 2.39.4: clone/hook vulnerabilities (CVE-2024-32002/-32004/-32465)"),
     ("git", (2, 43, 7), "git < 2.43.7 (unless your distribution backported the fixes): CVE-2025-48384 family"),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -68,13 +72,23 @@ def git_version() -> str:
 def gvisor_check(engine: Engine, image: str | None) -> Check:
     runtimes = engine.info().runtimes
     if "runsc" not in runtimes:
-        return Check("info", "gVisor (runsc)", "not installed; `--runtime runsc` is unavailable here "
-                     "(recommended on laptops and persistent self-hosted runners)")  # fmt: skip
+        return Check(
+            "info",
+            "gVisor (runsc)",
+            "not installed; `--runtime runsc` is unavailable here "
+            "(recommended on laptops and persistent self-hosted runners)",
+        )
     if image is None:
         return Check("warn", "gVisor (runsc)", "registered, but no image to test it with (build images first)")
-    spec = ContainerSpec(name="hx-doctor-runsc", image=image, command=("true",), user="65534:65534",
-                         labels=make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor"),
-                         limits=Limits(memory="128m", pids=32), runtime="runsc")  # fmt: skip
+    spec = ContainerSpec(
+        name="hx-doctor-runsc",
+        image=image,
+        command=("true",),
+        user="65534:65534",
+        labels=make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor"),
+        limits=Limits(memory="128m", pids=32),
+        runtime="runsc",
+    )
     try:
         result = engine.run(spec, deadline_s=60)
     except HarnessError as e:
@@ -89,12 +103,22 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     info = engine.info()
     checks.append(Check("ok", "engine", f"Docker {info.server_version} (API {info.api_version}), {info.os}"))
     cg = info.cgroup_version or "?"
-    checks.append(Check("ok" if cg == "2" else "warn", "cgroups",
-                        f"v{cg} ({info.cgroup_driver})" + ("" if cg == "2" else
-                        ": limits work, but rootless engines need v2 for cpu/memory limits")))  # fmt: skip
+    checks.append(
+        Check(
+            "ok" if cg == "2" else "warn",
+            "cgroups",
+            f"v{cg} ({info.cgroup_driver})"
+            + ("" if cg == "2" else ": limits work, but rootless engines need v2 for cpu/memory limits"),
+        )
+    )
     seccomp = any("seccomp" in s for s in info.security_options)
-    checks.append(Check("ok" if seccomp else "fail", "seccomp",
-                        "default profile active" if seccomp else "not enabled: containers lack syscall filtering"))  # fmt: skip
+    checks.append(
+        Check(
+            "ok" if seccomp else "fail",
+            "seccomp",
+            "default profile active" if seccomp else "not enabled: containers lack syscall filtering",
+        )
+    )
     if info.rootless:
         checks.append(Check("info", "rootless", "rootless engine: an escape lands in an unprivileged user"))
     free = engine.free_disk_bytes()
@@ -104,9 +128,15 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     git = git_version()
     checks.append(Check("ok" if git else "fail", "git", git or "not installed"))
     checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version, "git": git}))
-    checks.append(Check("ok" if shutil.which("debootstrap") else "info", "debootstrap",
-                        "present (base image without a registry)" if shutil.which("debootstrap")
-                        else "absent: a base image must come from a registry or `docker load`"))  # fmt: skip
+    checks.append(
+        Check(
+            "ok" if shutil.which("debootstrap") else "info",
+            "debootstrap",
+            "present (base image without a registry)"
+            if shutil.which("debootstrap")
+            else "absent: a base image must come from a registry or `docker load`",
+        )
+    )
     trial_image = None
     for role, (tag, present) in ImageBuilder(engine, options).planned().items():
         state = "present" if present else "will be built on first use"

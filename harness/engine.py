@@ -224,8 +224,14 @@ class Engine:
         except DOCKER_ERRORS as e:
             raise InfraError(f"starting container {name} failed: {e}") from e
 
-    def run(self, spec: ContainerSpec, *, deadline_s: float, output_cap: int = 4 << 20,
-            on_started: Callable[[str], None] | None = None) -> ExitInfo:  # fmt: skip
+    def run(
+        self,
+        spec: ContainerSpec,
+        *,
+        deadline_s: float,
+        output_cap: int = 4 << 20,
+        on_started: Callable[[str], None] | None = None,
+    ) -> ExitInfo:
         """Create, start, wait (host deadline), collect output, remove: the container never outlives this call."""
         t0 = time.monotonic()
         self.create(spec)
@@ -431,8 +437,16 @@ class Engine:
             return False
         return self.image_id(ref) is not None
 
-    def build(self, context: Path, *, dockerfile: str, tag: str, buildargs: Mapping[str, str],
-              labels: Mapping[str, str], on_line: Callable[[str], None] | None = None) -> str:  # fmt: skip
+    def build(
+        self,
+        context: Path,
+        *,
+        dockerfile: str,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> str:
         """Classic builder (engine 20.10 has no buildx by default). Returns the image id."""
         tail: list[str] = []
         try:

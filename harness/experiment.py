@@ -124,8 +124,9 @@ class Experiment:
         ex = self.study.prereg.execution
         lock_hash = verify_lock(self.study)
         assert self.study.prereg.lock is not None
-        specs = plan.select_shard(plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed),
-                                  self.options.shard)  # fmt: skip
+        specs = plan.select_shard(
+            plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
+        )
         redactor = Redactor([self.options.api_key or ""])
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
@@ -185,8 +186,14 @@ class Experiment:
         return latest_by_trial(report.records)
 
     # ----------------------------------------------------------- run resources
-    def _run_trials(self, todo: list[TrialSpec], done: dict[str, TrialRecord], store: ExperimentDir,
-                    images: ImageSet, lock_hash: str) -> tuple[bool, int]:  # fmt: skip
+    def _run_trials(
+        self,
+        todo: list[TrialSpec],
+        done: dict[str, TrialRecord],
+        store: ExperimentDir,
+        images: ImageSet,
+        lock_hash: str,
+    ) -> tuple[bool, int]:
         ex = self.study.prereg.execution
         lock = self.study.prereg.lock
         assert lock is not None
@@ -199,12 +206,20 @@ class Experiment:
         uid, gid = container_user()
         sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
         profile = sandbox.Profile(
-            trial_image=images.trial, sidecar_image=images.sidecar,
-            limits=Limits(memory=ex.resources.memory, cpus=ex.resources.cpus, pids=ex.resources.pids,
-                          nofile=ex.resources.nofile, fsize_bytes=parse_size(ex.resources.max_file_size),
-                          tmpfs_size=ex.resources.tmpfs_size),
-            user=f"{uid}:{gid}", sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}", runtime=self.options.runtime,
-        )  # fmt: skip
+            trial_image=images.trial,
+            sidecar_image=images.sidecar,
+            limits=Limits(
+                memory=ex.resources.memory,
+                cpus=ex.resources.cpus,
+                pids=ex.resources.pids,
+                nofile=ex.resources.nofile,
+                fsize_bytes=parse_size(ex.resources.max_file_size),
+                tmpfs_size=ex.resources.tmpfs_size,
+            ),
+            user=f"{uid}:{gid}",
+            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
+            runtime=self.options.runtime,
+        )
         scripted_name = f"hx-{self.run_id}-scripted"
         try:
             api_key = self._api_key()
@@ -215,18 +230,33 @@ class Experiment:
             if self.options.scripted is not None:
                 upstream = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels)
             ctx = TrialContext(
-                engine=self.engine, profile=profile, execution=ex, experiment_id=lock_hash[:12], run_id=self.run_id,
-                run_root=run_root, repo=self.study.repo_path,
+                engine=self.engine,
+                profile=profile,
+                execution=ex,
+                experiment_id=lock_hash[:12],
+                run_id=self.run_id,
+                run_root=run_root,
+                repo=self.study.repo_path,
                 provenance=Provenance(
-                    lock_hash=lock_hash, base_sha=lock.base_sha, model=ex.model, judge_model=ex.judge_model,
-                    cli_version=images.claude_code_version, image_digest=images.trial_id,
-                    prompt_template_sha256=plan.prompt_template_sha256(), harness_version=__version__,
+                    lock_hash=lock_hash,
+                    base_sha=lock.base_sha,
+                    model=ex.model,
+                    judge_model=ex.judge_model,
+                    cli_version=images.claude_code_version,
+                    image_digest=images.trial_id,
+                    prompt_template_sha256=plan.prompt_template_sha256(),
+                    harness_version=__version__,
                 ),
-                skill_copy=skill_copy, key_file=key_file, upstream=upstream, upstream_network=upstream_net,
-                artifacts=store.artifacts, redactor=Redactor([api_key]), stop=self.stop,
+                skill_copy=skill_copy,
+                key_file=key_file,
+                upstream=upstream,
+                upstream_network=upstream_net,
+                artifacts=store.artifacts,
+                redactor=Redactor([api_key]),
+                stop=self.stop,
                 on_phase=self.events.phase,
                 shard=f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None,
-            )  # fmt: skip
+            )
             return self._execute(ctx, todo, done, store)
         finally:
             if self.options.scripted is not None:
@@ -277,8 +307,9 @@ class Experiment:
             os.chown(path, *owner)
         return path
 
-    def _start_scripted(self, profile: sandbox.Profile, name: str, network: str, run_root: Path,
-                        labels: dict[str, str]) -> str:  # fmt: skip
+    def _start_scripted(
+        self, profile: sandbox.Profile, name: str, network: str, run_root: Path, labels: dict[str, str]
+    ) -> str:
         assert self.options.scripted is not None
         sc = scenario.load_scenario(self.options.scripted)
         data = scenario.compile_scenario(
@@ -288,16 +319,22 @@ class Experiment:
         scen_dir.mkdir(mode=0o755)
         (scen_dir / "scenario.json").write_bytes(data)
         os.chmod(scen_dir / "scenario.json", 0o444)
-        spec = sandbox.scripted_api_spec(profile, name=name, labels={**labels, "harness.role": "scripted-api"},
-                                         network=network, scenario_dir=scen_dir)  # fmt: skip
+        spec = sandbox.scripted_api_spec(
+            profile,
+            name=name,
+            labels={**labels, "harness.role": "scripted-api"},
+            network=network,
+            scenario_dir=scen_dir,
+        )
         self.engine.create(spec)
         self.engine.start(name)
         wait_listening(self.engine, name)
         return f"http://{name}:{sandbox.SCRIPTED_PORT}"
 
     # ----------------------------------------------------------------- trials
-    def _execute(self, ctx: TrialContext, todo: list[TrialSpec], done: dict[str, TrialRecord],
-                 store: ExperimentDir) -> tuple[bool, int]:  # fmt: skip
+    def _execute(
+        self, ctx: TrialContext, todo: list[TrialSpec], done: dict[str, TrialRecord], store: ExperimentDir
+    ) -> tuple[bool, int]:
         ex = self.study.prereg.execution
         total_cap = ex.budgets.total_usd
         spent = sum(r.total_cost_usd for r in store.results.read().records)
@@ -361,10 +398,19 @@ class Experiment:
 def _skipped(ctx: TrialContext, spec: TrialSpec, why: str) -> TrialRecord:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     return TrialRecord(
-        experiment_id=ctx.experiment_id, trial_id=spec.trial_id, task_id=spec.task.id, arm=spec.arm,
-        run_index=spec.run_index, attempt=1, provenance=ctx.provenance, status="skipped", error=why,
-        started_at=now, finished_at=now, shard=ctx.shard,
-    )  # fmt: skip
+        experiment_id=ctx.experiment_id,
+        trial_id=spec.trial_id,
+        task_id=spec.task.id,
+        arm=spec.arm,
+        run_index=spec.run_index,
+        attempt=1,
+        provenance=ctx.provenance,
+        status="skipped",
+        error=why,
+        started_at=now,
+        finished_at=now,
+        shard=ctx.shard,
+    )
 
 
 def _force_remove(func: Callable[..., object], path: str, exc: object) -> None:

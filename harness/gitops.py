@@ -20,15 +20,23 @@ from pathlib import Path
 from harness.errors import ConfigError, InfraError
 
 HARDENING = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "core.pager=cat",
-    "-c", "credential.helper=",
-    "-c", "protocol.allow=never",
-    "-c", "diff.external=",
-    "-c", "core.sshCommand=false",
-    "-c", "advice.detachedHead=false",
-)  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "diff.external=",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "advice.detachedHead=false",
+)
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -108,8 +108,9 @@ def slim(rootfs: Path) -> None:
 
 
 class ImageBuilder:
-    def __init__(self, engine: Engine, options: ImageOptions | None = None,
-                 on_line: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, engine: Engine, options: ImageOptions | None = None, on_line: Callable[[str], None] | None = None
+    ) -> None:
         self.engine = engine
         self.options = options or ImageOptions()
         self.on_line = on_line or (lambda _line: None)
@@ -247,8 +248,10 @@ class ImageBuilder:
             tarball = Path(tmp) / "rootfs.tar"
             proc = subprocess.run(
                 ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             if proc.returncode != 0:
                 raise InfraError(f"packing the debootstrap rootfs failed: {proc.stderr[-500:]}")
             return self.engine.import_rootfs(
@@ -261,8 +264,9 @@ class ImageBuilder:
                 ],
             )
 
-    def _ensure_built(self, tag: str, dockerfile: str, buildargs: Mapping[str, str],
-                      *, sidecar: bool = False) -> tuple[str, str]:  # fmt: skip
+    def _ensure_built(
+        self, tag: str, dockerfile: str, buildargs: Mapping[str, str], *, sidecar: bool = False
+    ) -> tuple[str, str]:
         with _build_lock(tag.replace(":", "_")):
             image = self.engine.image_id(tag)
             if image:

@@ -52,11 +52,13 @@ def judge_prompt(task: Task, verify_exit_code: int | None, diff: str, patch: Pat
     )
 
 
-def verdict_from(structured: dict[str, Any] | None, *, cost_usd: float | None, model: str,
-                 error: str | None = None) -> JudgeResult:  # fmt: skip
+def verdict_from(
+    structured: dict[str, Any] | None, *, cost_usd: float | None, model: str, error: str | None = None
+) -> JudgeResult:
     if structured is None:
-        return JudgeResult(verdict="unknown", reason="no structured output", cost_usd=cost_usd, model=model,
-                           error=error)  # fmt: skip
+        return JudgeResult(
+            verdict="unknown", reason="no structured output", cost_usd=cost_usd, model=model, error=error
+        )
     verdict = structured.get("verdict")
     reason = str(structured.get("reason", ""))[:1000]
     if verdict not in ("pass", "fail"):

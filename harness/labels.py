@@ -23,8 +23,17 @@ EXPIRES = "harness.expires"
 PURPOSE = "harness.purpose"
 
 
-def make_labels(run_id: str, *, role: str, trial_id: str | None = None, ttl_s: float, pid: int | None = None,
-                host: str | None = None, now: float | None = None, purpose: str = "trial") -> dict[str, str]:  # fmt: skip
+def make_labels(
+    run_id: str,
+    *,
+    role: str,
+    trial_id: str | None = None,
+    ttl_s: float,
+    pid: int | None = None,
+    host: str | None = None,
+    now: float | None = None,
+    purpose: str = "trial",
+) -> dict[str, str]:
     labels = {
         OWNER: OWNER_VALUE,
         RUN: run_id,
@@ -49,8 +58,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def orphan_reason(labels: Mapping[str, str], *, now: float, host: str, alive: Callable[[int], bool] = pid_alive,
-                  own_pid: int | None = None) -> str | None:  # fmt: skip
+def orphan_reason(
+    labels: Mapping[str, str],
+    *,
+    now: float,
+    host: str,
+    alive: Callable[[int], bool] = pid_alive,
+    own_pid: int | None = None,
+) -> str | None:
     """Why an object is an orphan (to be reaped), or None when its owner may still use it."""
     if labels.get(OWNER) != OWNER_VALUE:
         return None

@@ -27,6 +27,7 @@ from harness.gitops import resolve_commit
 from harness.store import atomic_write
 
 LOCK_KEY = re.compile(r"^lock\s*:")
+LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
 MAX_SKILL_FILE = 1 << 20
 MAX_SKILL_FILES = 200
 
@@ -85,6 +86,8 @@ def strip_lock_block(text: str) -> str:
         if LOCK_KEY.match(line):
             skipping = True
             continue
+        if line.rstrip("\r\n") == LOCK_COMMENT:
+            continue
         if skipping and (line.startswith((" ", "\t")) or not line.strip()):
             continue
         skipping = False
@@ -100,8 +103,8 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
     digest, files = fingerprint(study, base_sha)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     block = {"lock": {"locked_at": when, "sha256": digest, "base_sha": base_sha, "files": files}}
-    text = strip_lock_block(study.prereg_path.read_text(encoding="utf-8"))
-    new = text + "\n# Written by `harness lock`; any edit above invalidates it.\n"
+    text = strip_lock_block(study.prereg_path.read_text(encoding="utf-8")).rstrip("\n") + "\n"
+    new = text + f"\n{LOCK_COMMENT}\n"
     new += yaml.safe_dump(block, sort_keys=False, default_flow_style=False)
     atomic_write(study.prereg_path, new.encode("utf-8"))
     return digest, base_sha

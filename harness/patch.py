@@ -24,20 +24,72 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 GIT_COMPONENT = re.compile(r"^(\.git\.*|git~\d+)$", re.IGNORECASE)
 
 TEST_PATTERNS = (
-    "test/*", "tests/*", "*/test/*", "*/tests/*", "spec/*", "*/spec/*", "__tests__/*", "*/__tests__/*",
-    "test_*.py", "*/test_*.py", "*_test.py", "*_test.go", "*.test.js", "*.test.ts", "*.spec.js", "*.spec.ts",
-    "conftest.py", "*/conftest.py", "pytest.ini", "tox.ini", "jest.config.*", "vitest.config.*",
-)  # fmt: skip
+    "test/*",
+    "tests/*",
+    "*/test/*",
+    "*/tests/*",
+    "spec/*",
+    "*/spec/*",
+    "__tests__/*",
+    "*/__tests__/*",
+    "test_*.py",
+    "*/test_*.py",
+    "*_test.py",
+    "*_test.go",
+    "*.test.js",
+    "*.test.ts",
+    "*.spec.js",
+    "*.spec.ts",
+    "conftest.py",
+    "*/conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "jest.config.*",
+    "vitest.config.*",
+)
 FLAG_PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("edits_claude_config", (".claude/*", "*/.claude/*", "CLAUDE.md", "*/CLAUDE.md", "AGENTS.md", ".mcp.json")),
-    ("edits_ci", (".github/*", ".gitlab-ci.yml", ".circleci/*", "Jenkinsfile", "azure-pipelines.yml",
-                  ".buildkite/*", ".travis.yml")),
+    (
+        "edits_ci",
+        (
+            ".github/*",
+            ".gitlab-ci.yml",
+            ".circleci/*",
+            "Jenkinsfile",
+            "azure-pipelines.yml",
+            ".buildkite/*",
+            ".travis.yml",
+        ),
+    ),
     ("edits_git_metadata", (".gitattributes", "*/.gitattributes", ".gitmodules", ".gitignore", "*/.gitignore")),
-    ("edits_dev_env", (".vscode/*", ".idea/*", ".devcontainer/*", ".envrc", ".husky/*", ".pre-commit-config.yaml",
-                       ".npmrc", ".pypirc")),
-    ("edits_build_scripts", ("Makefile", "package.json", "setup.py", "setup.cfg", "pyproject.toml",
-                             "sitecustomize.py", "*/sitecustomize.py", "usercustomize.py", "*.pth")),
-)  # fmt: skip
+    (
+        "edits_dev_env",
+        (
+            ".vscode/*",
+            ".idea/*",
+            ".devcontainer/*",
+            ".envrc",
+            ".husky/*",
+            ".pre-commit-config.yaml",
+            ".npmrc",
+            ".pypirc",
+        ),
+    ),
+    (
+        "edits_build_scripts",
+        (
+            "Makefile",
+            "package.json",
+            "setup.py",
+            "setup.cfg",
+            "pyproject.toml",
+            "sitecustomize.py",
+            "*/sitecustomize.py",
+            "usercustomize.py",
+            "*.pth",
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -82,15 +134,31 @@ def parse_numstat(numstat: bytes) -> dict[str, tuple[int | None, int | None]]:
     return out
 
 
+_C_ESCAPES = {b"a": b"\a", b"b": b"\b", b"t": b"\t", b"n": b"\n", b"v": b"\v", b"f": b"\f", b"r": b"\r"}
+
+
+def unquote(name: bytes) -> bytes:
+    """Undo git's C-style quoting of a path in patch text (``"b/caf\\303\\251"`` -> ``b/café``)."""
+    if len(name) < 2 or not (name.startswith(b'"') and name.endswith(b'"')):
+        return name
+
+    def one(m: re.Match[bytes]) -> bytes:
+        esc = m.group(1)
+        return bytes([int(esc, 8) & 0xFF]) if len(esc) == 3 else _C_ESCAPES.get(esc, esc)
+
+    return re.sub(rb"\\([0-7]{3}|.)", one, name[1:-1], flags=re.DOTALL)
+
+
 def symlink_targets(patch: bytes) -> dict[str, str]:
     """Targets of symlinks the patch creates or changes (mode 120000), from the hunk text."""
     targets: dict[str, str] = {}
     for chunk in re.split(rb"(?m)^diff --git ", patch)[1:]:
         header, _, body = chunk.partition(b"\n")
-        if not re.search(rb"(?m)^(new file mode|new mode) 120000$", body):
+        if not re.search(rb"(?m)^((new file mode|new mode) 120000|index [0-9a-f]+\.\.[0-9a-f]+ 120000)$", body):
             continue
-        m = re.search(rb"(?m)^\+\+\+ b/(.*)$", body)
-        path = (m.group(1) if m else header.split(b" b/", 1)[-1]).decode("utf-8", "surrogateescape")
+        m = re.search(rb"(?m)^\+\+\+ (.*)$", body)
+        name = unquote(m.group(1)) if m else header.split(b" b/", 1)[-1]
+        path = name.removeprefix(b"b/").decode("utf-8", "surrogateescape")
         added = [ln[1:] for ln in body.split(b"\n") if ln.startswith(b"+") and not ln.startswith(b"+++")]
         targets[path] = b"".join(added).decode("utf-8", "surrogateescape")
     return targets
@@ -129,8 +197,16 @@ def under(path: str, protected: str) -> bool:
     return path == protected or path.startswith(protected + "/")
 
 
-def analyse(patch: bytes, raw: bytes, numstat: bytes, *, protected_paths: Sequence[str] = (), cap: int,
-            special: bytes = b"", extract_status: str = "ok") -> PatchInfo:  # fmt: skip
+def analyse(
+    patch: bytes,
+    raw: bytes,
+    numstat: bytes,
+    *,
+    protected_paths: Sequence[str] = (),
+    cap: int,
+    special: bytes = b"",
+    extract_status: str = "ok",
+) -> PatchInfo:
     """Everything the record says about a patch: stats, flags, and a rejection reason if unsafe."""
     counts = parse_numstat(numstat)
     entries = [
@@ -152,7 +228,8 @@ def analyse(patch: bytes, raw: bytes, numstat: bytes, *, protected_paths: Sequen
         if e.new_mode == "120000":
             flags.append(f"symlink:{e.path}")
             target = links.get(e.path)
-            if target is not None and escapes(e.path, target) and rejected is None:
+            # a symlink whose target cannot be read from the patch is treated as escaping (fail closed)
+            if (target is None or escapes(e.path, target)) and rejected is None:
                 rejected = f"symlink_escapes: {e.path!r} -> {target!r}"
         if e.new_mode == "100755" and e.old_mode != "100755":
             flags.append(f"executable:{e.path}")

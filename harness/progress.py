@@ -106,9 +106,11 @@ class Progress(Events):
                 done = sum(v for (a, _), v in self.done.items() if a == arm)
                 running = sum(1 for a, _, _ in self.running.values() if a == arm)
                 table.add_row(
-                    arm, str(running), f"{done}/{self.total[arm]}",
+                    arm,
+                    str(running),
+                    f"{done}/{self.total[arm]}",
                     *(str(self.done[(arm, o)]) for o in ("pass", "fail", "unknown", "truncated", "infra")),
-                )  # fmt: skip
+                )
             active = sorted(self.running.items(), key=lambda kv: kv[1][2])[:6]
             lines = [f"  {tid}  {phase}  {time.monotonic() - t0:.0f}s" for tid, (_, phase, t0) in active]
             spent = self.spent

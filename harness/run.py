@@ -52,15 +52,22 @@ def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
     observations = decision.observations_from_records(records, settings.pass_rule)
     analysis = decision.analyze(observations, settings)
     context = decision.context_from_records(
-        records, study.prereg.execution.runs_per_arm, result.budget_stopped,
+        records,
+        study.prereg.execution.runs_per_arm,
+        result.budget_stopped,
         planned_task_ids=[t.id for t in study.target_tasks()],
-    )  # fmt: skip
+    )
     verdict = decision.decide(analysis, settings, context)
     return report.ReportInput(
-        prereg=study.prereg, analysis=analysis, decision=verdict, lock_hash=result.lock_hash,
-        skipped_tasks=tuple(t.id for t in study.skipped_tasks()), flagged=flagged(records),
-        experiment_dir=str(result.experiment_dir.root), spent_usd=sum(r.total_cost_usd for r in records),
-    )  # fmt: skip
+        prereg=study.prereg,
+        analysis=analysis,
+        decision=verdict,
+        lock_hash=result.lock_hash,
+        skipped_tasks=tuple(t.id for t in study.skipped_tasks()),
+        flagged=flagged(records),
+        experiment_dir=str(result.experiment_dir.root),
+        spent_usd=sum(r.total_cost_usd for r in records),
+    )
 
 
 def flagged(records: list[TrialRecord]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -79,15 +86,30 @@ def flagged(records: list[TrialRecord]) -> tuple[tuple[str, tuple[str, ...]], ..
     return tuple(out)
 
 
-def evaluate(study: Study, *, out: Path, env: Mapping[str, str], jobs: int | None, scripted: Path | None,
-             api_key: str | None, shard: tuple[int, int] | None, runtime: str | None,
-             images: ImageOptions) -> int:  # fmt: skip
+def evaluate(
+    study: Study,
+    *,
+    out: Path,
+    env: Mapping[str, str],
+    jobs: int | None,
+    scripted: Path | None,
+    api_key: str | None,
+    shard: tuple[int, int] | None,
+    runtime: str | None,
+    images: ImageOptions,
+) -> int:
     engine = Engine(env)
     progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
     options = RunOptions(
-        out=out, jobs=jobs or default_jobs(study), scripted=scripted, api_key=api_key, shard=shard,
-        runtime=runtime, images=images, env=env,
-    )  # fmt: skip
+        out=out,
+        jobs=jobs or default_jobs(study),
+        scripted=scripted,
+        api_key=api_key,
+        shard=shard,
+        runtime=runtime,
+        images=images,
+        env=env,
+    )
     experiment = Experiment(study, engine, options, progress)
     try:
         with _signals(experiment):

@@ -51,24 +51,54 @@ def container_name(run_id: str, trial_key: str, role: str) -> str:
     return f"hx-{run_id}-{trial_key}-{role}"
 
 
-def agent_spec(p: Profile, *, name: str, labels: Mapping[str, str], network: str, gateway_ip: str,
-               workspace: Path, skill_dir: Path | None, command: Sequence[str]) -> ContainerSpec:  # fmt: skip
+def agent_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str,
+    gateway_ip: str,
+    workspace: Path,
+    skill_dir: Path | None,
+    command: Sequence[str],
+) -> ContainerSpec:
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
         mounts.append(BindMount(skill_dir, "/skill", read_only=True))
     return ContainerSpec(
-        name=name, image=p.trial_image, command=tuple(command), labels=labels, user=p.user,
-        env=cli.claude_env(gateway_ip), mounts=tuple(mounts), network=network, limits=p.limits,
-        tmpfs=("/tmp", "/home/agent"), workdir="/workspace", runtime=p.runtime,
-    )  # fmt: skip
+        name=name,
+        image=p.trial_image,
+        command=tuple(command),
+        labels=labels,
+        user=p.user,
+        env=cli.claude_env(gateway_ip),
+        mounts=tuple(mounts),
+        network=network,
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir="/workspace",
+        runtime=p.runtime,
+    )
 
 
-def collect_spec(p: Profile, *, name: str, labels: Mapping[str, str], base: Path, workspace: Path, out: Path,
-                 verify_tree: Path, protected: Sequence[str], patch_cap: int) -> ContainerSpec:  # fmt: skip
+def collect_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    base: Path,
+    workspace: Path,
+    out: Path,
+    verify_tree: Path,
+    protected: Sequence[str],
+    patch_cap: int,
+) -> ContainerSpec:
     return ContainerSpec(
-        name=name, image=p.trial_image,
+        name=name,
+        image=p.trial_image,
         command=("sh", "-c", collect_script(), "collect", *protected),
-        labels=labels, user=p.user,
+        labels=labels,
+        user=p.user,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"},
         mounts=(
             BindMount(base, "/base", read_only=True),
@@ -76,34 +106,69 @@ def collect_spec(p: Profile, *, name: str, labels: Mapping[str, str], base: Path
             BindMount(out, "/out", read_only=False),
             BindMount(verify_tree, "/verify", read_only=False),
         ),
-        network="none", limits=p.limits, tmpfs=("/tmp",), workdir="/", runtime=p.runtime,
-    )  # fmt: skip
+        network="none",
+        limits=p.limits,
+        tmpfs=("/tmp",),
+        workdir="/",
+        runtime=p.runtime,
+    )
 
 
-def verify_spec(p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path, verify_cmd: str,
-                timeout_s: int) -> ContainerSpec:  # fmt: skip
+def verify_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path, verify_cmd: str, timeout_s: int
+) -> ContainerSpec:
     return ContainerSpec(
-        name=name, image=p.trial_image,
+        name=name,
+        image=p.trial_image,
         command=("timeout", "-k", str(cli.KILL_GRACE_S), str(timeout_s), "sh", "-c", verify_cmd),
-        labels=labels, user=p.user,
-        env={"HOME": "/home/agent", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-             "LANG": "C.UTF-8", "TZ": "UTC", "CI": "1"},
+        labels=labels,
+        user=p.user,
+        env={
+            "HOME": "/home/agent",
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "CI": "1",
+        },
         mounts=(BindMount(verify_tree, "/workspace", read_only=False),),
-        network="none", limits=p.limits, tmpfs=("/tmp", "/home/agent"), workdir="/workspace", runtime=p.runtime,
-    )  # fmt: skip
+        network="none",
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir="/workspace",
+        runtime=p.runtime,
+    )
 
 
-def judge_spec(p: Profile, *, name: str, labels: Mapping[str, str], network: str, gateway_ip: str,
-               command: Sequence[str]) -> ContainerSpec:  # fmt: skip
+def judge_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], network: str, gateway_ip: str, command: Sequence[str]
+) -> ContainerSpec:
     return ContainerSpec(
-        name=name, image=p.trial_image, command=tuple(command), labels=labels, user=p.user,
-        env=cli.claude_env(gateway_ip), mounts=(), network=network, limits=p.limits,
-        tmpfs=("/tmp", "/home/agent"), workdir="/tmp", runtime=p.runtime,
-    )  # fmt: skip
+        name=name,
+        image=p.trial_image,
+        command=tuple(command),
+        labels=labels,
+        user=p.user,
+        env=cli.claude_env(gateway_ip),
+        mounts=(),
+        network=network,
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir="/tmp",
+        runtime=p.runtime,
+    )
 
 
-def gateway_spec(p: Profile, *, name: str, labels: Mapping[str, str], upstream_network: str, upstream: str,
-                 key_file: Path, budget_usd: float, pricing: Mapping[str, Any] | None = None) -> ContainerSpec:  # fmt: skip
+def gateway_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    upstream_network: str,
+    upstream: str,
+    key_file: Path,
+    budget_usd: float,
+    pricing: Mapping[str, Any] | None = None,
+) -> ContainerSpec:
     env = {
         "GATEWAY_UPSTREAM": upstream,
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
@@ -116,22 +181,33 @@ def gateway_spec(p: Profile, *, name: str, labels: Mapping[str, str], upstream_n
 
         env["GATEWAY_PRICING"] = json.dumps(pricing)
     return ContainerSpec(
-        name=name, image=p.sidecar_image, command=("python3", "/opt/harness/gateway.py"),
-        labels=labels, user=p.sidecar_user, env=env,
+        name=name,
+        image=p.sidecar_image,
+        command=("python3", "/opt/harness/gateway.py"),
+        labels=labels,
+        user=p.sidecar_user,
+        env=env,
         mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True),),
-        network=upstream_network, limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
-        tmpfs=("/tmp",), workdir="/tmp",
-    )  # fmt: skip
+        network=upstream_network,
+        limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
+        tmpfs=("/tmp",),
+        workdir="/tmp",
+    )
 
 
-def scripted_api_spec(p: Profile, *, name: str, labels: Mapping[str, str], network: str,
-                      scenario_dir: Path) -> ContainerSpec:  # fmt: skip
+def scripted_api_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], network: str, scenario_dir: Path
+) -> ContainerSpec:
     return ContainerSpec(
-        name=name, image=p.sidecar_image,
+        name=name,
+        image=p.sidecar_image,
         command=("python3", "/opt/harness/scripted_api.py", "/etc/scripted/scenario.json", str(SCRIPTED_PORT)),
-        labels=labels, user=p.sidecar_user,
+        labels=labels,
+        user=p.sidecar_user,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         mounts=(BindMount(scenario_dir, "/etc/scripted", read_only=True),),
-        network=network, limits=Limits(memory="512m", cpus=1.0, pids=256, tmpfs_size="16m"),
-        tmpfs=("/tmp",), workdir="/tmp",
-    )  # fmt: skip
+        network=network,
+        limits=Limits(memory="512m", cpus=1.0, pids=256, tmpfs_size="16m"),
+        tmpfs=("/tmp",),
+        workdir="/tmp",
+    )

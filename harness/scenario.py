@@ -109,8 +109,9 @@ def load_scenario(path: Path) -> Scenario:
         raise  # pragma: no cover
 
 
-def compile_scenario(path: Path, scenario: Scenario, tasks: tuple[Task, ...], *, skill: str,
-                     seed: int | None = None) -> bytes:  # fmt: skip
+def compile_scenario(
+    path: Path, scenario: Scenario, tasks: tuple[Task, ...], *, skill: str, seed: int | None = None
+) -> bytes:
     """The server's JSON for one experiment: each task's prompt (how the server recognises a
     task) and fully resolved behaviour per arm, the skill arm's taken from ``skills[skill]``."""
     known = {t.id: t for t in tasks}
@@ -119,8 +120,9 @@ def compile_scenario(path: Path, scenario: Scenario, tasks: tuple[Task, ...], *,
             raise ConfigError(path, f"task {task_id!r} is not one of the experiment's tasks", field=f"tasks.{task_id}")
     skill_cfg = scenario.skills.get(skill)
     if scenario.skills and skill_cfg is None:
-        raise ConfigError(path, f"no behaviour for skill {skill!r} (known: {', '.join(scenario.skills)})",
-                          field="skills")  # fmt: skip
+        raise ConfigError(
+            path, f"no behaviour for skill {skill!r} (known: {', '.join(scenario.skills)})", field="skills"
+        )
     data = scenario.model_dump(mode="json", exclude_none=True, exclude={"skills", "arms"})
     if seed is not None:
         data["seed"] = seed

@@ -109,10 +109,14 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         with phase("gateway"):
             ctx.engine.create_network(network, labels, internal=True)
             gw = sandbox.gateway_spec(
-                ctx.profile, name=names["gw"], labels={**labels, "harness.role": "gateway"},
-                upstream_network=ctx.upstream_network, upstream=ctx.upstream, key_file=ctx.key_file,
+                ctx.profile,
+                name=names["gw"],
+                labels={**labels, "harness.role": "gateway"},
+                upstream_network=ctx.upstream_network,
+                upstream=ctx.upstream,
+                key_file=ctx.key_file,
                 budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
-            )  # fmt: skip
+            )
             ctx.engine.create(gw, extra_networks=[network])
             ctx.engine.start(gw.name)
             gateway.wait_listening(ctx.engine, gw.name)
@@ -121,17 +125,26 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         with phase("agent"):
             timeout_s = spec.task.timeout_s or ctx.execution.budgets.timeout_s
             command = cli.agent_command(
-                spec.prompt, model=ctx.execution.model, allowed_tools=ctx.execution.allowed_tools,
-                max_budget_usd=ctx.execution.budgets.per_trial_usd, timeout_s=timeout_s,
-            )  # fmt: skip
+                spec.prompt,
+                model=ctx.execution.model,
+                allowed_tools=ctx.execution.allowed_tools,
+                max_budget_usd=ctx.execution.budgets.per_trial_usd,
+                timeout_s=timeout_s,
+            )
             run = ctx.engine.run(
                 sandbox.agent_spec(
-                    ctx.profile, name=names["agent"], labels={**labels, "harness.role": "agent"}, network=network,
-                    gateway_ip=gateway_ip, workspace=dirs.workspace,
-                    skill_dir=ctx.skill_copy if spec.arm == "skill" else None, command=command,
+                    ctx.profile,
+                    name=names["agent"],
+                    labels={**labels, "harness.role": "agent"},
+                    network=network,
+                    gateway_ip=gateway_ip,
+                    workspace=dirs.workspace,
+                    skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                    command=command,
                 ),
-                deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=AGENT_OUTPUT_CAP,
-            )  # fmt: skip
+                deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+                output_cap=AGENT_OUTPUT_CAP,
+            )
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
             done.meter = gateway.meter(agent_events)
@@ -142,12 +155,18 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         with phase("extract"):
             collect = ctx.engine.run(
                 sandbox.collect_spec(
-                    ctx.profile, name=names["collect"], labels={**labels, "harness.role": "collect"},
-                    base=dirs.base, workspace=dirs.workspace, out=dirs.out, verify_tree=dirs.verify,
-                    protected=spec.task.protected_paths, patch_cap=PATCH_CAP,
+                    ctx.profile,
+                    name=names["collect"],
+                    labels={**labels, "harness.role": "collect"},
+                    base=dirs.base,
+                    workspace=dirs.workspace,
+                    out=dirs.out,
+                    verify_tree=dirs.verify,
+                    protected=spec.task.protected_paths,
+                    patch_cap=PATCH_CAP,
                 ),
                 deadline_s=300,
-            )  # fmt: skip
+            )
             _stop_if_asked(ctx)
             done.patch, diff = _read_patch(dirs, spec.task, collect)
             done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
@@ -177,13 +196,28 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         if leftovers:
             done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
     return TrialRecord(
-        experiment_id=ctx.experiment_id, trial_id=spec.trial_id, task_id=spec.task.id, arm=spec.arm,
-        run_index=spec.run_index, attempt=attempt, provenance=ctx.provenance, status=done.status,
-        error=ctx.redactor.text(done.error) if done.error else None, started_at=started, finished_at=_now(),
-        durations_s={k: round(v, 3) for k, v in done.durations.items()}, agent=done.agent, gateway=done.meter,
-        patch=done.patch, verify=done.verify, judge=done.judge, artifacts=done.artifacts,
-        flags=tuple(done.flags), oom_killed=done.oom, shard=ctx.shard,
-    )  # fmt: skip
+        experiment_id=ctx.experiment_id,
+        trial_id=spec.trial_id,
+        task_id=spec.task.id,
+        arm=spec.arm,
+        run_index=spec.run_index,
+        attempt=attempt,
+        provenance=ctx.provenance,
+        status=done.status,
+        error=ctx.redactor.text(done.error) if done.error else None,
+        started_at=started,
+        finished_at=_now(),
+        durations_s={k: round(v, 3) for k, v in done.durations.items()},
+        agent=done.agent,
+        gateway=done.meter,
+        patch=done.patch,
+        verify=done.verify,
+        judge=done.judge,
+        artifacts=done.artifacts,
+        flags=tuple(done.flags),
+        oom_killed=done.oom,
+        shard=ctx.shard,
+    )
 
 
 # ---------------------------------------------------------------------- the steps
@@ -234,41 +268,75 @@ def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tup
     return info, diff[:PATCH_CAP]
 
 
-def _verify(ctx: TrialContext, task: Task, name: str, labels: dict[str, str], dirs: workspace.TrialDirs,
-            info: PatchInfo, truncated: bool) -> VerifyResult:  # fmt: skip
+def _verify(
+    ctx: TrialContext,
+    task: Task,
+    name: str,
+    labels: dict[str, str],
+    dirs: workspace.TrialDirs,
+    info: PatchInfo,
+    truncated: bool,
+) -> VerifyResult:
     if truncated:
         return VerifyResult(skipped_reason="the agent did not finish (deadline or budget)")
     if info.rejected:
         return VerifyResult(skipped_reason=f"patch rejected: {info.rejected}")
     timeout_s = ctx.execution.budgets.verify_timeout_s
     run = ctx.engine.run(
-        sandbox.verify_spec(ctx.profile, name=name, labels={**labels, "harness.role": "verify"},
-                            verify_tree=dirs.verify, verify_cmd=task.verify_cmd, timeout_s=timeout_s),
-        deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=VERIFY_TAIL,
-    )  # fmt: skip
+        sandbox.verify_spec(
+            ctx.profile,
+            name=name,
+            labels={**labels, "harness.role": "verify"},
+            verify_tree=dirs.verify,
+            verify_cmd=task.verify_cmd,
+            timeout_s=timeout_s,
+        ),
+        deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+        output_cap=VERIFY_TAIL,
+    )
     _stop_if_asked(ctx)
     tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
     timed_out = run.timed_out or run.exit_code == 124
     return VerifyResult(
-        exit_code=None if run.timed_out else run.exit_code, timed_out=timed_out,
-        output_tail=ctx.redactor.text(tail), oom_killed=run.oom_killed,
-    )  # fmt: skip
+        exit_code=None if run.timed_out else run.exit_code,
+        timed_out=timed_out,
+        output_tail=ctx.redactor.text(tail),
+        oom_killed=run.oom_killed,
+    )
 
 
-def _judge(ctx: TrialContext, task: Task, name: str, labels: dict[str, str], network: str, gateway_ip: str,
-           done: _Progress, diff: bytes) -> JudgeResult:  # fmt: skip
+def _judge(
+    ctx: TrialContext,
+    task: Task,
+    name: str,
+    labels: dict[str, str],
+    network: str,
+    gateway_ip: str,
+    done: _Progress,
+    diff: bytes,
+) -> JudgeResult:
     exit_code = done.verify.exit_code if done.verify is not None else None
     prompt = judge.judge_prompt(task, exit_code, diff.decode("utf-8", "replace"), done.patch)
     timeout_s = ctx.execution.budgets.judge_timeout_s
     command = cli.judge_command(
-        prompt, model=ctx.execution.judge_model, schema=judge.VERDICT_SCHEMA,
-        max_budget_usd=ctx.execution.budgets.judge_usd, timeout_s=timeout_s,
-    )  # fmt: skip
+        prompt,
+        model=ctx.execution.judge_model,
+        schema=judge.VERDICT_SCHEMA,
+        max_budget_usd=ctx.execution.budgets.judge_usd,
+        timeout_s=timeout_s,
+    )
     run = ctx.engine.run(
-        sandbox.judge_spec(ctx.profile, name=name, labels={**labels, "harness.role": "judge"}, network=network,
-                           gateway_ip=gateway_ip, command=command),
-        deadline_s=timeout_s + cli.KILL_GRACE_S + 20, output_cap=1 << 20,
-    )  # fmt: skip
+        sandbox.judge_spec(
+            ctx.profile,
+            name=name,
+            labels={**labels, "harness.role": "judge"},
+            network=network,
+            gateway_ip=gateway_ip,
+            command=command,
+        ),
+        deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+        output_cap=1 << 20,
+    )
     _stop_if_asked(ctx)
     result = cli.parse_result(run.stdout, run.exit_code)
     error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"

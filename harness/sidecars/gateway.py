@@ -121,8 +121,9 @@ class Gateway(BaseHTTPRequestHandler):
     def _refuse(self, status: int, reason: str, *, close: bool = False) -> None:
         log("refused", method=self.command, path=self.path.split("?", 1)[0][:200], reason=reason)
         kind = "permission_error" if status == 403 else "invalid_request_error"
-        self._reply(status, {"type": "error", "error": {"type": kind, "message": f"harness gateway: {reason}"}},
-                    close=close)  # fmt: skip
+        self._reply(
+            status, {"type": "error", "error": {"type": kind, "message": f"harness gateway: {reason}"}}, close=close
+        )
 
     def do_HEAD(self) -> None:
         self.send_response(200 if self.path.split("?", 1)[0] in ("/", "/api/hello") else 404)
@@ -239,8 +240,16 @@ class Gateway(BaseHTTPRequestHandler):
                 pass
         conn.close()
         cost = self.meter.add(model, usage) if path == "/v1/messages" else 0.0
-        log("forwarded", path=path, status=resp.status, model=model, stream=stream, usage=usage,
-            cost_usd=round(cost, 8), broken=broken)  # fmt: skip
+        log(
+            "forwarded",
+            path=path,
+            status=resp.status,
+            model=model,
+            stream=stream,
+            usage=usage,
+            cost_usd=round(cost, 8),
+            broken=broken,
+        )
 
 
 def merge_usage(usage: dict[str, int], new: dict[str, Any]) -> None:

@@ -13,9 +13,17 @@ from harness.experiment import Events, Experiment, ExperimentResult, RunOptions
 from harness.lock import lock
 
 
-def write_experiment(setup_root: Path, name: str, *, tasks: list[str], runs: int = 1, skill: str = "careful-fixer",
-                     skill_ref: str | None = None, scenario: dict[str, Any], extra: dict[str, Any] | None = None
-                     ) -> tuple[Path, Path]:  # fmt: skip
+def write_experiment(
+    setup_root: Path,
+    name: str,
+    *,
+    tasks: list[str],
+    runs: int = 1,
+    skill: str = "careful-fixer",
+    skill_ref: str | None = None,
+    scenario: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> tuple[Path, Path]:
     """A locked preregistration and a scenario file inside a prepared demo setup."""
     demo = setup_root / "demo"
     prereg: dict[str, Any] = {
@@ -24,11 +32,21 @@ def write_experiment(setup_root: Path, name: str, *, tasks: list[str], runs: int
         "tasks": "tasks.json",
         "target_tasks": tasks,
         "execution": {
-            "runs_per_arm": runs, "model": "sonnet", "judge_model": "haiku", "repo": "repo", "seed": 1,
-            "allowed_tools": ["Bash", "Edit", "Read"], "max_infra_retries": 0,
-            "budgets": {"per_trial_usd": 0.5, "judge_usd": 0.05, "timeout_s": 120, "verify_timeout_s": 60,
-                        "judge_timeout_s": 60},
-        },  # fmt: skip
+            "runs_per_arm": runs,
+            "model": "sonnet",
+            "judge_model": "haiku",
+            "repo": "repo",
+            "seed": 1,
+            "allowed_tools": ["Bash", "Edit", "Read"],
+            "max_infra_retries": 0,
+            "budgets": {
+                "per_trial_usd": 0.5,
+                "judge_usd": 0.05,
+                "timeout_s": 120,
+                "verify_timeout_s": 60,
+                "judge_timeout_s": 60,
+            },
+        },
     }
     for key, value in (extra or {}).items():
         if isinstance(value, dict) and isinstance(prereg.get(key), dict):
@@ -49,8 +67,17 @@ def demo_task_scripts(setup_root: Path) -> dict[str, Any]:
     return {tid: {k: v for k, v in t.items() if k in ("success", "failure")} for tid, t in data["tasks"].items()}
 
 
-def run_experiment(engine: Engine, prereg: Path, scenario: Path, out: Path, work_root: Path, *, jobs: int = 4,
-                   events: Events | None = None, **options: Any) -> ExperimentResult:  # fmt: skip
+def run_experiment(
+    engine: Engine,
+    prereg: Path,
+    scenario: Path,
+    out: Path,
+    work_root: Path,
+    *,
+    jobs: int = 4,
+    events: Events | None = None,
+    **options: Any,
+) -> ExperimentResult:
     study = load_study(prereg)
     opts = RunOptions(out=out, jobs=jobs, scripted=scenario, work_root=work_root, **options)
     return Experiment(study, engine, opts, events).run()

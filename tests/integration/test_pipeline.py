@@ -39,7 +39,10 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type:
         "judge": {"mode": "follow_verify", "usage": {"input_tokens": 900, "output_tokens": 40}},
         "tasks": {
             "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}},
-            "fix-slugify": {**scripts["fix-slugify"], "arms": {"baseline": {"p_success": 0}, "skill": {"p_success": 0}}},
+            "fix-slugify": {
+                **scripts["fix-slugify"],
+                "arms": {"baseline": {"p_success": 0}, "skill": {"p_success": 0}},
+            },
             "add-word-count": {
                 **scripts["add-word-count"],
                 "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}},
@@ -54,7 +57,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type:
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     result = run_experiment(engine, prereg, scen, tmp / "out", work_root)
-    yield setup, result, tmp / "out", work_root
+    return setup, result, tmp / "out", work_root
 
 
 def test_every_trial_completed_and_nothing_is_left_on_the_host(pipeline) -> None:  # type: ignore[no-untyped-def]
@@ -63,8 +66,9 @@ def test_every_trial_completed_and_nothing_is_left_on_the_host(pipeline) -> None
     assert len(records) == 8
     assert {r.status for r in records.values()} == {"completed"}, [(r.trial_id, r.error) for r in records.values()]
     assert list(work_root.iterdir()) == [], "trial directories must be removed"
-    worktrees = subprocess.run(["git", "-C", str(setup.root / "demo" / "repo"), "worktree", "list"],
-                               capture_output=True, text=True, check=True).stdout.splitlines()  # fmt: skip
+    worktrees = subprocess.run(
+        ["git", "-C", str(setup.root / "demo" / "repo"), "worktree", "list"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert len(worktrees) == 1, worktrees
 
 
@@ -144,8 +148,9 @@ def test_phase_durations_are_recorded(pipeline) -> None:  # type: ignore[no-unty
         assert set(r.durations_s) == {"workspace", "gateway", "agent", "extract", "verify", "judge", "teardown"}
 
 
-def test_a_skill_without_the_marker_is_reported_as_not_read(tmp_path: Path, engine, images, demo_setup,
-                                                            work_root) -> None:  # type: ignore[no-untyped-def]
+def test_a_skill_without_the_marker_is_reported_as_not_read(
+    tmp_path: Path, engine, images, demo_setup, work_root
+) -> None:  # type: ignore[no-untyped-def]
     """Negative control for the skill check: it can fail."""
     fake = demo_setup.root / "skills" / "impostor"
     fake.mkdir()
@@ -153,10 +158,18 @@ def test_a_skill_without_the_marker_is_reported_as_not_read(tmp_path: Path, engi
     scripts = demo_task_scripts(demo_setup.root)
     scenario = {
         "skill_marker": "careful-fixer-7c1e",
-        "tasks": {"fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}},
+        "tasks": {
+            "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}
+        },
     }
-    prereg, scen = write_experiment(demo_setup.root, "impostor", tasks=["fix-mean"], skill="impostor",
-                                    skill_ref="../skills/impostor", scenario=scenario)  # fmt: skip
+    prereg, scen = write_experiment(
+        demo_setup.root,
+        "impostor",
+        tasks=["fix-mean"],
+        skill="impostor",
+        skill_ref="../skills/impostor",
+        scenario=scenario,
+    )
     result = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=2)
     skill = latest(result)["fix-mean.skill.0"]
     assert skill.agent is not None and "[skill file read: no]" in skill.agent.result_excerpt
