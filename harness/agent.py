@@ -36,53 +36,37 @@ def claude_env(gateway_ip: str) -> dict[str, str]:
     }
 
 
+def _claude(
+    prompt: str, *, model: str, max_budget_usd: float, timeout_s: int, options: Sequence[str]
+) -> tuple[str, ...]:
+    """``claude --bare -p`` under an in-container deadline (SIGTERM, then SIGKILL after the grace)."""
+    deadline = ("timeout", "-k", str(KILL_GRACE_S), str(timeout_s))
+    common = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
+    return (*deadline, "claude", "--bare", "-p", prompt, *common, *options, "--no-session-persistence")
+
+
 def agent_command(
     prompt: str, *, model: str, allowed_tools: Sequence[str], max_budget_usd: float, timeout_s: int
 ) -> tuple[str, ...]:
-    return (
-        "timeout",
-        "-k",
-        str(KILL_GRACE_S),
-        str(timeout_s),
-        "claude",
-        "--bare",
-        "-p",
+    return _claude(
         prompt,
-        "--output-format",
-        "json",
-        "--model",
-        model,
-        "--allowedTools",
-        ",".join(allowed_tools),
-        "--max-budget-usd",
-        f"{max_budget_usd:g}",
-        "--no-session-persistence",
+        model=model,
+        max_budget_usd=max_budget_usd,
+        timeout_s=timeout_s,
+        options=("--allowedTools", ",".join(allowed_tools)),
     )
 
 
 def judge_command(
     prompt: str, *, model: str, schema: dict[str, Any], max_budget_usd: float, timeout_s: int
 ) -> tuple[str, ...]:
-    return (
-        "timeout",
-        "-k",
-        str(KILL_GRACE_S),
-        str(timeout_s),
-        "claude",
-        "--bare",
-        "-p",
+    """No tools at all; the verdict must come back as structured output matching ``schema``."""
+    return _claude(
         prompt,
-        "--output-format",
-        "json",
-        "--model",
-        model,
-        "--tools",
-        "",
-        "--json-schema",
-        json.dumps(schema, separators=(",", ":")),
-        "--max-budget-usd",
-        f"{max_budget_usd:g}",
-        "--no-session-persistence",
+        model=model,
+        max_budget_usd=max_budget_usd,
+        timeout_s=timeout_s,
+        options=("--tools", "", "--json-schema", json.dumps(schema, separators=(",", ":"))),
     )
 
 

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -258,7 +258,7 @@ def _raise_validation(path: Path, e: ValidationError) -> None:
     raise ConfigError(path, msg, field=field) from None
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -271,43 +271,48 @@ def _read_text(path: Path) -> str:
         raise ConfigError(path, f"cannot be read: {e.strerror}") from None
 
 
-def parse_tasks(path: Path, text: str) -> TaskFile:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(path, f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(path: Path, model: type[M], data: object, shape: str) -> M:
+    """``data`` as ``model``, or one ConfigError naming the file and the first bad field."""
     if not isinstance(data, Mapping):
-        raise ConfigError(path, 'expected an object like {"tasks": [...]}', field="(top level)")
+        raise ConfigError(path, f"expected {shape}", field="(top level)")
     try:
-        return TaskFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         _raise_validation(path, e)
         raise  # pragma: no cover
 
 
-def load_tasks(path: Path) -> TaskFile:
-    return parse_tasks(path, _read_text(path))
-
-
-def parse_preregistration(path: Path, text: str) -> Preregistration:
+def parse_yaml(path: Path, text: str) -> Any:
     try:
-        data: Any = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(path, f"malformed YAML{where}: {problem}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError(path, "expected a mapping of fields (skill, skill_ref, ...)", field="(top level)")
+
+
+def parse_tasks(path: Path, text: str) -> TaskFile:
     try:
-        return Preregistration.model_validate(data)
-    except ValidationError as e:
-        _raise_validation(path, e)
-        raise  # pragma: no cover
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(path, f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    return validate(path, TaskFile, data, 'an object like {"tasks": [...]}')
+
+
+def load_tasks(path: Path) -> TaskFile:
+    return parse_tasks(path, read_text(path))
+
+
+def parse_preregistration(path: Path, text: str) -> Preregistration:
+    return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
 
 
 def load_preregistration(path: Path) -> Preregistration:
-    return parse_preregistration(path, _read_text(path))
+    return parse_preregistration(path, read_text(path))
 
 
 class Study:

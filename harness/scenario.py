@@ -11,14 +11,12 @@ against the tasks and writes the JSON the server in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from harness.config import Task, _raise_validation, _read_text
+from harness.config import Task, parse_yaml, read_text, validate
 from harness.errors import ConfigError
 
 
@@ -95,18 +93,7 @@ class Scenario(M):
 
 
 def load_scenario(path: Path) -> Scenario:
-    text = _read_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(path, f"malformed YAML: {e}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigError(path, "expected a mapping with a 'tasks' field", field="(top level)")
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as e:
-        _raise_validation(path, e)
-        raise  # pragma: no cover
+    return validate(path, Scenario, parse_yaml(path, read_text(path)), "a mapping with a 'tasks' field")
 
 
 def compile_scenario(
