@@ -86,8 +86,7 @@ def find_result(stdout: bytes) -> dict[str, Any] | None:
             line = line.strip()
             if line.startswith(("{", "[")):
                 try:
-                    candidates.append(json.loads(line))
-                    break
+                    candidates.append(json.loads(line))  # newest first; a later non-result line must not hide it
                 except ValueError:
                     continue
     for value in candidates:

@@ -373,6 +373,8 @@ def load_study(prereg_path: Path) -> Study:
                     field=f"target_tasks[{i}]",
                     hint=f"known tasks: {', '.join(sorted(known)) or '(none)'}",
                 )
+            if tid in prereg.target_tasks[:i]:  # a repeated id would plan the same trial ids twice
+                raise ConfigError(prereg_path, f"task {tid!r} is listed twice", field=f"target_tasks[{i}]")
     if not study.target_tasks():
         raise ConfigError(
             prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"

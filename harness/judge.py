@@ -62,5 +62,7 @@ def verdict_from(
     verdict = structured.get("verdict")
     reason = str(structured.get("reason", ""))[:1000]
     if verdict not in ("pass", "fail"):
-        return JudgeResult(verdict="unknown", reason=f"invalid verdict {verdict!r}", cost_usd=cost_usd, model=model)
+        return JudgeResult(
+            verdict="unknown", reason=f"invalid verdict {verdict!r}"[:1000], cost_usd=cost_usd, model=model, error=error
+        )
     return JudgeResult(verdict=verdict, reason=reason, cost_usd=cost_usd, model=model, error=error)

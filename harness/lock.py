@@ -38,6 +38,9 @@ def skill_files(skill_dir: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for dirpath, dirnames, filenames in os.walk(skill_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in {".git", "__pycache__"})
+        for d in dirnames:  # os.walk lists a symlink to a directory here, never descending into it
+            if os.path.islink(Path(dirpath) / d):
+                raise ConfigError(Path(dirpath) / d, "skill folders may not contain symlinks", field="skill_ref")
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(skill_dir).as_posix()

@@ -113,7 +113,7 @@ def parse_raw(raw: bytes) -> list[tuple[str, str, str, str]]:
             i += 1
             continue
         fields = meta[1:].split()
-        path = parts[i + 1].decode("utf-8", "surrogateescape")
+        path = parts[i + 1].decode("utf-8", "backslashreplace")  # JSON-safe: a record must serialise
         if len(fields) >= 5:
             out.append((path, fields[0], fields[1], fields[4][:1]))
         i += 2
@@ -127,7 +127,7 @@ def parse_numstat(numstat: bytes) -> dict[str, tuple[int | None, int | None]]:
         if not record:
             continue
         try:
-            added, deleted, path = record.decode("utf-8", "surrogateescape").split("\t", 2)
+            added, deleted, path = record.decode("utf-8", "backslashreplace").split("\t", 2)
         except ValueError:
             continue
         out[path] = (int(added) if added.isdigit() else None, int(deleted) if deleted.isdigit() else None)
@@ -158,7 +158,7 @@ def symlink_targets(patch: bytes) -> dict[str, str]:
             continue
         m = re.search(rb"(?m)^\+\+\+ (.*)$", body)
         name = unquote(m.group(1)) if m else header.split(b" b/", 1)[-1]
-        path = name.removeprefix(b"b/").decode("utf-8", "surrogateescape")
+        path = name.removeprefix(b"b/").decode("utf-8", "backslashreplace")
         added = [ln[1:] for ln in body.split(b"\n") if ln.startswith(b"+") and not ln.startswith(b"+++")]
         targets[path] = b"".join(added).decode("utf-8", "surrogateescape")
     return targets

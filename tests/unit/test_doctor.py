@@ -1,0 +1,78 @@
+"""harness.doctor: version parsing and known-CVE warnings (pure; no engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.doctor import MINIMUMS, judge_versions, parse_version
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("20.10.24", (20, 10, 24)),
+        ("28.3.3", (28, 3, 3)),
+        ("1.1.5", (1, 1, 5)),
+        ("v1.2.8", (1, 2, 8)),
+        ("1.1.12-0ubuntu2~22.04.1", (1, 1, 12)),
+        ("git version 2.39.5", (2, 39, 5)),
+        ("2.50.1 (Apple Git-155)", (2, 50, 1)),
+        ("Docker version 24.0", (24, 0)),
+        ("", None),
+        ("unknown", None),
+        ("abcdef0123", None),
+    ],
+)
+def test_parse_version(text: str, expected: tuple[int, ...] | None) -> None:
+    assert parse_version(text) == expected
+
+
+def test_old_versions_warn() -> None:
+    checks = judge_versions({"engine": "20.10.24", "runc": "1.1.5", "git": "2.39.5"})
+    assert checks
+    assert all(c.level == "warn" for c in checks)
+    names = [c.name for c in checks]
+    assert any(n.startswith("engine 20.10.24") for n in names)
+    assert any(n.startswith("runc 1.1.5") for n in names)
+    assert any(n.startswith("git 2.39.5") for n in names)
+    details = " ".join(c.detail for c in checks)
+    assert "CVE-2025-54388" in details  # engine
+    assert "CVE-2024-21626" in details  # runc < 1.1.12
+    assert "CVE-2025-31133" in details  # runc < 1.2.8
+    assert "CVE-2025-48384" in details  # git < 2.43.7
+    assert "CVE-2024-32002" not in details  # 2.39.5 already has the 2.39.4 fixes
+
+
+def test_current_versions_do_not_warn() -> None:
+    assert judge_versions({"engine": "28.3.3", "runc": "1.2.8", "git": "2.50.1"}) == []
+    assert judge_versions({"engine": "29.0.1", "runc": "v1.3.0", "git": "2.43.7"}) == []
+
+
+@pytest.mark.parametrize(
+    ("component", "version", "warnings"),
+    [
+        ("engine", "28.3.2", 1),
+        ("engine", "27.5.1", 1),
+        ("runc", "1.2.7", 1),
+        ("runc", "1.1.11", 2),
+        ("runc", "1.1.12", 1),
+        ("git", "2.39.3", 2),
+        ("git", "2.43.6", 1),
+    ],
+)
+def test_each_threshold(component: str, version: str, warnings: int) -> None:
+    checks = judge_versions({component: version})
+    assert len(checks) == warnings
+    assert all(c.name == f"{component} {version}" for c in checks)
+
+
+def test_unknown_or_missing_versions_are_not_judged() -> None:
+    assert judge_versions({}) == []
+    assert judge_versions({"engine": "", "runc": "commit-abcdef", "git": "not installed"}) == []
+
+
+def test_minimums_are_well_formed() -> None:
+    for component, minimum, why in MINIMUMS:
+        assert component in {"engine", "runc", "git"}
+        assert all(isinstance(x, int) for x in minimum)
+        assert "CVE" in why

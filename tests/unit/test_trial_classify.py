@@ -1,0 +1,100 @@
+"""harness.trial.classify_agent: the agent phase's status from exit info, CLI result and gateway meter."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engine import ExitInfo
+from harness.errors import InfraError
+from harness.records import AgentResult, GatewayMeter
+from harness.trial import classify_agent
+
+SUCCESS = AgentResult(exit_code=0, subtype="success", is_error=False, cost_usd=0.01, result_excerpt="Done")
+NO_RESULT = AgentResult(parse_error="no result object on stdout")
+METER = GatewayMeter(requests=4, forwarded=3, cost_usd=0.01)
+NO_TRAFFIC = GatewayMeter(requests=1, forwarded=0)
+
+
+def run(exit_code: int | None = 0, *, timed_out: bool = False, oom: bool = False) -> ExitInfo:
+    return ExitInfo(
+        exit_code=exit_code,
+        timed_out=timed_out,
+        oom_killed=oom,
+        stdout=b"",
+        stderr=b"",
+        stdout_truncated=False,
+        seconds=1.0,
+    )
+
+
+def test_completed() -> None:
+    assert classify_agent(run(0), SUCCESS, METER) == ("completed", False)
+
+
+def test_host_deadline_is_timeout() -> None:
+    assert classify_agent(run(None, timed_out=True), NO_RESULT, NO_TRAFFIC) == ("timeout", False)
+    assert classify_agent(run(137, timed_out=True), SUCCESS, METER) == ("timeout", False)
+
+
+@pytest.mark.parametrize("code", [124, 137])
+def test_in_container_timeout_without_result(code: int) -> None:
+    assert classify_agent(run(code), NO_RESULT, METER) == ("timeout", False)
+
+
+def test_exit_124_with_a_cli_result_is_not_a_timeout() -> None:
+    status, _ = classify_agent(run(124), SUCCESS, METER)
+    assert status == "agent_error"
+
+
+def test_cli_budget_subtype() -> None:
+    result = AgentResult(exit_code=1, subtype="error_max_budget_usd", is_error=True, cost_usd=1.02)
+    assert classify_agent(run(1), result, METER) == ("budget_exceeded", False)
+
+
+def test_cli_budget_terminal_reason() -> None:
+    result = AgentResult(subtype="success", terminal_reason="budget_exhausted")
+    assert classify_agent(run(0), result, METER) == ("budget_exceeded", False)
+
+
+def test_gateway_budget_stop() -> None:
+    meter = GatewayMeter(requests=9, forwarded=8, cost_usd=1.3, budget_stopped=True)
+    assert classify_agent(run(1), NO_RESULT, meter) == ("budget_exceeded", False)
+    assert classify_agent(run(0), SUCCESS, meter) == ("budget_exceeded", False)
+
+
+def test_oom_is_agent_error_with_flag() -> None:
+    assert classify_agent(run(137, oom=True), NO_RESULT, METER) == ("agent_error", True)
+    assert classify_agent(run(137, oom=True), NO_RESULT, NO_TRAFFIC) == ("agent_error", True)
+    assert classify_agent(run(0, oom=True), SUCCESS, METER) == ("agent_error", True)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "result"),
+    [
+        (1, AgentResult(subtype="error_during_execution", is_error=True, result_excerpt="tool failed")),
+        (0, AgentResult(subtype="success", is_error=True, result_excerpt="I could not do it")),
+        (2, AgentResult(subtype="success", is_error=False)),
+        (1, NO_RESULT),
+    ],
+)
+def test_agent_error(exit_code: int, result: AgentResult) -> None:
+    assert classify_agent(run(exit_code), result, METER) == ("agent_error", False)
+
+
+@pytest.mark.parametrize("code", [0, 1, 125, 127])
+def test_no_result_and_no_api_call_is_infra(code: int) -> None:
+    with pytest.raises(InfraError, match="no API call got through"):
+        classify_agent(run(code), NO_RESULT, NO_TRAFFIC)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        AgentResult(subtype="success", terminal_reason="api_error", result_excerpt="API Error: 529"),
+        AgentResult(subtype="success", is_error=True, result_excerpt="API Error: Overloaded"),
+        AgentResult(subtype="error_during_execution", is_error=True, result_excerpt="status 529 from upstream"),
+    ],
+)
+def test_api_failures_are_infra(result: AgentResult) -> None:
+    with pytest.raises(InfraError, match="model API"):
+        classify_agent(run(1), result, METER)
