@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from harness.records import PatchInfo
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 GIT_COMPONENT = re.compile(r"^(\.git\.*|git~\d+)$", re.IGNORECASE)
 
 TEST_PATTERNS = (

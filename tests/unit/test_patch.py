@@ -308,6 +308,7 @@ def test_empty_patch(repo: Path) -> None:
         (b"a\x1b[31mred", "control characters"),
         (b"tab\tname", "control characters"),
         (b"del\x7f", "control characters"),
+        ("c1-\u009bcsi".encode(), "control characters"),
         (b"nul-free\rcr", "control characters"),
     ],
 )
