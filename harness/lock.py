@@ -59,6 +59,22 @@ def skill_files(skill_dir: Path) -> dict[str, bytes]:
     return files
 
 
+CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
+
+
+def study_skill_files(study: Study) -> dict[str, bytes]:
+    """The skill's files, without the experiment's own control files when they live inside the
+    skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
+    own = {study.prereg_path.resolve(), study.tasks_path.resolve()}
+    out = {}
+    for rel, data in skill_files(study.skill_dir).items():
+        path = (study.skill_dir / rel).resolve()
+        if path in own or Path(rel).name in CONTROL_FILES:
+            continue
+        out[rel] = data
+    return out
+
+
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -76,7 +92,7 @@ def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
         "tasks": _sha(_canonical(tasks)),
         "analysis": _sha(_canonical(prereg["decision"])),
     }
-    for rel, data in skill_files(study.skill_dir).items():
+    for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = _sha(data)
     whole = _sha(_canonical({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return whole, files

@@ -252,3 +252,31 @@ def test_strip_lock_block_keeps_keys_after_the_block() -> None:
     text = "skill: x\nlock:\n  sha256: abc\n  files:\n    a: b\n\nshelf: s\n"
     assert strip_lock_block(text) == "skill: x\nshelf: s\n"
     assert strip_lock_block("skill: x") == "skill: x\n"
+
+
+def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`make eval SKILL=dir` looks for dir/preregistration.yaml: locking must not invalidate itself."""
+    import subprocess
+
+    from harness.config import load_study
+    from harness.lock import lock, verify_lock
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    git = ["git", "-c", "user.name=x", "-c", "user.email=x@x", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    skill = tmp_path / "skill"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("be careful\n")
+    (skill / "tasks.json").write_text('{"tasks": [{"id": "t", "prompt": "p", "verify_cmd": "true"}]}')
+    prereg = skill / "preregistration.yaml"
+    prereg.write_text("skill: s\nskill_ref: .\nexecution:\n  repo: ../repo\n")
+    lock(prereg)
+    study = load_study(prereg)
+    assert verify_lock(study)
+    (skill / "SKILL.md").write_text("changed\n")
+    with pytest.raises(LockError, match=r"skill/SKILL\.md"):
+        verify_lock(load_study(prereg))
