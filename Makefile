@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 HARNESS := $(BIN)/harness
 SKILL ?=
 PREREG ?=
+OUT ?=
 JOBS ?=
 PYTEST_ARGS ?=
 
@@ -16,7 +17,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo ""
 	@echo "  make demo                 the whole A/B pipeline offline (scripted model, no key)"
-	@echo "  make eval SKILL=path      a real evaluation (needs ANTHROPIC_API_KEY); PREREG=... to choose the file"
+	@echo "  make eval SKILL=path      a real evaluation (needs ANTHROPIC_API_KEY); PREREG=, OUT=, JOBS= optional"
 
 $(BIN)/harness: pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -41,9 +42,10 @@ eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails
 	@test -n "$(SKILL)" || { echo "usage: make eval SKILL=path/to/skill [PREREG=path/to/preregistration.yaml]" >&2; exit 4; }
 	@test -n "$$ANTHROPIC_API_KEY" || { echo "make eval: ANTHROPIC_API_KEY is not set (try \`make demo\` for the offline pipeline)" >&2; exit 5; }
 	@$(MAKE) --no-print-directory engine
-	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS))
+	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS)) $(if $(OUT),--out $(OUT))
 
 test: install engine ## the whole test suite: unit tests and integration tests on the real engine
+	@sh scripts/ensure-chromium.sh
 	@$(HARNESS) images build >/dev/null
 	@$(BIN)/pytest $(PYTEST_ARGS)
 
