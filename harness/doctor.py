@@ -27,6 +27,12 @@ MINIMUMS = (
         "Docker < 28.3.3: firewalld reloads can drop network isolation (CVE-2025-54388/54410); "
         "gateway mode 'isolated' needs 28.x (the harness uses inhibit_ipv4 instead)",
     ),
+    (
+        "engine",
+        (26, 0, 0),
+        "Docker < 26.0: the embedded DNS resolver may forward names from internal networks "
+        "(CVE-2024-29018; the harness points agent containers' DNS at their gateway, which serves none)",
+    ),
     ("runc", (1, 2, 8), "runc < 1.2.8: mount-race container escapes (CVE-2025-31133, -52565, -52881)"),
     ("runc", (1, 1, 12), "runc < 1.1.12: 'Leaky Vessels' fd leak escape (CVE-2024-21626)"),
     ("git", (2, 39, 4), "git < 2.39.4: clone/hook vulnerabilities (CVE-2024-32002/-32004/-32465)"),
@@ -117,6 +123,17 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
             "ok" if seccomp else "fail",
             "seccomp",
             "default profile active" if seccomp else "not enabled: containers lack syscall filtering",
+        )
+    )
+    lsm = [s for s in info.security_options if "apparmor" in s or "selinux" in s]
+    checks.append(
+        Check(
+            "ok" if lsm else "warn",
+            "LSM",
+            "AppArmor/SELinux profile active"
+            if lsm
+            else "no AppArmor or SELinux on this engine: containers rely on capabilities, seccomp and "
+            "namespaces only (consider --runtime runsc)",
         )
     )
     if info.rootless:

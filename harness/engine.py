@@ -81,6 +81,10 @@ class ContainerSpec:
     runtime: str | None = None
     log_max_size: str = "10m"
     stop_timeout: int = 5
+    dns: tuple[str, ...] = ()
+    """Upstream servers of Docker's embedded resolver. Engines before 26.0 forward names the
+    embedded resolver does not know to the host's resolvers (CVE-2024-29018 when they are on
+    loopback); pointing this at a peer that serves no DNS makes every foreign name fail."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +200,11 @@ class Engine:
             "restart_policy": {"Name": "no"},
             "stop_signal": "SIGTERM",
             "hostname": "sandbox",
+            "ipc_mode": "private",
+            "privileged": False,
         }
+        if spec.dns:
+            kwargs["dns"] = list(spec.dns)
         if spec.network == "none":
             kwargs["network_mode"] = "none"
         else:

@@ -13,6 +13,10 @@ Roles and their only mounts:
     verify    /workspace (rw, base + patch, protected paths restored)               --network none
     judge     none
     gateway   /run/harness/api-key (ro)
+
+The agent and the judge are on the trial's internal network, and their DNS
+upstream is their gateway (which serves no DNS): Docker's embedded resolver
+answers for the trial's own containers and fails every other name.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ def agent_spec(
         tmpfs=("/tmp", "/home/agent"),
         workdir="/workspace",
         runtime=p.runtime,
+        dns=(gateway_ip,),
     )
 
 
@@ -155,6 +160,7 @@ def judge_spec(
         tmpfs=("/tmp", "/home/agent"),
         workdir="/tmp",
         runtime=p.runtime,
+        dns=(gateway_ip,),
     )
 
 

@@ -35,6 +35,9 @@ class Step(M):
     tool: Literal["Bash", "Edit", "Read", "Write"]
     input: dict[str, Any]
     say: str | None = None
+    probe: str | None = None
+    """Log this step's tool result as a ``probe`` event (security tests read it from scripted-api.log);
+    later steps may use ``{{probe:NAME}}`` in their input."""
 
 
 class InjectedError(M):
@@ -82,6 +85,8 @@ class Defaults(M):
 
 class Scenario(M):
     seed: int = 0
+    probe_wait_s: Annotated[float, Field(ge=0, le=600)] = 60
+    """How long a ``{{probe:NAME}}`` reference waits for that probe's output."""
     skill_marker: str = ""
     defaults: Defaults = Defaults()
     arms: dict[Literal["baseline", "skill"], ArmBehaviour] = {}

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """tmp -> fsync -> rename -> fsync(dir): readers see the old or the new file, never half."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # unique per writer: concurrent trials of one process may store the same blob at the same time
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         _write_all(fd, data)

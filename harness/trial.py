@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import gateway, judge, patch, sandbox, workspace
+from harness import gateway, judge, patch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -68,6 +69,8 @@ class TrialContext:
     stop: threading.Event
     on_phase: Callable[[str, str], None] = lambda _trial, _phase: None
     shard: str | None = None
+    workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
+    """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
 
 
 @dataclass
@@ -131,27 +134,41 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 max_budget_usd=ctx.execution.budgets.per_trial_usd,
                 timeout_s=timeout_s,
             )
-            run = ctx.engine.run(
-                sandbox.agent_spec(
-                    ctx.profile,
-                    name=names["agent"],
-                    labels={**labels, "harness.role": "agent"},
-                    network=network,
-                    gateway_ip=gateway_ip,
-                    workspace=dirs.workspace,
-                    skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
-                    command=command,
-                ),
-                deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
-                output_cap=AGENT_OUTPUT_CAP,
+            dog = watchdog.Watchdog(
+                dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
+            with dog:
+                run = ctx.engine.run(
+                    sandbox.agent_spec(
+                        ctx.profile,
+                        name=names["agent"],
+                        labels={**labels, "harness.role": "agent"},
+                        network=network,
+                        gateway_ip=gateway_ip,
+                        workspace=dirs.workspace,
+                        skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                        command=command,
+                    ),
+                    deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+                    output_cap=AGENT_OUTPUT_CAP,
+                    on_started=lambda _name: dog.start(),
+                )
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
             done.meter = gateway.meter(agent_events)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
-            done.status, done.oom = classify_agent(run, done.agent, done.meter)
+            if run.stdout_truncated:
+                done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
+            if dog.tripped is not None:
+                _workspace_limit(dog.tripped, done)
+            else:
+                done.status, done.oom = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
+                done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
 
+        if done.patch is not None:
+            # the workspace broke a limit: it is not extracted, verified or judged (recorded as a fail)
+            raise _SkipRest
         with phase("extract"):
             collect = ctx.engine.run(
                 sandbox.collect_spec(
@@ -186,6 +203,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
             judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
             done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
+    except _SkipRest:
+        pass
     except Interrupted:
         raise
     except HarnessError as e:
@@ -223,9 +242,70 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 # ---------------------------------------------------------------------- the steps
 
 
-def classify_agent(run: ExitInfo, result: AgentResult, meter: GatewayMeter) -> tuple[Status, bool]:
-    """The agent phase's status. The CLI's own words win where it gave them."""
+class _SkipRest(Exception):
+    """Internal: the trial's remaining phases do not run (the record is already decided)."""
+
+
+def _workspace_limit(trip: watchdog.Trip, done: _Progress) -> None:
+    """The watchdog killed the agent: the workspace is not extracted (it may hold millions of
+    files); the trial fails through a rejected patch, or is an infra error when the host's
+    disk ran low for reasons the workspace does not show."""
+    done.flags.append(f"workspace_limit: {trip.reason}")
+    if not trip.agent_fault:
+        raise InfraError(f"the agent was stopped: {trip.reason}")
+    done.status = "agent_error"
+    done.error = f"the agent was killed by the workspace watchdog: {trip.reason}"
+    done.verify = VerifyResult(skipped_reason="workspace limit exceeded")
+    done.patch = PatchInfo(
+        sha256=hashlib.sha256(b"").hexdigest(),
+        bytes=0,
+        files_changed=0,
+        insertions=0,
+        deletions=0,
+        flags=("workspace_limit",),
+        rejected=f"workspace_limit: {trip.reason}",
+    )
+
+
+def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:
+    """Signs that the agent tampered with its own record (its own processes and stdout are in reach)."""
+    flags: list[str] = []
+    if _self_terminated(run, result, timeout_s):
+        flags.append(
+            f"self_terminated: exit {run.exit_code} after {run.seconds:.0f} s, before the {timeout_s} s deadline"
+        )
+    if result.cost_usd is not None and meter.forwarded and result.cost_usd + 1e-6 < meter.cost_usd * 0.99:
+        # the CLI's result is read from the container's stdout, which the agent can write to
+        flags.append(
+            f"cost_mismatch: the CLI reported ${result.cost_usd:.6f}, the gateway metered ${meter.cost_usd:.6f}"
+        )
+    return flags
+
+
+def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None) -> bool:
+    """Exit 124 (timeout's own code, also produced by SIGALRM) or 137 (SIGKILL) long before the
+    deadline: the agent killed its CLI or the timer. A real deadline takes at least timeout_s."""
+    return (
+        timeout_s is not None
+        and not run.timed_out
+        and not run.oom_killed
+        and run.exit_code in (124, 137)
+        and result.subtype is None
+        and run.seconds < timeout_s
+    )
+
+
+def classify_agent(
+    run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
+) -> tuple[Status, bool]:
+    """The agent phase's status. The CLI's own words win where it gave them.
+
+    With ``timeout_s``, an in-container "timeout" that came before the deadline (the agent
+    sent SIGALRM to ``timeout`` or killed its CLI) is an ``agent_error``, not a ``timeout``:
+    otherwise a skill could turn its failures into excluded, truncated trials."""
     oom = run.oom_killed
+    if _self_terminated(run, result, timeout_s):
+        return "agent_error", oom
     if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
         return "timeout", oom
     if cli.cli_says_budget_exceeded(result) or meter.budget_stopped:
@@ -265,6 +345,16 @@ def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tup
         special=workspace.read_capped(dirs.out / "special", 65536),
         extract_status=status,
     )
+    nested = [p.decode("utf-8", "replace") for p in workspace.read_capped(dirs.out / "nested", 65536).split(b"\0") if p]
+    if nested:
+        # their content is not in the patch: applying it would silently drop files
+        first = nested[0].removeprefix("/workspace/").removesuffix("/.git")
+        info = info.model_copy(
+            update={
+                "flags": (*info.flags, "nested_repository"),
+                "rejected": info.rejected or f"gitlink: nested repository at {first!r} (not extracted)",
+            }
+        )
     return info, diff[:PATCH_CAP]
 
 

@@ -24,6 +24,7 @@ import errno
 import os
 import shutil
 import stat
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,10 +107,34 @@ def remove(repo: Path, dirs: TrialDirs) -> None:
     """Idempotent teardown: worktree first (so git's admin entry goes), then the whole tree."""
     if dirs.root.exists():
         gitops.remove_worktree(repo, dirs.base)
-        # rmtree uses fd-based traversal on Linux: symlinks planted by the agent are unlinked, never followed
-        shutil.rmtree(dirs.root, onerror=_make_writable)
+        remove_tree(dirs.root)
     if dirs.root.exists():
         raise InfraError(f"could not remove {dirs.root}")
+
+
+def remove_tree(path: Path) -> None:
+    """Delete an agent-written tree: never following symlinks, whatever its depth or permissions.
+
+    ``shutil.rmtree`` walks by file descriptor on Linux (symlinks are unlinked, never
+    followed) but recurses once per level: an agent that nests directories a thousand
+    deep makes it raise ``RecursionError``. Then GNU ``rm -rf`` (fts, no recursion limit,
+    never follows symlinks, stays on one filesystem) finishes the job."""
+    try:
+        shutil.rmtree(path, onerror=_make_writable)
+    except FileNotFoundError:
+        return
+    except (RecursionError, OSError):
+        pass
+    if not os.path.lexists(path):
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            ["rm", "-rf", "--one-file-system", "--", str(path)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
 
 
 def read_capped(path: Path, cap: int) -> bytes:

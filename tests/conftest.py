@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,16 @@ def _worktrees(repo: Path) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.startswith("worktree ")]
 
 
+def _ours_or_orphaned(labels: dict[str, str]) -> bool:
+    from harness.labels import HOST, PID, pid_alive
+
+    try:
+        pid = int(labels.get(PID, "0"))
+    except ValueError:
+        return True
+    return pid == os.getpid() or labels.get(HOST) != socket.gethostname() or not pid_alive(pid)
+
+
 @pytest.fixture(autouse=True)
 def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """A docker test must tear down every container, network and worktree it made."""
@@ -85,7 +96,9 @@ def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     eng = request.getfixturevalue("engine")
     before = {(k, n) for k, n, _ in eng.labelled()}
     yield
-    after = {(k, n) for k, n, _ in eng.labelled()}
+    # Objects of another live process (a parallel test run on the same engine) are not this test's:
+    # only this process's objects and those of dead owners (a subprocess the test killed) count.
+    after = {(k, n) for k, n, lb in eng.labelled() if _ours_or_orphaned(lb)}
     leaked = sorted(after - before)
     if leaked:
         for kind, name in sorted(leaked, key=lambda o: o[0] != "container"):

@@ -10,6 +10,7 @@
 #   patch.diff   binary diff base -> workspace, untracked files included (capped)
 #   numstat      git diff --numstat -z        raw   git diff --raw -z (modes)
 #   special      FIFOs, sockets, devices, setuid/setgid files in the workspace
+#   nested       nested repositories (.git below the top), left out of the diff
 #   status       "ok" or the reason extraction stopped
 # and /verify becomes base + patch with protected paths restored from base.
 set -u
@@ -28,6 +29,12 @@ G() {
 fail() { printf '%s\n' "$1" > /out/status; exit "${2:-3}"; }
 
 G init -q --bare "$GIT_DIR" || fail "git init failed"
+# Nested repositories (a .git below the top) are left out of the diff (one without a commit
+# would make `git add` fail); the host rejects a patch from a workspace that has any.
+find /workspace -mindepth 2 -name .git -prune -print0 2>/dev/null | head -c 65536 > /out/nested
+mkdir -p "$GIT_DIR/info"
+tr '\0' '\n' < /out/nested | sed -e 's|^/workspace||' -e 's|/\.git$|/|' -e 's/[][*?\\!#]/\\&/g' \
+  > "$GIT_DIR/info/exclude"
 G --work-tree=/base add -A 2>/out/base.err || fail "adding the base failed"
 G --work-tree=/base commit -q --no-verify --allow-empty -m base || fail "committing the base failed"
 G --work-tree=/workspace add -A 2>/out/add.err || fail "adding the workspace failed (too large or unreadable?)"

@@ -154,6 +154,9 @@ class Gateway(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("content-length") or "0")
         except ValueError:
+            length = -1
+        if length < 0:
+            # a negative length would make rfile.read(-1) wait for the client to close the socket
             self._refuse(400, "bad content-length", close=True)
             return
         if self.headers.get("transfer-encoding"):

@@ -11,7 +11,13 @@ a compiled scenario (JSON, produced and validated by ``harness.scenario``):
 - token usage per turn (the CLI computes ``total_cost_usd`` from it, so cost is
   exact), latency, injected API errors and broken streams;
 - judge behaviour: follow the verify exit code, a fixed verdict, or never call
-  ``StructuredOutput`` (the harness must record ``unknown``).
+  ``StructuredOutput`` (the harness must record ``unknown``);
+- probes, for the security tests' hostile agents: a step with ``"probe": NAME``
+  has its tool result (what the real CLI sent back after running the command in
+  the sandbox) logged as a ``probe`` event, capped; a later step's input may
+  contain ``{{probe:NAME}}``, replaced by that output (waiting for it up to
+  ``probe_wait_s``), so one trial's agent can be aimed at what another trial's
+  agent reported (its address, for example).
 
 Every notable observation (skill file read or not, request headers seen, judge
 verdict given) is printed as one JSON line on stdout: the container log is the
@@ -33,6 +39,8 @@ from typing import Any
 
 SKILL_PATH = "/skill/SKILL.md"
 VERIFY_LINE = re.compile(r"VERIFY_EXIT_CODE:\s*(-?\d+|none)")
+PROBE_REF = re.compile(r"\{\{probe:([A-Za-z0-9_.-]+)\}\}")
+PROBE_CAP = 65536
 
 
 def log(event: str, **fields: Any) -> None:
@@ -51,6 +59,25 @@ class Scenario:
         self._counters: dict[str, int] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
         self._error_counts: dict[str, int] = {}
+        self._probes: dict[str, str] = {}
+        self._probe_cond = threading.Condition(self._lock)
+        self.probe_wait_s = float(data.get("probe_wait_s", 60))
+
+    # -- probes ---------------------------------------------------------------
+    def record_probe(self, name: str, output: str) -> None:
+        with self._probe_cond:
+            self._probes[name] = output
+            self._probe_cond.notify_all()
+
+    def probe_value(self, name: str) -> str | None:
+        deadline = time.monotonic() + self.probe_wait_s
+        with self._probe_cond:
+            while name not in self._probes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._probe_cond.wait(left)
+            return self._probes[name]
 
     # -- conversation identity ---------------------------------------------
     def find_task(self, prompt: str) -> tuple[str, dict[str, Any]] | None:
@@ -142,6 +169,44 @@ def tool_block(step: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
+def substitute(sc: Scenario, value: Any) -> Any:
+    """Replace ``{{probe:NAME}}`` in every string of a step's input by that probe's output."""
+    if isinstance(value, str):
+
+        def one(m: re.Match[str]) -> str:
+            got = sc.probe_value(m.group(1))
+            if got is None:
+                log("probe_missing", name=m.group(1))
+                return ""
+            return got.strip()
+
+        return PROBE_REF.sub(one, value)
+    if isinstance(value, dict):
+        return {k: substitute(sc, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(sc, v) for v in value]
+    return value
+
+
+def log_probe(sc: Scenario, step: dict[str, Any], messages: list[dict[str, Any]], info: dict[str, Any]) -> None:
+    """The tool result of a probe step, as the CLI sent it back: the sandbox's answer."""
+    results = last_tool_results(messages)
+    output = "\n".join(text_of(r.get("content")) for r in results)
+    is_error = any(bool(r.get("is_error")) for r in results)
+    name = str(step["probe"])
+    sc.record_probe(name, output)
+    log(
+        "probe",
+        name=name,
+        task=info.get("task"),
+        arm=info.get("arm"),
+        index=info.get("index"),
+        is_error=is_error,
+        output=output[:PROBE_CAP],
+        truncated=len(output) > PROBE_CAP,
+    )
+
+
 def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:
     messages = body.get("messages", [])
     prompt = first_user_text(messages)
@@ -179,8 +244,10 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
     script = task.get("success" if success else "failure", [])
     steps.extend(script)
     info = {"task": task_id, "arm": arm, "turn": turn, "success": success, "index": state["index"]}
+    if 0 < turn <= len(steps) and steps[turn - 1].get("probe"):
+        log_probe(sc, steps[turn - 1], messages, info)
     if turn < len(steps):
-        step = steps[turn]
+        step = dict(steps[turn], input=substitute(sc, steps[turn].get("input", {})))
         blocks: list[dict[str, Any]] = []
         if step.get("say"):
             blocks.append({"type": "text", "text": str(step["say"])})
