@@ -25,6 +25,9 @@ typical use:
   harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
   harness demo                                     the whole pipeline offline, scripted model, no key
   harness gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
+  harness merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
+  harness report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
+  harness history <skill>                          the skill's results over time, by model and date
 
 exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequisite, 130 interrupted
 """
@@ -76,12 +79,63 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `harness merge`")
     ev.add_argument("--resume", action="store_true", help="accepted for clarity: rerunning always resumes")
+    ev.add_argument(
+        "--reuse-baseline-from",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="DIR",
+        help="reuse baseline trials with an identical baseline fingerprint from these experiment directories "
+        "(or folders of them, e.g. harness-results) instead of re-sampling them",
+    )
 
     dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
     _image_args(dm)
+
+    rp = sub.add_parser(
+        "report",
+        help="re-render report.md, report.html, junit.xml and decision.json of an experiment directory",
+        description="Re-render every report of an experiment from DIR/results.jsonl and the preregistration "
+        "named in DIR/experiment.json. Reads the results, never changes them; needs no Docker.",
+    )
+    rp.add_argument("dir", type=Path, metavar="DIR", help="experiment directory (harness-results/<skill>-<lock>)")
+    rp.add_argument("--prereg", type=Path, help="the preregistration the experiment ran under "
+                    "(default: the one experiment.json names)")  # fmt: skip
+
+    gt = sub.add_parser(
+        "gate",
+        help="exit with the verdict for CI: 0 adopt / 1 reject / 2 inconclusive / 3 infrastructure error",
+        description="Print the experiment's verdict and reasons on one line and exit with its code. Reads "
+        "DIR/decision.json when it matches DIR/results.jsonl, else recomputes the decision (read-only).",
+        epilog="exit codes:\n  0  adopt\n  1  reject\n  2  inconclusive (the data cannot carry a verdict)\n"
+        "  3  infrastructure error: DIR or its results are missing or unreadable, the decision cannot be\n"
+        "     recomputed, or the comparison is invalid (provenance differs between the arms)\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gt.add_argument("dir", type=Path, nargs="?", metavar="DIR", help="experiment directory (required)")
+
+    hs = sub.add_parser(
+        "history",
+        help="a skill's results over time, by model and date",
+        description="One row per experiment of SKILL: date, model, Claude Code version, baseline k/n, skill k/n, "
+        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory.",
+    )
+    hs.add_argument("skill", metavar="SKILL", help="the skill name (as in the preregistration)")
+    hs.add_argument("--results", type=Path, action="append", metavar="DIR",
+                    help="experiment directory to include (repeatable; replaces the default search)")  # fmt: skip
+
+    mg = sub.add_parser(
+        "merge",
+        help="combine the result directories of `eval --shard i/n` runs into one experiment (then `gate` it)",
+        description="Check that the shard directories ran the same lock, do not overlap and together hold a "
+        "final record for every planned trial; then write OUT with the merged results, artifacts and reports.",
+    )
+    mg.add_argument("out", type=Path, metavar="OUT", help="new directory for the merged experiment")
+    mg.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="the shards' experiment directories")
+    mg.add_argument("--prereg", type=Path, help="the preregistration (default: the one experiment.json names)")
 
     gc = sub.add_parser("gc", help="remove containers and networks left by killed runs (by label)")
     gc.add_argument("--all", action="store_true", help="remove every harness object, even of live runs")
@@ -202,6 +256,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         shard=shard,
         runtime=args.runtime,
         images=_image_options(args),
+        reuse_from=args.reuse_baseline_from,
     )
 
 
@@ -227,6 +282,63 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             images=_image_options(args),
         )
         worst = max(worst, code if code != 0 else 0)
+        _print_demo_outcome(args.out.resolve() / f"results-{skill}")
+    return 0
+
+
+def _print_demo_outcome(results: Path) -> None:
+    from harness.report import REPORT_FILES, gate
+
+    for name in REPORT_FILES:
+        print(f"  {results / name}")
+    g = gate(results)
+    print(f"gate: {g.exit_code} ({g.verdict})   [harness gate {results}]")
+
+
+def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness import report
+
+    data = report.load_experiment(args.dir, args.prereg)
+    paths = report.write_reports(args.dir, data)
+    print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
+    for name in (*report.REPORT_FILES, report.DECISION_JSON):
+        print(f"  {paths[name]}")
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.report import ResultsUnavailable, gate
+
+    if args.dir is None:
+        raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")
+    result = gate(args.dir)
+    print(f"gate: {result.line}")
+    return result.exit_code
+
+
+def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.history import format_table, history
+
+    rows = history(args.skill, args.results)
+    if not rows:
+        default = "harness-results/*/, demo-output/results-*/"
+        where = ", ".join(str(d) for d in args.results) if args.results else default
+        print(f"no experiments of skill {args.skill} found in {where}")
+        return 0
+    print(format_table(rows))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness import report
+    from harness.merge import merge
+    from harness.run import analyse_records
+
+    merged = merge(args.out, args.shards, prereg_path=args.prereg)
+    data = analyse_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
+    report.write_reports(args.out, data)
+    print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
+    print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [harness gate {args.out}]")
     return 0
 
 
@@ -242,6 +354,14 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
     for kind, name, reason in reaped:
         print(f"removed {kind} {name} ({reason})")
     print(f"{len(reaped)} orphaned object(s) removed")
+    # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
+    import tempfile
+
+    from harness.experiment import sweep_work_root
+
+    swept = sweep_work_root(Path(tempfile.gettempdir()) / f"harness-{os.getuid()}")
+    if swept:
+        print(f"removed {swept} trial directory tree(s) of killed runs")
     return 0
 
 
@@ -252,6 +372,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "eval": cmd_eval,
     "demo": cmd_demo,
     "gc": cmd_gc,
+    "merge": cmd_merge,
+    "report": cmd_report,
+    "gate": cmd_gate,
+    "history": cmd_history,
 }
 
 

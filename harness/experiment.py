@@ -1,14 +1,22 @@
 """An experiment: the planned trials of one locked preregistration, run to completion.
 
-    lock check -> plan -> resume state -> gc -> images -> run setup
-      -> trials (concurrent, host-wide slots, bounded infra retries, cumulative budget)
-      -> run teardown
+    lock check -> plan -> resume state -> gc and sweep -> images -> baseline reuse
+      -> run setup -> trials (concurrent, host-wide slots, bounded infra retries,
+         cumulative budget, preregistered early stop) -> run teardown
 
 Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
 that were running; rerunning the same command (or ``--resume``) runs only what
-is missing. A different lock hash refuses to resume into the same directory.
-Objects a killed controller left behind are reaped by label on the next start.
+is missing and never re-runs a trial whose last attempt is final. A different
+lock hash (or shard, or mode) refuses to resume into the same directory.
+Objects a killed controller left behind (containers and networks by label,
+trial directories and git worktrees by owner pid) are reaped on the next start.
+
+Stops: when the cumulative budget (``budgets.total_usd``) is reached, or the
+preregistered early stop (``decision.early_stop: curtail``) finds that no
+outcome of the remaining trials can change the point rule's verdict, no new
+trial starts, running ones finish, and every trial that did not run gets a
+``skipped`` record naming what stopped it (``stopped_by``).
 """
 
 from __future__ import annotations
@@ -17,31 +25,38 @@ import datetime as dt
 import os
 import secrets
 import shutil
+import socket
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, plan, sandbox, scenario
+from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
 from harness.config import Study
 from harness.engine import Engine, Limits, parse_size
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
-from harness.hostslots import HostSlots, default_slots
+from harness.hostslots import HostSlots, default_slots, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
-from harness.labels import RUN, make_labels
+from harness.labels import RUN, make_labels, pid_alive
 from harness.lock import skill_files, verify_lock
 from harness.plan import TrialSpec
-from harness.records import Provenance, TrialRecord
+from harness.records import Provenance, StopReason, TrialRecord
 from harness.redact import Redactor
-from harness.retry import backoff_seconds
+from harness.retry import retrying
+from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
 from harness.store import ExperimentDir
 from harness.trial import TrialContext, run_trial
-from harness.workspace import container_user, copy_skill
+from harness.watchdog import WorkspaceLimit
+from harness.workspace import container_user, copy_skill, remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
+OWNER_FILE = "owner"
+"""In each run directory: '<pid> <host>' of the controller, so a later start can sweep a killed run's leftovers."""
+INFRA_RETRY_MAX_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -56,8 +71,17 @@ class RunOptions:
     runtime: str | None = None
     images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
+    """Host-wide concurrent-trial limit (default: HARNESS_HOST_SLOTS, else from cores and memory)."""
+    slots_dir: Path | None = None
     work_root: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    reuse_from: tuple[Path, ...] = ()
+    """Experiment directories (or folders of them) whose matching baseline trials are reused."""
+    scripted_key: str | None = None
+    """Scripted mode only: the fake key the gateway holds (must start with ``sk-ant-test-``), so
+    tests can look for it everywhere; by default a random one. Never used in real runs."""
+    workspace_limit: WorkspaceLimit | None = None
+    """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.watchdog)."""
 
 
 class Events:
@@ -68,6 +92,7 @@ class Events:
     def trial_started(self, spec: TrialSpec, attempt: int) -> None: ...
     def phase(self, trial_id: str, phase: str) -> None: ...
     def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None: ...
+    def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None: ...
 
 
 @dataclass
@@ -79,31 +104,255 @@ class ExperimentResult:
     images: ImageSet
     lock_hash: str
     ran: int = 0
+    """Trials that ran to a final record in this invocation (resumed and reused ones excluded)."""
     reused: int = 0
+    """Baseline trials copied from other experiments in this invocation."""
+    early_stopped: bool = False
 
 
-def latest_by_trial(records: Sequence[TrialRecord]) -> dict[str, TrialRecord]:
-    latest: dict[str, TrialRecord] = {}
-    for r in records:
-        if r.trial_id not in latest or r.attempt >= latest[r.trial_id].attempt:
-            latest[r.trial_id] = r
-    return latest
+def curtailment_check(
+    study: Study, planned_task_ids: Sequence[str]
+) -> Callable[[Sequence[TrialRecord]], str | None] | None:
+    """The preregistered early stop as a function of the final records so far (None when not preregistered).
+
+    Returns a reason when :func:`harness.decision.curtailment` proves that no
+    outcome of the remaining trials (every planned trial without a final record,
+    running ones included) can change the point rule's verdict.
+    """
+    settings = study.prereg.decision
+    if settings.early_stop != "curtail" or settings.rule != "point":
+        return None
+    runs = study.prereg.execution.runs_per_arm
+    cap = max_cost_per_trial(study.prereg)
+    tasks = list(planned_task_ids)
+
+    def check(records: Sequence[TrialRecord]) -> str | None:
+        if not {r.arm for r in records} >= {"baseline", "skill"}:
+            return None
+        analysis = decision.analyze(decision.observations_from_records(records, settings.pass_rule), settings)
+        remaining = decision.remaining_trials(analysis, runs, tasks)
+        verdict = decision.curtailment(analysis, remaining, settings, max_cost_per_trial=cap)
+        if verdict is None:
+            return None
+        left = sum(sum(v.values()) for v in remaining.values())
+        return (
+            f"early stop (preregistered curtailment): the point rule's verdict is {verdict} "
+            f"whatever the {left} remaining trial(s) give"
+        )
+
+    return check
 
 
-def is_final(record: TrialRecord, max_retries: int) -> bool:
-    """A trial is done when its last attempt is not an infra failure, or retries are used up."""
-    return record.status != "infra_error" or record.attempt > max_retries
+# ======================================================================= the loop
+
+
+@dataclass(frozen=True)
+class LoopPolicy:
+    jobs: int
+    max_infra_retries: int
+    total_usd: float | None = None
+    early_stop: Callable[[Sequence[TrialRecord]], str | None] | None = None
+
+
+@dataclass
+class LoopOutcome:
+    ran: int = 0
+    budget_stopped: bool = False
+    early_stop: str | None = None
+    skipped: list[TrialRecord] = field(default_factory=list)
+
+
+class _RetryInfra(Exception):
+    def __init__(self, record: TrialRecord) -> None:
+        super().__init__(record.error or "infrastructure failure")
+        self.record = record
+
+
+SkippedFactory = Callable[[TrialSpec, int, StopReason, str], TrialRecord]
+
+
+class TrialLoop:
+    """Schedules trials: at most ``jobs`` at once (and one host slot each), in plan order.
+
+    Pure scheduling around an injected ``run_one(spec, attempt)``, so it is unit
+    tested without Docker. Every attempt is handed to ``append`` as soon as it
+    ends. An infrastructure failure is retried with backoff (one tenacity policy,
+    :func:`harness.retry.retrying`) until ``max_infra_retries`` retries are used;
+    a stop (budget, early stop) between attempts records the trial as skipped.
+    """
+
+    def __init__(
+        self,
+        run_one: Callable[[TrialSpec, int], TrialRecord],
+        append: Callable[[TrialRecord], None],
+        policy: LoopPolicy,
+        *,
+        skipped: SkippedFactory,
+        prior: Mapping[str, TrialRecord],
+        finals: Sequence[TrialRecord],
+        spent: float,
+        stop: threading.Event,
+        slots: HostSlots | None = None,
+        events: Events | None = None,
+    ) -> None:
+        self.run_one = run_one
+        self._append = append
+        self.policy = policy
+        self.make_skipped = skipped
+        self.prior = dict(prior)
+        self.final: dict[str, TrialRecord] = {r.trial_id: r for r in finals}
+        self.spent = spent
+        self.stop = stop
+        self.slots = slots
+        self.events = events or Events()
+        self.early_reason: str | None = None
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- state
+    def append(self, record: TrialRecord) -> None:
+        with self._lock:
+            self._append(record)
+            if record.reused_from is None:
+                self.spent += record.total_cost_usd
+
+    def stop_reason(self) -> tuple[StopReason, str] | None:
+        """Why no new attempt may start now (None: go on)."""
+        cap = self.policy.total_usd
+        with self._lock:
+            spent = self.spent
+        if cap is not None and spent >= cap:
+            return "budget", f"the cumulative budget of ${cap:g} is reached (${spent:.4f} spent)"
+        if self.early_reason is not None:
+            return "early_stop", self.early_reason
+        return None
+
+    def check_early_stop(self) -> None:
+        if self.policy.early_stop is None or self.early_reason is not None:
+            return
+        reason = self.policy.early_stop(list(self.final.values()))
+        if reason is not None:
+            self.early_reason = reason
+            self.events.message(reason + ": no new trial starts")
+
+    # ----------------------------------------------------------------- run
+    def run(self, todo: Sequence[TrialSpec]) -> LoopOutcome:
+        out = LoopOutcome()
+        self.check_early_stop()
+        pending = deque(todo)
+        halted: tuple[StopReason, str] | None = None
+        jobs = max(1, self.policy.jobs)
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trial") as pool:
+            running: dict[Future[TrialRecord | None], TrialSpec] = {}
+            while pending or running:
+                while pending and len(running) < jobs and not self.stop.is_set():
+                    halted = self.stop_reason()
+                    if halted is not None:
+                        break
+                    spec = pending.popleft()
+                    running[pool.submit(self._attempts, spec)] = spec
+                if not running:
+                    break
+                finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    spec = running.pop(fut)
+                    record = fut.result()
+                    if record is None:
+                        continue
+                    self.final[spec.trial_id] = record
+                    if record.status == "skipped":
+                        out.skipped.append(record)
+                    else:
+                        out.ran += 1
+                        with self._lock:
+                            spent = self.spent
+                        self.events.trial_finished(spec, record, spent)
+                        self.check_early_stop()
+            if self.stop.is_set():
+                raise Interrupted("interrupted: running trials were stopped and torn down; results.jsonl is intact")
+        halted = halted or self.stop_reason()
+        if pending and halted is not None:
+            kind, why = halted
+            for spec in pending:
+                prior = self.prior.get(spec.trial_id)
+                rec = self.make_skipped(spec, prior.attempt + 1 if prior else 1, kind, why)
+                self.append(rec)
+                self.final[spec.trial_id] = rec
+                out.skipped.append(rec)
+        if out.skipped:
+            kinds = {r.stopped_by for r in out.skipped}
+            out.budget_stopped = "budget" in kinds
+            if "early_stop" in kinds:
+                out.early_stop = self.early_reason
+            self.events.trials_skipped(out.skipped, halted[1] if halted else out.skipped[0].error or "stopped")
+        return out
+
+    def _attempts(self, spec: TrialSpec) -> TrialRecord | None:
+        """Every attempt of one trial, until one is final. None when interrupted (nothing recorded)."""
+        prior = self.prior.get(spec.trial_id)
+        first = prior.attempt + 1 if prior is not None else 1
+        left = max(1, self.policy.max_infra_retries + 2 - first)
+        policy = retrying(lambda e: isinstance(e, _RetryInfra), attempts=left, max_wait=INFRA_RETRY_MAX_WAIT_S).copy(
+            sleep=self._sleep
+        )
+        try:
+            for attempt in policy:
+                with attempt:
+                    number = first + attempt.retry_state.attempt_number - 1
+                    return self._one(spec, number)
+        except _RetryInfra as e:
+            return e.record  # retries used up: the infra failure is the trial's final record
+        except (Interrupted, InterruptedError):
+            return None
+        raise AssertionError("unreachable: tenacity re-raises")  # pragma: no cover
+
+    def _one(self, spec: TrialSpec, number: int) -> TrialRecord:
+        halted = self.stop_reason()
+        if halted is not None:
+            rec = self.make_skipped(spec, number, *halted)
+            self.append(rec)
+            return rec
+        if self.slots is not None:
+            with self.slots.slot(self.stop):
+                record = self._run(spec, number)
+        else:
+            record = self._run(spec, number)
+        self.append(record)
+        if record.status == "infra_error" and not self.stop.is_set():
+            self.events.message(f"{spec.trial_id}: infrastructure failure (attempt {number}): {record.error}")
+            raise _RetryInfra(record)
+        return record
+
+    def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
+        if self.stop.is_set():
+            raise Interrupted("interrupted")
+        self.events.trial_started(spec, number)
+        return self.run_one(spec, number)
+
+    def _sleep(self, seconds: float) -> None:
+        if self.stop.wait(seconds):
+            raise Interrupted("interrupted while waiting to retry")
+
+
+# ================================================================ the experiment
 
 
 class Experiment:
-    def __init__(self, study: Study, engine: Engine, options: RunOptions, events: Events | None = None) -> None:
+    def __init__(
+        self,
+        study: Study,
+        engine: Engine,
+        options: RunOptions,
+        events: Events | None = None,
+        *,
+        trial_runner: Callable[[TrialContext, TrialSpec, int], TrialRecord] = run_trial,
+    ) -> None:
         self.study = study
         self.engine = engine
         self.options = options
         self.events = events or Events()
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
-        self._lock = threading.Lock()
+        self.trial_runner = trial_runner
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -119,40 +368,109 @@ class Experiment:
         except HarnessError:
             pass
 
+    @property
+    def shard_text(self) -> str | None:
+        return f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None
+
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
         lock_hash = verify_lock(self.study)
-        assert self.study.prereg.lock is not None
+        self._check_runtime()
+        lock = self.study.prereg.lock
+        assert lock is not None
         specs = plan.select_shard(
             plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
         )
         redactor = Redactor([self.options.api_key or ""])
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
-            done = self._resume_state(store, lock_hash)
-            self.events.planned(specs, list(done.values()))
+            latest = self._resume_state(store, lock_hash)
             reaped = self.engine.gc(own_pid=os.getpid())
             if reaped:
                 self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
+            work = self._work_root()
+            swept = sweep_work_root(work)
+            if swept:
+                gitops.git(["worktree", "prune"], cwd=self.study.repo_path, check=False)
+                self.events.message(f"removed {swept} trial directory tree(s) left by an earlier, killed run")
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
-            todo = [s for s in specs if s.trial_id not in done or not is_final(done[s.trial_id], ex.max_infra_retries)]
-            budget_stopped = False
+            provenance = Provenance(
+                lock_hash=lock_hash,
+                base_sha=lock.base_sha,
+                model=ex.model,
+                judge_model=ex.judge_model,
+                cli_version=images.claude_code_version,
+                image_digest=images.trial_id,
+                prompt_template_sha256=plan.prompt_template_sha256(),
+                harness_version=__version__,
+            )
+            compiled = self._compiled_scenario()
+            fingerprints = self._fingerprints(provenance, images, compiled)
+
+            def append(record: TrialRecord) -> None:
+                if record.arm == "baseline" and record.baseline_fingerprint is None:
+                    record = record.model_copy(update={"baseline_fingerprint": fingerprints[record.task_id]})
+                store.results.append(record)
+
+            reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
+            so_far = store.results.read().records
+            latest = latest_by_trial(so_far)
+            self.events.planned(specs, so_far)
+            todo = [
+                s for s in specs if s.trial_id not in latest or not is_final(latest[s.trial_id], ex.max_infra_retries)
+            ]
+            finals = [r for r in latest.values() if is_final(r, ex.max_infra_retries)]
+            retries = sum(1 for s in todo if s.trial_id in latest)
+            if latest and todo:
+                self.events.message(
+                    f"resuming: {len(specs) - len(todo)} of {len(specs)} trial(s) have a final record; {len(todo)} to run"
+                    + (
+                        f" ({retries} retr{'y' if retries == 1 else 'ies'} of infrastructure failures)"
+                        if retries
+                        else ""
+                    )
+                )
             ran = 0
             if todo:
-                budget_stopped, ran = self._run_trials(todo, done, store, images, lock_hash)
-            else:
-                budget_stopped = any(r.status == "skipped" for r in done.values())
+                ran = self._run_trials(todo, latest, finals, store, images, provenance, lock_hash, compiled, append)
             records = store.results.read().records
-        return ExperimentResult(records, specs, budget_stopped, store, images, lock_hash, ran=ran)
+        budget_stopped, early_stopped = stops(records)
+        return ExperimentResult(
+            records,
+            specs,
+            budget_stopped,
+            store,
+            images,
+            lock_hash,
+            ran=ran,
+            reused=reused,
+            early_stopped=early_stopped,
+        )
+
+    def _check_runtime(self) -> None:
+        """``--runtime runsc`` where gVisor is not installed fails here, once, not as N infra errors."""
+        wanted = self.options.runtime
+        if wanted and wanted not in self.engine.info().runtimes:
+            raise PrerequisiteError(
+                f"the container runtime {wanted!r} is not registered with this Docker engine",
+                hint="install gVisor (runsc) and register it in /etc/docker/daemon.json, then check with "
+                "`harness doctor`; or run without --runtime",
+            )
 
     def _build_line(self, line: str) -> None:
         if line.startswith(("building", "no registry")):
             self.events.message(line)
 
+    def _work_root(self) -> Path:
+        work = self.options.work_root or Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
+        work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return work
+
     def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
         meta = store.read_meta()
-        shard = f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None
+        shard = self.shard_text
+        mode = "scripted" if self.options.scripted else "real"
         if meta is not None:
             if meta.get("lock_hash") != lock_hash:
                 raise ResumeError(
@@ -162,6 +480,11 @@ class Experiment:
                 )
             if meta.get("shard") != shard:
                 raise ResumeError(f"{store.root} was run as shard {meta.get('shard')}, not {shard}")
+            if meta.get("mode", mode) != mode:
+                raise ResumeError(
+                    f"{store.root} was run against the {meta.get('mode')} model, not the {mode} one",
+                    hint="scripted and real trials never share an experiment: use another --out directory",
+                )
         else:
             store.write_meta(
                 {
@@ -171,7 +494,7 @@ class Experiment:
                     "skill": self.study.prereg.skill,
                     "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                     "shard": shard,
-                    "mode": "scripted" if self.options.scripted else "real",
+                    "mode": mode,
                     "harness_version": __version__,
                 }
             )
@@ -185,22 +508,121 @@ class Experiment:
             raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
         return latest_by_trial(report.records)
 
+    # ------------------------------------------------------------ baseline reuse
+    def _compiled_scenario(self) -> bytes | None:
+        if self.options.scripted is None:
+            return None
+        sc = scenario.load_scenario(self.options.scripted)
+        return scenario.compile_scenario(
+            self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
+        )
+
+    def _fingerprints(self, provenance: Provenance, images: ImageSet, compiled: bytes | None) -> dict[str, str]:
+        views: dict[str, object] = {}
+        if compiled is not None:
+            global_sha, views_ = reuse.scripted_views(compiled)
+            upstream = f"scripted:{global_sha}"
+            views = dict(views_)
+        else:
+            upstream = self.options.upstream
+        settings = reuse.baseline_settings(
+            self.study.prereg.execution,
+            provenance=provenance,
+            pass_rule=self.study.prereg.decision.pass_rule,
+            sidecar_image=images.sidecar_id,
+            runtime=self.options.runtime,
+            upstream=upstream,
+        )
+        return {t.id: reuse.fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
+
+    def _reuse(
+        self,
+        store: ExperimentDir,
+        specs: Sequence[TrialSpec],
+        latest: Mapping[str, TrialRecord],
+        fingerprints: Mapping[str, str],
+        provenance: Provenance,
+        lock_hash: str,
+    ) -> int:
+        if not self.options.reuse_from:
+            return 0
+        wanted = {
+            s.trial_id: fingerprints[s.task.id] for s in specs if s.arm == "baseline" and s.trial_id not in latest
+        }
+        sources = reuse.experiment_dirs(self.options.reuse_from)
+        if not wanted or not sources:
+            if not sources:
+                self.events.message(
+                    "baseline reuse: no experiment directory found in "
+                    + ", ".join(str(p) for p in self.options.reuse_from)
+                )
+            return 0
+        found = reuse.select(wanted, sources, provenance, exclude=store.root)
+        order = {s.trial_id: i for i, s in enumerate(specs)}
+        for trial_id in sorted(found, key=order.__getitem__):
+            match = found[trial_id]
+            reuse.copy_artifacts(match.record, match.directory, store.root)
+            store.results.append(reuse.adopt(match, experiment_id=lock_hash[:12], lock_hash=lock_hash))
+        self.events.message(
+            f"baseline reuse: {len(found)} of {len(wanted)} baseline trial(s) copied from "
+            f"{len({m.directory for m in found.values()})} earlier experiment(s); {len(wanted) - len(found)} to run"
+        )
+        return len(found)
+
     # ----------------------------------------------------------- run resources
     def _run_trials(
         self,
         todo: list[TrialSpec],
-        done: dict[str, TrialRecord],
+        latest: dict[str, TrialRecord],
+        finals: list[TrialRecord],
         store: ExperimentDir,
         images: ImageSet,
+        provenance: Provenance,
         lock_hash: str,
-    ) -> tuple[bool, int]:
+        compiled: bytes | None,
+        append: Callable[[TrialRecord], None],
+    ) -> int:
         ex = self.study.prereg.execution
-        lock = self.study.prereg.lock
-        assert lock is not None
-        work = self.options.work_root or Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
-        work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        slots_count = (
+            self.options.host_slots
+            or _env_slots(self.options.env)
+            or default_slots(per_trial_mem=parse_size(ex.resources.memory))
+        )
+        slots = HostSlots(slots_count, self.options.slots_dir or slots_dir(self.options.env))
+        if self.options.jobs > slots.count:
+            self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
+        policy = LoopPolicy(
+            jobs=self.options.jobs,
+            max_infra_retries=ex.max_infra_retries,
+            total_usd=ex.budgets.total_usd,
+            early_stop=curtailment_check(self.study, [t.id for t in self.study.target_tasks()]),
+        )
+        shard = self.shard_text
+
+        def skipped(spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
+            return _skipped(lock_hash[:12], provenance, shard, spec, attempt, kind, why)
+
+        holder: dict[str, TrialContext] = {}
+        loop = TrialLoop(
+            lambda spec, attempt: self.trial_runner(holder["ctx"], spec, attempt),
+            append,
+            policy,
+            skipped=skipped,
+            prior=latest,
+            finals=finals,
+            spent=spent_usd(store.results.read().records),
+            stop=self.stop,
+            slots=slots,
+            events=self.events,
+        )
+        loop.check_early_stop()
+        halted = loop.stop_reason()
+        if halted is not None:
+            return _skip_all(loop, todo, halted)  # nothing may start: no run setup at all
+        work = self._work_root()
         run_root = work / self.run_id
         run_root.mkdir(mode=0o700)
+        (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
         run_labels = make_labels(self.run_id, role="run", ttl_s=self._run_ttl(len(todo)))
         uid, gid = container_user()
@@ -223,13 +645,14 @@ class Experiment:
         scripted_name = f"hx-{self.run_id}-scripted"
         try:
             api_key = self._api_key()
+            store.redactor.add(api_key)
             key_file = self._write_key(run_root, api_key, sidecar_uid)
             skill_copy = copy_skill(skill_files(self.study.skill_dir), run_root / "skill")
             self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
             upstream = self.options.upstream
-            if self.options.scripted is not None:
-                upstream = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels)
-            ctx = TrialContext(
+            if compiled is not None:
+                upstream = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
+            holder["ctx"] = TrialContext(
                 engine=self.engine,
                 profile=profile,
                 execution=ex,
@@ -237,16 +660,7 @@ class Experiment:
                 run_id=self.run_id,
                 run_root=run_root,
                 repo=self.study.repo_path,
-                provenance=Provenance(
-                    lock_hash=lock_hash,
-                    base_sha=lock.base_sha,
-                    model=ex.model,
-                    judge_model=ex.judge_model,
-                    cli_version=images.claude_code_version,
-                    image_digest=images.trial_id,
-                    prompt_template_sha256=plan.prompt_template_sha256(),
-                    harness_version=__version__,
-                ),
+                provenance=provenance,
                 skill_copy=skill_copy,
                 key_file=key_file,
                 upstream=upstream,
@@ -255,9 +669,10 @@ class Experiment:
                 redactor=Redactor([api_key]),
                 stop=self.stop,
                 on_phase=self.events.phase,
-                shard=f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None,
+                shard=shard,
+                workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
             )
-            return self._execute(ctx, todo, done, store)
+            return loop.run(todo).ran
         finally:
             if self.options.scripted is not None:
                 self._save_scripted_log(store, scripted_name)
@@ -270,7 +685,7 @@ class Experiment:
                     cleanup()
                 except HarnessError as e:
                     self.events.message(f"cleanup: {e}")
-            shutil.rmtree(run_root, onerror=_force_remove)
+            remove_tree(run_root)
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
@@ -288,7 +703,10 @@ class Experiment:
 
     def _api_key(self) -> str:
         if self.options.scripted is not None:
-            return "sk-ant-test-" + secrets.token_urlsafe(24)  # a fake key: tests prove it never leaks
+            key = self.options.scripted_key or "sk-ant-test-" + secrets.token_urlsafe(24)
+            if not key.startswith("sk-ant-test-"):
+                raise PrerequisiteError("a scripted run's key must be a fake one starting with sk-ant-test-")
+            return key  # a fake key: tests prove it never leaks
         if not self.options.api_key:
             raise PrerequisiteError(
                 "ANTHROPIC_API_KEY is not set", hint="export it, or run `make demo` for the offline scripted model"
@@ -308,16 +726,17 @@ class Experiment:
         return path
 
     def _start_scripted(
-        self, profile: sandbox.Profile, name: str, network: str, run_root: Path, labels: dict[str, str]
+        self,
+        profile: sandbox.Profile,
+        name: str,
+        network: str,
+        run_root: Path,
+        labels: dict[str, str],
+        compiled: bytes,
     ) -> str:
-        assert self.options.scripted is not None
-        sc = scenario.load_scenario(self.options.scripted)
-        data = scenario.compile_scenario(
-            self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
-        )
         scen_dir = run_root / "scenario"
         scen_dir.mkdir(mode=0o755)
-        (scen_dir / "scenario.json").write_bytes(data)
+        (scen_dir / "scenario.json").write_bytes(compiled)
         os.chmod(scen_dir / "scenario.json", 0o444)
         spec = sandbox.scripted_api_spec(
             profile,
@@ -331,86 +750,73 @@ class Experiment:
         wait_listening(self.engine, name)
         return f"http://{name}:{sandbox.SCRIPTED_PORT}"
 
-    # ----------------------------------------------------------------- trials
-    def _execute(
-        self, ctx: TrialContext, todo: list[TrialSpec], done: dict[str, TrialRecord], store: ExperimentDir
-    ) -> tuple[bool, int]:
-        ex = self.study.prereg.execution
-        total_cap = ex.budgets.total_usd
-        spent = sum(r.total_cost_usd for r in store.results.read().records)
-        slots = HostSlots(self.options.host_slots or default_slots(per_trial_mem=parse_size(ex.resources.memory)))
-        budget_stopped = False
-        ran = 0
-        pending = list(todo)
 
-        def attempt_loop(spec: TrialSpec) -> TrialRecord | None:
-            prior = done.get(spec.trial_id)
-            attempt = prior.attempt + 1 if prior is not None else 1
-            record: TrialRecord | None = None
-            while True:
-                try:
-                    with slots.slot(self.stop):
-                        self.events.trial_started(spec, attempt)
-                        record = run_trial(ctx, spec, attempt)
-                except (Interrupted, InterruptedError):
-                    return None
-                self._append(store, record)
-                if record.status != "infra_error" or attempt > ex.max_infra_retries or self.stop.is_set():
-                    return record
-                self.events.message(f"{spec.trial_id}: infrastructure failure, retrying ({record.error})")
-                self.stop.wait(backoff_seconds(attempt))
-                attempt += 1
-
-        with ThreadPoolExecutor(max_workers=max(1, self.options.jobs), thread_name_prefix="trial") as pool:
-            running: dict[Future[TrialRecord | None], TrialSpec] = {}
-            while pending or running:
-                while pending and len(running) < self.options.jobs and not self.stop.is_set() and not budget_stopped:
-                    if total_cap is not None and spent >= total_cap:
-                        budget_stopped = True
-                        break
-                    spec = pending.pop(0)
-                    running[pool.submit(attempt_loop, spec)] = spec
-                if not running:
-                    break
-                finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    spec = running.pop(fut)
-                    record = fut.result()
-                    if record is None:
-                        continue
-                    ran += 1
-                    with self._lock:
-                        spent += record.total_cost_usd
-                    self.events.trial_finished(spec, record, spent)
-            if self.stop.is_set():
-                raise Interrupted("interrupted: running trials were stopped and torn down; results.jsonl is intact")
-        if budget_stopped:
-            for spec in pending:
-                self._append(store, _skipped(ctx, spec, f"cumulative budget of ${total_cap} reached"))
-            self.events.message(f"cumulative budget reached: {len(pending)} trial(s) skipped")
-        return budget_stopped, ran
-
-    def _append(self, store: ExperimentDir, record: TrialRecord) -> None:
-        with self._lock:
-            store.results.append(record)
+def _skip_all(loop: TrialLoop, todo: Sequence[TrialSpec], halted: tuple[StopReason, str]) -> int:
+    records = []
+    for spec in todo:
+        prior = loop.prior.get(spec.trial_id)
+        rec = loop.make_skipped(spec, prior.attempt + 1 if prior else 1, *halted)
+        loop.append(rec)
+        records.append(rec)
+    loop.events.trials_skipped(records, halted[1])
+    return 0
 
 
-def _skipped(ctx: TrialContext, spec: TrialSpec, why: str) -> TrialRecord:
+def _env_slots(env: Mapping[str, str]) -> int | None:
+    value = env.get("HARNESS_HOST_SLOTS", "")
+    try:
+        return int(value) if value.strip() else None
+    except ValueError:
+        return None
+
+
+def _skipped(
+    experiment_id: str,
+    provenance: Provenance,
+    shard: str | None,
+    spec: TrialSpec,
+    attempt: int,
+    kind: StopReason,
+    why: str,
+) -> TrialRecord:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     return TrialRecord(
-        experiment_id=ctx.experiment_id,
+        experiment_id=experiment_id,
         trial_id=spec.trial_id,
         task_id=spec.task.id,
         arm=spec.arm,
         run_index=spec.run_index,
-        attempt=1,
-        provenance=ctx.provenance,
+        attempt=attempt,
+        provenance=provenance,
         status="skipped",
         error=why,
         started_at=now,
         finished_at=now,
-        shard=ctx.shard,
+        shard=shard,
+        stopped_by=kind,
     )
+
+
+def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:
+    """Remove run directories whose controller (same host) is gone. Returns how many were removed."""
+    host = host or socket.gethostname()
+    removed = 0
+    try:
+        entries = list(work.iterdir())
+    except OSError:
+        return 0
+    for run_dir in entries:
+        owner = run_dir / OWNER_FILE
+        try:
+            pid_text, _, owner_host = owner.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if owner_host != host or pid == os.getpid() or alive(pid):
+            continue
+        remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
+        removed += 1
+    return removed
 
 
 def _force_remove(func: Callable[..., object], path: str, exc: object) -> None:

@@ -2,8 +2,17 @@
 
 Two experiments (or two CI jobs on one self-hosted runner) must not together run
 more trials than the machine can hold. Each running trial holds one of N slot
-files under an ``flock``; the kernel releases the lock when the process dies,
-so a killed controller never leaks a slot.
+files under an ``flock``; the kernel releases the lock when the descriptor is
+closed or the process dies, so a killed controller never leaks a slot. ``flock``
+locks belong to the open file description, so threads of one process exclude
+each other exactly like separate processes do.
+
+The slot directory is fixed per user (``/tmp/harness-slots-<uid>``, or
+``HARNESS_SLOTS_DIR``), not derived from ``TMPDIR``: CI runners often give each
+job its own ``TMPDIR``, and the limit must hold across them. Every process uses
+slots ``0..N-1`` of its own N, so processes that agree on N (the same machine
+and resources, or ``HARNESS_HOST_SLOTS``) share exactly N slots; with
+different N the host-wide total is the largest of them.
 """
 
 from __future__ import annotations
@@ -11,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+MAX_SLOTS = 32
+POLL_MAX_S = 0.25
 
 
 def default_slots(cpus: int | None = None, mem_bytes: int | None = None, per_trial_mem: int = 2 << 30) -> int:
@@ -28,33 +39,66 @@ def default_slots(cpus: int | None = None, mem_bytes: int | None = None, per_tri
         except (ValueError, OSError):
             mem_bytes = 4 << 30
     by_mem = max(1, int(mem_bytes * 0.75) // per_trial_mem)
-    return max(1, min(cpus * 4, by_mem, 32))
+    return max(1, min(cpus * 4, by_mem, MAX_SLOTS))
+
+
+def slots_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    configured = env.get("HARNESS_SLOTS_DIR", "")
+    if configured:
+        return Path(configured)
+    root = Path("/tmp") if Path("/tmp").is_dir() else Path(os.environ.get("TMPDIR", "."))
+    return root / f"harness-slots-{os.getuid()}"
 
 
 class HostSlots:
     def __init__(self, count: int, directory: Path | None = None) -> None:
         self.count = max(1, count)
-        self.dir = directory or Path(tempfile.gettempdir()) / f"harness-slots-{os.getuid()}"
-        self.dir.mkdir(mode=0o700, exist_ok=True)
-        self._local = threading.Lock()
+        self.dir = directory or slots_dir()
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def try_acquire(self) -> tuple[int, int] | None:
+        """(slot index, locked descriptor) of a free slot, or None when all are taken."""
+        for i in range(self.count):
+            fd = os.open(self.dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return i, fd
+        return None
+
+    def in_use(self) -> int:
+        """How many of this instance's slots are held right now (by any process)."""
+        taken = 0
+        for i in range(self.count):
+            fd = os.open(self.dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                taken += 1
+            finally:
+                os.close(fd)
+        return taken
 
     @contextlib.contextmanager
     def slot(self, stop: threading.Event | None = None) -> Iterator[int]:
-        delay = 0.05
+        """Hold one slot for the body. Waits (polling) while all are taken; raises
+        ``InterruptedError`` when ``stop`` is set while waiting."""
+        delay = 0.02
         while True:
-            for i in range(self.count):
-                fd = os.open(self.dir / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            got = self.try_acquire()
+            if got is not None:
+                index, fd = got
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    continue
-                try:
-                    yield i
+                    yield index
                 finally:
                     os.close(fd)  # closing the descriptor drops the lock
                 return
-            if stop is not None and stop.is_set():
-                raise InterruptedError("stopped while waiting for a host slot")
-            time.sleep(delay)
-            delay = min(1.0, delay * 1.5)
+            if stop is not None:
+                if stop.wait(delay):
+                    raise InterruptedError("stopped while waiting for a host slot")
+            else:
+                time.sleep(delay)
+            delay = min(POLL_MAX_S, delay * 1.5)

@@ -1,4 +1,11 @@
-"""Progress while trials run: a live table on a terminal, one line per trial otherwise (CI logs)."""
+"""Progress while trials run: a live table on a terminal, plain lines otherwise (CI logs).
+
+Both show, per arm, how many trials are running, done (of planned) and how they
+ended (pass / fail / unknown / truncated / infra / skipped), and the money spent
+so far by this experiment (reused baseline trials cost nothing here). In plain
+mode every finished trial prints one line that ends with that summary, so a CI
+log read at any point tells where the run stands.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,10 @@ from rich.text import Text
 
 from harness.experiment import Events
 from harness.plan import TrialSpec
-from harness.records import ARMS, TrialRecord, outcome
+from harness.records import ARMS, Outcome, PassRule, TrialRecord, outcome
+from harness.runstate import latest_by_trial, spent_usd
+
+OUTCOME_COLUMNS: tuple[Outcome, ...] = ("pass", "fail", "unknown", "truncated", "infra", "skipped")
 
 
 def _safe(text: str) -> str:
@@ -24,10 +34,10 @@ def _safe(text: str) -> str:
 
 
 class Progress(Events):
-    def __init__(self, stream: TextIO, *, live: bool | None = None, pass_rule: str = "verify_and_judge") -> None:
+    def __init__(self, stream: TextIO, *, live: bool | None = None, pass_rule: PassRule = "verify_and_judge") -> None:
         self.console = Console(file=stream, highlight=False, soft_wrap=True)
         self.live_enabled = self.console.is_terminal if live is None else live
-        self.pass_rule = pass_rule
+        self.pass_rule: PassRule = pass_rule
         self.lock = threading.Lock()
         self.total: Counter[str] = Counter()
         self.done: Counter[tuple[str, str]] = Counter()
@@ -40,12 +50,12 @@ class Progress(Events):
     def planned(self, specs: Sequence[TrialSpec], done: Sequence[TrialRecord]) -> None:
         for spec in specs:
             self.total[spec.arm] += 1
-        finished = {r.trial_id: r for r in done}
+        finished = latest_by_trial(done)
         for spec in specs:
             rec = finished.get(spec.trial_id)
             if rec is not None and rec.status != "infra_error":
-                self.done[(spec.arm, outcome(rec, self.pass_rule))] += 1  # type: ignore[arg-type]
-        self.spent = sum(r.total_cost_usd for r in done)
+                self.done[(spec.arm, outcome(rec, self.pass_rule))] += 1
+        self.spent = spent_usd(done)
         resumed = sum(self.done.values())
         self.message(
             f"{len(specs)} trials planned ({', '.join(f'{self.total[a]} {a}' for a in ARMS)})"
@@ -71,20 +81,37 @@ class Progress(Events):
         self._refresh()
 
     def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None:
-        result = outcome(record, self.pass_rule)  # type: ignore[arg-type]
+        result = outcome(record, self.pass_rule)
         with self.lock:
             self.running.pop(spec.trial_id, None)
             self.done[(spec.arm, result)] += 1
             self.spent = spent_usd
         if not self.live_enabled:
-            n = sum(self.done.values())
-            total = sum(self.total.values())
+            with self.lock:
+                n = sum(self.done.values())
+                total = sum(self.total.values())
+                summary = self.summary()
             verify = record.verify.exit_code if record.verify else None
             judge = record.judge.verdict if record.judge else "-"
+            retry = f" attempt={record.attempt}" if record.attempt > 1 else ""
             self.console.print(
-                f"[{n}/{total}] {_safe(spec.trial_id):32} {result:9} status={record.status} verify={verify} "
-                f"judge={judge} ${record.total_cost_usd:.4f} {sum(record.durations_s.values()):.1f}s"
+                Text(
+                    f"[{n}/{total}] {_safe(spec.trial_id):32} {result:9} status={record.status}{retry} "
+                    f"verify={verify} judge={judge} ${record.total_cost_usd:.4f} "
+                    f"{sum(record.durations_s.values()):.1f}s | {summary}"
+                )
             )
+        self._refresh()
+
+    def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None:
+        with self.lock:
+            for rec in records:
+                self.running.pop(rec.trial_id, None)
+                self.done[(rec.arm, "skipped")] += 1
+            summary = self.summary()
+        self.message(f"{len(records)} trial(s) skipped: {reason}")
+        if not self.live_enabled:
+            self.console.print(Text(summary))
         self._refresh()
 
     def close(self) -> None:
@@ -93,13 +120,23 @@ class Progress(Events):
             self.live = None
 
     # ---------------------------------------------------------------- render
+    def summary(self) -> str:
+        """One line: per arm running, done/planned and outcomes; then the spend. Call with the lock held."""
+        parts = []
+        for arm in ARMS:
+            done = sum(v for (a, _), v in self.done.items() if a == arm)
+            running = sum(1 for a, _, _ in self.running.values() if a == arm)
+            counts = " ".join(f"{self.done[(arm, o)]} {o}" for o in OUTCOME_COLUMNS if self.done[(arm, o)])
+            parts.append(f"{arm} {running} running, {done}/{self.total[arm]} done" + (f" ({counts})" if counts else ""))
+        return "; ".join(parts) + f"; spent ${self.spent:.4f}"
+
     def _refresh(self) -> None:
         if self.live is not None:
             self.live.update(self._render())
 
     def _render(self) -> Group:
         table = Table(title=None, expand=False, box=None, pad_edge=False)
-        for col in ("arm", "running", "done", "pass", "fail", "unknown", "truncated", "infra"):
+        for col in ("arm", "running", "done", *OUTCOME_COLUMNS):
             table.add_column(col, justify="right" if col != "arm" else "left")
         with self.lock:
             for arm in ARMS:
@@ -109,7 +146,7 @@ class Progress(Events):
                     arm,
                     str(running),
                     f"{done}/{self.total[arm]}",
-                    *(str(self.done[(arm, o)]) for o in ("pass", "fail", "unknown", "truncated", "infra")),
+                    *(str(self.done[(arm, o)]) for o in OUTCOME_COLUMNS),
                 )
             active = sorted(self.running.items(), key=lambda kv: kv[1][2])[:6]
             lines = [f"  {tid}  {phase}  {time.monotonic() - t0:.0f}s" for tid, (_, phase, t0) in active]

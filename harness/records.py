@@ -20,6 +20,8 @@ Status = Literal["completed", "agent_error", "timeout", "budget_exceeded", "infr
 Verdict = Literal["pass", "fail", "unknown"]
 Outcome = Literal["pass", "fail", "unknown", "truncated", "infra", "skipped"]
 PassRule = Literal["verify_and_judge", "verify", "judge"]
+StopReason = Literal["budget", "early_stop"]
+"""Why a ``skipped`` trial never started: the cumulative budget, or the preregistered early stop."""
 
 
 class Model(BaseModel):
@@ -104,6 +106,15 @@ class JudgeResult(Model):
     error: str | None = None
 
 
+class ReusedFrom(Model):
+    """Where a reused baseline trial first ran (baseline reuse across skills, see :mod:`harness.reuse`)."""
+
+    experiment_id: str
+    lock_hash: str
+    """The lock of the experiment that ran it (the copy carries the new experiment's lock in provenance)."""
+    directory: str
+
+
 class TrialRecord(Model):
     schema_version: int = SCHEMA_VERSION
     experiment_id: str
@@ -128,6 +139,12 @@ class TrialRecord(Model):
     flags: tuple[str, ...] = ()
     oom_killed: bool = False
     shard: str | None = None
+    stopped_by: StopReason | None = None
+    """On ``skipped`` records: what stopped the run before this trial started (None: a TODO task)."""
+    baseline_fingerprint: str | None = None
+    """Baseline trials: a hash of every setting that shapes a baseline trial, the key for reuse."""
+    reused_from: ReusedFrom | None = None
+    """Set when this baseline trial was copied from another experiment instead of re-sampled."""
 
     @property
     def agent_cost_usd(self) -> float:

@@ -8,14 +8,15 @@ unwinding through every ``finally``.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from harness import decision, report
+from harness import decision, ledger, report, runstate
 from harness.config import Study
 from harness.engine import Engine
 from harness.experiment import Experiment, ExperimentResult, RunOptions
@@ -47,43 +48,39 @@ def default_jobs(study: Study) -> int:
 
 
 def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
-    settings = study.prereg.decision
-    records = result.records
-    observations = decision.observations_from_records(records, settings.pass_rule)
-    analysis = decision.analyze(observations, settings)
+    return analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
+
+
+def analyse_records(
+    study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
+) -> report.ReportInput:
+    """The report input, decided with how the run stopped (budget or preregistered early stop, read from
+    the skipped records), the per-trial cost cap, and the spend without reused baseline trials."""
+    budget_stopped, early_stopped = runstate.stops(records)
+    planned = [t.id for t in study.target_tasks()]
+    data = report.build_input(
+        study.prereg,
+        records,
+        planned_task_ids=planned,
+        skipped_tasks=[t.id for t in study.skipped_tasks()],
+        budget_stopped=budget_stopped,
+        lock_hash=lock_hash,
+        experiment_dir=str(experiment_dir),
+    )
     context = decision.context_from_records(
         records,
         study.prereg.execution.runs_per_arm,
-        result.budget_stopped,
-        planned_task_ids=[t.id for t in study.target_tasks()],
+        budget_stopped,
+        early_stopped=early_stopped,
+        planned_task_ids=planned,
+        max_cost_per_trial=runstate.max_cost_per_trial(study.prereg),
     )
-    verdict = decision.decide(analysis, settings, context)
-    return report.ReportInput(
-        prereg=study.prereg,
-        analysis=analysis,
-        decision=verdict,
-        lock_hash=result.lock_hash,
-        skipped_tasks=tuple(t.id for t in study.skipped_tasks()),
-        flagged=flagged(records),
-        experiment_dir=str(result.experiment_dir.root),
-        spent_usd=sum(r.total_cost_usd for r in records),
-    )
+    verdict = decision.decide(data.analysis, study.prereg.decision, context)
+    return dataclasses.replace(data, decision=verdict, spent_usd=runstate.spent_usd(records))
 
 
-def flagged(records: list[TrialRecord]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    latest: dict[str, TrialRecord] = {}
-    for r in records:
-        latest[r.trial_id] = r
-    out = []
-    for tid, r in sorted(latest.items()):
-        flags = (
-            (r.patch.flags if r.patch else ())
-            + r.flags
-            + ((f"rejected: {r.patch.rejected}",) if r.patch and r.patch.rejected else ())
-        )
-        if flags:
-            out.append((tid, tuple(flags)))
-    return tuple(out)
+flagged = report.flagged
+"""Kept for callers of ``run.flagged``; the implementation lives in :mod:`harness.report`."""
 
 
 def evaluate(
@@ -97,6 +94,7 @@ def evaluate(
     shard: tuple[int, int] | None,
     runtime: str | None,
     images: ImageOptions,
+    reuse_from: Sequence[Path] = (),
 ) -> int:
     engine = Engine(env)
     progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
@@ -109,6 +107,7 @@ def evaluate(
         runtime=runtime,
         images=images,
         env=env,
+        reuse_from=tuple(reuse_from),
     )
     experiment = Experiment(study, engine, options, progress)
     try:
@@ -118,9 +117,11 @@ def evaluate(
         progress.close()
     data = analyse(study, result)
     store = result.experiment_dir
-    store.write_text("decision.json", report.dumps(report.decision_json(data)))
-    summary = report.terminal_summary(data)
-    store.write_text("summary.txt", summary + "\n")
+    paths = report.write_reports(store.root, data, store.redactor.text)
     print()
-    print(summary)
+    print(paths[report.SUMMARY_TXT].read_text(encoding="utf-8"), end="")
+    if shard is None:
+        # Only a whole experiment decides; a shard's partial results never touch the ledger.
+        for line in ledger.record(study, data).lines:
+            print(line)
     return 0

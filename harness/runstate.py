@@ -1,0 +1,55 @@
+"""What an experiment's result lines say about how its run went (pure, no I/O).
+
+Shared by the experiment loop, the progress display, ``harness merge`` and the
+analysis: the final attempt of each trial, whether the run was stopped (by the
+cumulative budget or the preregistered early stop), what it spent, and the
+per-trial cost cap that bounds what a trial not yet run could cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from harness.config import Preregistration
+from harness.records import TrialRecord
+
+
+def latest_by_trial(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
+    """The last attempt of each trial id (on equal attempt numbers the later line wins)."""
+    latest: dict[str, TrialRecord] = {}
+    for r in records:
+        if r.trial_id not in latest or r.attempt >= latest[r.trial_id].attempt:
+            latest[r.trial_id] = r
+    return latest
+
+
+def is_final(record: TrialRecord, max_retries: int) -> bool:
+    """A trial is done when its last attempt is not an infra failure, or retries are used up."""
+    return record.status != "infra_error" or record.attempt > max_retries
+
+
+def spent_usd(records: Iterable[TrialRecord]) -> float:
+    """What this experiment spent: every attempt, reused baseline trials excluded (spent elsewhere)."""
+    return sum(r.total_cost_usd for r in records if r.reused_from is None)
+
+
+def stops(records: Sequence[TrialRecord]) -> tuple[bool, bool]:
+    """(budget stopped, early stopped), from the skipped final attempts.
+
+    A skipped record without ``stopped_by`` (written before the field existed)
+    counts as a budget stop, as it did then.
+    """
+    finals = latest_by_trial(records).values()
+    budget = any(r.status == "skipped" and r.stopped_by in ("budget", None) for r in finals)
+    early = any(r.status == "skipped" and r.stopped_by == "early_stop" for r in finals)
+    return budget, early
+
+
+def max_cost_per_trial(prereg: Preregistration) -> float:
+    """The per-trial cost cap the gateway enforces (the agent and the judge share it).
+
+    The gateway refuses requests once the metered cost reaches the cap, so one
+    response in flight can still overshoot it by that response's cost.
+    """
+    b = prereg.execution.budgets
+    return b.per_trial_usd + b.judge_usd

@@ -1,0 +1,169 @@
+"""Concurrency on the real engine: phases of different trials overlap; a DOCKER_HOST engine works."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.engine import Engine
+from harness.experiment import Events
+from harness.records import TrialRecord
+from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+class Timeline(Events):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.marks: list[tuple[float, str, str]] = []
+
+    def phase(self, trial_id: str, phase: str) -> None:
+        with self.lock:
+            self.marks.append((time.monotonic(), trial_id, phase))
+
+    def trial_finished(self, spec, record: TrialRecord, spent_usd: float) -> None:  # type: ignore[no-untyped-def]
+        with self.lock:
+            self.marks.append((time.monotonic(), spec.trial_id, "done"))
+
+    def intervals(self) -> list[tuple[str, str, float, float]]:
+        out = []
+        by_trial: dict[str, list[tuple[float, str]]] = {}
+        for t, tid, phase in sorted(self.marks):
+            by_trial.setdefault(tid, []).append((t, phase))
+        for tid, marks in by_trial.items():
+            for (t0, phase), (t1, _) in itertools.pairwise(marks):
+                out.append((tid, phase, t0, t1))
+        return out
+
+
+def _scenario(setup_root: Path, tasks: list[str], latency: dict[str, int]) -> dict:  # type: ignore[type-arg]
+    scripts = demo_task_scripts(setup_root)
+    return {
+        "seed": 2,
+        "skill_marker": "careful-fixer-7c1e",
+        "judge": {"latency_ms": 0},
+        "tasks": {
+            t: {
+                **scripts[t],
+                "arms": {
+                    "baseline": {"p_success": 1, "latency_ms": latency.get(t, 0)},
+                    "skill": {"p_success": 1, "latency_ms": latency.get(t, 0)},
+                },
+            }
+            for t in tasks
+        },
+    }
+
+
+def test_one_trials_verify_and_judge_run_while_another_agent_works(
+    tmp_path: Path, engine, images, demo_setup, work_root
+) -> None:  # type: ignore[no-untyped-def]
+    tasks = ["fix-mean", "fix-slugify"]
+    prereg, scen = write_experiment(
+        demo_setup.root, "overlap", tasks=tasks, scenario=_scenario(demo_setup.root, tasks, {"fix-slugify": 2500})
+    )
+    timeline = Timeline()
+    result = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=4, events=timeline)
+    assert {r.status for r in latest(result).values()} == {"completed"}
+    spans = timeline.intervals()
+    agents = [(tid, t0, t1) for tid, phase, t0, t1 in spans if phase == "agent"]
+    late = [(tid, phase, t0, t1) for tid, phase, t0, t1 in spans if phase in ("extract", "verify", "judge")]
+    overlaps = {
+        (tid, phase, other)
+        for tid, phase, t0, t1 in late
+        for other, a0, a1 in agents
+        if other != tid and t0 < a1 and a0 < t1
+    }
+    assert any(phase == "judge" for _, phase, _ in overlaps), f"no judge ran during another agent: {spans}"
+    assert any(phase == "verify" for _, phase, _ in overlaps)
+    starts = sorted(t0 for _, phase, t0, _ in spans if phase == "workspace")
+    assert starts[-1] - starts[0] < 5.0, "with --jobs 4 all four trials start together"
+
+
+# ----------------------------------------------------------------------------- DOCKER_HOST
+
+
+class LoopbackDockerProxy:
+    """tcp://127.0.0.1:<port> -> the local engine's unix socket: a 'remote' engine on loopback only."""
+
+    def __init__(self, socket_path: str = "/var/run/docker.sock") -> None:
+        self.socket_path = socket_path
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.5)
+        while not self.closed.is_set():
+            try:
+                client, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.socket_path)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed.set()
+        self.server.close()
+        self.thread.join(timeout=5)
+
+
+def _small_experiment(setup_root: Path, name: str):  # type: ignore[no-untyped-def]
+    return write_experiment(setup_root, name, tasks=["fix-mean"], scenario=_scenario(setup_root, ["fix-mean"], {}))
+
+
+def test_docker_host_given_explicitly_is_the_engine_used(tmp_path: Path, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+    eng = Engine({"DOCKER_HOST": "unix:///var/run/docker.sock"})
+    prereg, scen = _small_experiment(demo_setup.root, "dockerhost")
+    result = run_experiment(eng, prereg, scen, tmp_path / "out", work_root, jobs=2)
+    assert {r.status for r in latest(result).values()} == {"completed"}
+
+
+def test_a_tcp_docker_host_on_loopback_runs_the_whole_pipeline(tmp_path: Path, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+    proxy = LoopbackDockerProxy()
+    try:
+        eng = Engine({"DOCKER_HOST": f"tcp://127.0.0.1:{proxy.port}"})
+        assert eng.info().server_version
+        prereg, scen = _small_experiment(demo_setup.root, "tcphost")
+        result = run_experiment(eng, prereg, scen, tmp_path / "out", work_root, jobs=2)
+        assert {r.status for r in latest(result).values()} == {"completed"}
+        assert proxy.connections > 0, "every engine call went through the tcp endpoint"
+    finally:
+        proxy.close()
+
+
+def test_an_unreachable_docker_host_is_a_prerequisite_error() -> None:
+    from harness.errors import PrerequisiteError
+
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        port = s.getsockname()[1]
+    with pytest.raises(PrerequisiteError, match="no Docker engine answers"):
+        Engine({"DOCKER_HOST": f"tcp://127.0.0.1:{port}"}, timeout=3)

@@ -1,0 +1,107 @@
+"""The preregistered early stop: curtailment as the loop sees it, and the decision it leads to."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from trialkit import make_record, skipped
+
+from harness.config import Decision, Execution, Preregistration, Study, Task, TaskFile
+from harness.decision import EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE
+from harness.experiment import LoopPolicy, TrialLoop, curtailment_check
+from harness.plan import TrialSpec, plan_trials
+from harness.records import TrialRecord
+from harness.runstate import max_cost_per_trial
+
+TASKS = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(2))
+
+
+def _study(**decision: Any) -> Study:
+    prereg = Preregistration(
+        skill="s",
+        skill_ref="skill",
+        execution=Execution(runs_per_arm=3),
+        decision=Decision(**decision),
+    )
+    return Study(Path("/nowhere/preregistration.yaml"), prereg, TaskFile(tasks=TASKS))
+
+
+def _run(study: Study, outcome: Any) -> tuple[list[TrialRecord], str | None]:
+    specs = plan_trials(TASKS, 3, seed=2)
+    lines: list[TrialRecord] = []
+    loop = TrialLoop(
+        lambda spec, attempt: make_record(spec, attempt, passed=outcome(spec)),
+        lines.append,
+        LoopPolicy(jobs=1, max_infra_retries=0, early_stop=curtailment_check(study, [t.id for t in TASKS])),
+        skipped=skipped,
+        prior={},
+        finals=[],
+        spent=0.0,
+        stop=threading.Event(),
+    )
+    out = loop.run(specs)
+    return lines, out.early_stop
+
+
+def _decide(study: Study, records: list[TrialRecord]) -> Any:
+    from harness.decision import analyze, context_from_records, decide, observations_from_records
+    from harness.runstate import stops
+
+    settings = study.prereg.decision
+    analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
+    budget, early = stops(records)
+    ctx = context_from_records(
+        records,
+        3,
+        budget,
+        early_stopped=early,
+        planned_task_ids=[t.id for t in TASKS],
+        max_cost_per_trial=max_cost_per_trial(study.prereg),
+    )
+    return decide(analysis, settings, ctx)
+
+
+def test_a_skill_that_always_fails_is_rejected_before_the_plan_ends() -> None:
+    study = _study(early_stop="curtail")
+    lines, reason = _run(study, lambda spec: spec.arm == "baseline")
+    ran = [r for r in lines if r.status != "skipped"]
+    skipped_ = [r for r in lines if r.status == "skipped"]
+    assert reason is not None and "verdict is reject" in reason
+    assert skipped_ and len(ran) + len(skipped_) == 12
+    assert {r.stopped_by for r in skipped_} == {"early_stop"}
+    assert all(r.error == reason for r in skipped_)
+    verdict = _decide(study, lines)
+    codes = {r.code for r in verdict.reasons}
+    assert verdict.verdict == "reject"
+    assert EARLY_STOPPED in codes and INCOMPLETE not in codes and EARLY_STOP_UNSUPPORTED not in codes
+
+
+def test_the_stop_is_the_same_verdict_the_full_plan_gives() -> None:
+    study = _study(early_stop="curtail")
+    lines, _ = _run(study, lambda spec: spec.arm == "baseline")
+    full, none = _run(_study(), lambda spec: spec.arm == "baseline")
+    assert none is None and all(r.status != "skipped" for r in full)
+    assert _decide(study, lines).verdict == _decide(_study(), full).verdict == "reject"
+
+
+def test_no_stop_while_the_remaining_trials_could_change_the_verdict() -> None:
+    study = _study(early_stop="curtail")
+    lines, reason = _run(study, lambda spec: spec.run_index % 2 == 0)  # both arms alike: undecided to the end
+    assert reason is None and all(r.status != "skipped" for r in lines)
+
+
+def test_curtailment_is_off_unless_preregistered_and_for_the_interval_rule() -> None:
+    assert curtailment_check(_study(), ["t0"]) is None
+    assert curtailment_check(_study(early_stop="curtail", rule="interval"), ["t0"]) is None
+
+
+def test_running_trials_count_as_remaining() -> None:
+    """With trials in flight the check sees them as not yet finished: a stop is certain whatever they give."""
+    study = _study(early_stop="curtail")
+    check = curtailment_check(study, [t.id for t in TASKS])
+    assert check is not None
+    specs: list[TrialSpec] = list(plan_trials(TASKS, 3, seed=2))
+    finals = [make_record(s, 1, passed=s.arm == "baseline") for s in specs[:4]]
+    assert check(finals) is None, "after one round the skill could still catch up"

@@ -1,0 +1,141 @@
+"""Resume safety without Docker: what refuses to resume, what is final, what a killed run left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trialkit import PROV, TASKS, make_record
+
+from harness.config import load_study
+from harness.errors import ResumeError
+from harness.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
+from harness.lock import lock
+from harness.plan import plan_trials
+from harness.records import ReusedFrom
+from harness.runstate import is_final, latest_by_trial, spent_usd, stops
+
+
+class NoEngine:
+    """Resume checks happen before any engine call: touching this fails the test."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the engine must not be used ({name})")
+
+
+def _experiment(study_files: Any, out: Path, **options: Any) -> Experiment:
+    study = load_study(study_files.prereg)
+    return Experiment(study, NoEngine(), RunOptions(out=out, jobs=1, **options))  # type: ignore[arg-type]
+
+
+def _write_meta(out: Path, **meta: Any) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "experiment.json").write_text(json.dumps(meta))
+
+
+def test_a_changed_lock_refuses_to_resume(make_study: Any, tmp_path: Path) -> None:
+    files = make_study()
+    lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash="0" * 64, shard=None, mode="real")
+    with pytest.raises(ResumeError, match="holds experiment 000000000000, not this preregistration's lock"):
+        _experiment(files, out).run()
+
+
+def test_another_shard_refuses_to_resume(make_study: Any, tmp_path: Path) -> None:
+    files = make_study()
+    digest, _ = lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash=digest, shard="1/2", mode="real")
+    with pytest.raises(ResumeError, match="was run as shard 1/2, not 2/2"):
+        _experiment(files, out, shard=(2, 2)).run()
+
+
+def test_scripted_and_real_trials_never_share_a_directory(make_study: Any, tmp_path: Path) -> None:
+    files = make_study()
+    digest, _ = lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash=digest, shard=None, mode="scripted")
+    with pytest.raises(ResumeError, match="scripted model, not the real one"):
+        _experiment(files, out).run()
+
+
+def test_lines_of_another_lock_refuse_to_resume(make_study: Any, tmp_path: Path) -> None:
+    files = make_study()
+    digest, _ = lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash=digest, shard=None, mode="real")
+    spec = plan_trials(TASKS, 1, seed=1)[0]
+    (out / "results.jsonl").write_text(make_record(spec, 1).model_dump_json() + "\n")  # PROV has another lock
+    with pytest.raises(ResumeError, match="holds 1 line"):
+        _experiment(files, out).run()
+
+
+def test_an_edited_preregistration_is_refused_before_anything_runs(make_study: Any, tmp_path: Path) -> None:
+    from harness.errors import LockError
+
+    files = make_study()
+    lock(files.prereg)
+    files.prereg.write_text(files.prereg.read_text().replace("runs_per_arm: 2", "runs_per_arm: 3"))
+    with pytest.raises(LockError, match="edited after it was locked"):
+        _experiment(files, tmp_path / "out").run()
+    assert not (tmp_path / "out").exists()
+
+
+def test_final_means_an_outcome_or_retries_used_up() -> None:
+    spec = plan_trials(TASKS, 1, seed=1)[0]
+    assert is_final(make_record(spec, 1, "completed"), 2)
+    assert is_final(make_record(spec, 1, "agent_error"), 2)
+    assert not is_final(make_record(spec, 2, "infra_error"), 2)
+    assert is_final(make_record(spec, 3, "infra_error"), 2)
+    assert is_final(make_record(spec, 1, "skipped"), 2)
+
+
+def test_latest_attempt_wins_and_later_lines_win_ties() -> None:
+    spec = plan_trials(TASKS, 1, seed=1)[0]
+    a1 = make_record(spec, 1, "infra_error")
+    a2 = make_record(spec, 2, "completed")
+    assert latest_by_trial([a2, a1])[spec.trial_id] is a2
+    dup = make_record(spec, 2, "agent_error")
+    assert latest_by_trial([a1, a2, dup])[spec.trial_id] is dup
+
+
+def test_stops_and_spend_are_read_from_the_records() -> None:
+    specs = plan_trials(TASKS, 1, seed=1)
+    ran = make_record(specs[0], 1, cost=0.3)
+    budget = make_record(specs[1], 1, "skipped", 0).model_copy(update={"stopped_by": "budget"})
+    early = make_record(specs[2], 1, "skipped", 0).model_copy(update={"stopped_by": "early_stop"})
+    legacy = make_record(specs[3], 1, "skipped", 0)
+    reused = make_record(specs[4], 1, cost=7.0).model_copy(
+        update={"reused_from": ReusedFrom(experiment_id="e0", lock_hash="l0", directory="/d")}
+    )
+    assert stops([ran, early]) == (False, True)
+    assert stops([ran, budget]) == (True, False)
+    assert stops([ran, legacy]) == (True, False), "a skipped line from before stopped_by existed is a budget stop"
+    assert spent_usd([ran, reused]) == pytest.approx(0.3)
+    assert PROV.lock_hash  # the helper's provenance is what the records carry
+
+
+def test_sweep_removes_run_directories_of_dead_controllers_only(tmp_path: Path) -> None:
+    host = socket.gethostname()
+    dead = tmp_path / "deadbeef"
+    (dead / "t1" / "base").mkdir(parents=True)
+    (dead / "skill").mkdir()
+    (dead / "skill" / "SKILL.md").write_text("x")
+    os.chmod(dead / "skill", 0o555)
+    (dead / OWNER_FILE).write_text(f"999999 {host}\n")
+    alive = tmp_path / "cafe"
+    alive.mkdir()
+    (alive / OWNER_FILE).write_text(f"{os.getpid()} {host}\n")
+    other_host = tmp_path / "f00d"
+    other_host.mkdir()
+    (other_host / OWNER_FILE).write_text("999999 some-other-host\n")
+    unknown = tmp_path / "0123"
+    unknown.mkdir()
+    removed = sweep_work_root(tmp_path, alive=lambda pid: pid != 999999)
+    assert removed == 1
+    assert not dead.exists() and alive.exists() and other_host.exists() and unknown.exists()

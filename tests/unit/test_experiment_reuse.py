@@ -1,0 +1,207 @@
+"""Baseline reuse without Docker: the fingerprint, which records qualify, and the adopted copy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trialkit import PROV, TASKS, make_record
+
+from harness import reuse
+from harness.config import Decision, Execution, Task
+from harness.decision import analyze, context_from_records, decide, observations_from_records
+from harness.plan import plan_trials
+from harness.records import ReusedFrom, TrialRecord
+
+EX = Execution()
+
+
+def _settings(**over: Any) -> dict[str, Any]:
+    base = reuse.baseline_settings(
+        EX, provenance=PROV, pass_rule="verify_and_judge", sidecar_image="sha256:side", runtime=None, upstream="u"
+    )
+    return {**base, **over}
+
+
+TASK = Task(id="t0", prompt="fix it", verify_cmd="make test", pass_criteria="tests pass", protected_paths=("tests",))
+
+
+def test_fingerprint_is_stable_and_ignores_the_skill_and_the_lock() -> None:
+    fp = reuse.fingerprint(_settings(), TASK)
+    assert fp == reuse.fingerprint(_settings(), TASK)
+    other_lock = PROV.model_copy(update={"lock_hash": "x" * 64})
+    same = reuse.baseline_settings(
+        EX, provenance=other_lock, pass_rule="verify_and_judge", sidecar_image="sha256:side", runtime=None, upstream="u"
+    )
+    assert reuse.fingerprint(same, TASK) == fp, "the lock covers the skill; the baseline fingerprint must not"
+    budgets = EX.budgets.model_copy(update={"total_usd": 99.0})
+    assert (
+        reuse.fingerprint(
+            reuse.baseline_settings(
+                EX.model_copy(update={"budgets": budgets}),
+                provenance=PROV,
+                pass_rule="verify_and_judge",
+                sidecar_image="sha256:side",
+                runtime=None,
+                upstream="u",
+            ),
+            TASK,
+        )
+        == fp
+    ), "the experiment's cumulative cap does not shape a trial"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("base_sha", "c" * 40),
+        ("model", "opus"),
+        ("judge_model", "sonnet"),
+        ("cli_version", "2.2.0"),
+        ("image_digest", "sha256:other"),
+        ("sidecar_image", "sha256:other"),
+        ("prompt_template_sha256", "q" * 64),
+        ("harness_version", "9"),
+        ("allowed_tools", ["Bash"]),
+        ("budgets", {**EX.budgets.model_dump(mode="json", exclude={"total_usd"}), "timeout_s": 1}),
+        ("resources", {**EX.resources.model_dump(mode="json"), "cpus": 2.0}),
+        ("pass_rule", "verify"),
+        ("runtime", "runsc"),
+        ("upstream", "scripted:abc"),
+    ],
+)
+def test_every_baseline_setting_changes_the_fingerprint(field: str, value: Any) -> None:
+    assert reuse.fingerprint(_settings(**{field: value}), TASK) != reuse.fingerprint(_settings(), TASK)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": "fix it now"},
+        {"verify_cmd": "make check"},
+        {"pass_criteria": "x"},
+        {"timeout_s": 5},
+        {"protected_paths": ()},
+    ],
+)
+def test_every_task_field_changes_the_fingerprint(change: dict[str, Any]) -> None:
+    assert reuse.fingerprint(_settings(), TASK.model_copy(update=change)) != reuse.fingerprint(_settings(), TASK)
+
+
+def test_scripted_views_drop_the_skill_arm_only() -> None:
+    compiled = {
+        "seed": 1,
+        "skill_marker": "m1",
+        "tasks": {"t0": {"prompt": "p", "arms": {"baseline": {"p_success": 0.3}, "skill": {"p_success": 0.9}}}},
+    }
+    other_skill = json.loads(json.dumps(compiled))
+    other_skill["skill_marker"] = "m2"
+    other_skill["tasks"]["t0"]["arms"]["skill"] = {"p_success": 0.1}
+    a = reuse.scripted_views(json.dumps(compiled).encode())
+    b = reuse.scripted_views(json.dumps(other_skill).encode())
+    assert a == b
+    changed = json.loads(json.dumps(compiled))
+    changed["tasks"]["t0"]["arms"]["baseline"]["p_success"] = 0.5
+    assert reuse.scripted_views(json.dumps(changed).encode())[1] != a[1]
+
+
+def _source(tmp_path: Path, name: str, records: list[TrialRecord]) -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    return d
+
+
+def test_select_takes_matching_final_baseline_outcomes_only(tmp_path: Path) -> None:
+    specs = {s.trial_id: s for s in plan_trials(TASKS, 1, seed=1)}
+    fp = "f" * 64
+    b = [s for s in specs.values() if s.arm == "baseline"]
+    good = make_record(b[0], 1).model_copy(update={"baseline_fingerprint": fp})
+    infra = make_record(b[1], 1, "infra_error").model_copy(update={"baseline_fingerprint": fp})
+    wrong_fp = make_record(b[2], 1).model_copy(update={"baseline_fingerprint": "0" * 64})
+    src = _source(tmp_path, "a", [good, infra, wrong_fp])
+    wanted = {r.trial_id: fp for r in (good, infra, wrong_fp)}
+    found = reuse.select(wanted, reuse.experiment_dirs([tmp_path]), PROV)
+    assert set(found) == {good.trial_id}
+    assert found[good.trial_id].directory == src
+
+
+def test_select_refuses_other_provenance_even_with_the_same_fingerprint(tmp_path: Path) -> None:
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
+    rec = make_record(spec, 1).model_copy(update={"baseline_fingerprint": "f" * 64})
+    _source(tmp_path, "a", [rec])
+    other = PROV.model_copy(update={"cli_version": "9.9.9"})
+    assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], other) == {}
+    assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], PROV.model_copy(update={"lock_hash": "z"}))
+
+
+def test_select_uses_the_last_attempt_and_the_first_source(tmp_path: Path) -> None:
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
+    fp = "f" * 64
+    a1 = make_record(spec, 1).model_copy(update={"baseline_fingerprint": fp})
+    a2 = make_record(spec, 2, "infra_error").model_copy(update={"baseline_fingerprint": fp})
+    _source(tmp_path, "a", [a1, a2])
+    assert reuse.select({spec.trial_id: fp}, [tmp_path / "a"], PROV) == {}, "the trial's final attempt is infra"
+    _source(tmp_path, "b", [a1])
+    _source(tmp_path, "c", [a1.model_copy(update={"status": "agent_error"})])
+    found = reuse.select({spec.trial_id: fp}, [tmp_path / "b", tmp_path / "c"], PROV)
+    assert found[spec.trial_id].directory == tmp_path / "b"
+    assert reuse.select({spec.trial_id: fp}, [tmp_path / "b"], PROV, exclude=tmp_path / "b") == {}
+
+
+def test_adopted_copy_joins_the_new_lock_and_names_its_origin() -> None:
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
+    rec = make_record(spec, 2).model_copy(update={"baseline_fingerprint": "f" * 64})
+    copy = reuse.adopt(reuse.Match(rec, Path("/src")), experiment_id="new", lock_hash="N" * 64)
+    assert copy.provenance.lock_hash == "N" * 64 and copy.experiment_id == "new"
+    assert copy.reused_from == ReusedFrom(experiment_id="e", lock_hash=PROV.lock_hash, directory="/src")
+    assert copy.provenance.model_dump(exclude={"lock_hash"}) == rec.provenance.model_dump(exclude={"lock_hash"})
+    assert (copy.attempt, copy.status, copy.agent_cost_usd) == (2, "completed", rec.agent_cost_usd)
+    again = reuse.adopt(reuse.Match(copy, Path("/mid")), experiment_id="third", lock_hash="T" * 64)
+    assert again.reused_from == copy.reused_from, "a copy of a copy still names where the trial ran"
+
+
+def _decision_with(records: list[TrialRecord]) -> str:
+    settings = Decision()
+    analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
+    return decide(analysis, settings, context_from_records(records, 1, False)).verdict
+
+
+def test_reuse_does_not_make_the_decision_invalid_but_real_provenance_differences_still_do() -> None:
+    new_lock = "N" * 64
+    records = []
+    for spec in plan_trials(TASKS, 1, seed=1):
+        rec = make_record(spec, 1, passed=spec.arm == "skill" or spec.task.id == "t0")
+        if spec.arm == "baseline":
+            rec = reuse.adopt(reuse.Match(rec, Path("/src")), experiment_id="new", lock_hash=new_lock)
+        else:
+            rec = rec.model_copy(update={"provenance": rec.provenance.model_copy(update={"lock_hash": new_lock})})
+        records.append(rec)
+    assert _decision_with(records) == "adopt"
+    tampered = [
+        r.model_copy(update={"provenance": r.provenance.model_copy(update={"image_digest": "sha256:old"})})
+        if r.reused_from is not None
+        else r
+        for r in records
+    ]
+    assert _decision_with(tampered) == "invalid"
+
+
+def test_artifacts_are_copied_by_content_hash(tmp_path: Path) -> None:
+    spec = plan_trials(TASKS, 1, seed=1)[0]
+    data = b"diff --git a/x b/x\n"
+    digest = hashlib.sha256(data).hexdigest()
+    src = tmp_path / "src"
+    (src / "artifacts" / digest[:2]).mkdir(parents=True)
+    (src / "artifacts" / digest[:2] / digest).write_bytes(data)
+    bad = "0" * 64
+    (src / "artifacts" / "00").mkdir()
+    (src / "artifacts" / "00" / bad).write_bytes(b"corrupted")
+    rec = make_record(spec, 1).model_copy(update={"artifacts": {"patch.diff": digest, "verify.log": bad}})
+    dst = tmp_path / "dst"
+    assert reuse.copy_artifacts(rec, src, dst) == 1
+    assert (dst / "artifacts" / digest[:2] / digest).read_bytes() == data
+    assert not (dst / "artifacts" / "00" / bad).exists()
