@@ -148,10 +148,16 @@ class TrialRecord(Model):
 
     @property
     def agent_cost_usd(self) -> float:
-        """The arm's cost figure: CLI-reported, falling back to the gateway's meter."""
-        if self.agent is not None and self.agent.cost_usd is not None:
-            return self.agent.cost_usd
-        return self.gateway.cost_usd if self.gateway is not None else 0.0
+        """The arm's cost figure: the larger of the CLI's own figure and the gateway's meter.
+
+        The CLI's result is read from the container's stdout, which the agent can write to, so
+        its figure alone could be forged lower; the gateway's meter cannot be touched from inside.
+        Taking the larger means a skill can never look cheaper than it was (a disagreement is
+        flagged ``cost_mismatch`` on the trial)."""
+        cli = self.agent.cost_usd if self.agent is not None and self.agent.cost_usd is not None else None
+        metered = self.gateway.cost_usd if self.gateway is not None and self.gateway.forwarded else None
+        figures = [max(0.0, x) for x in (cli, metered) if x is not None and x == x]  # x == x drops NaN
+        return max(figures) if figures else 0.0
 
     @property
     def total_cost_usd(self) -> float:

@@ -85,4 +85,7 @@ def test_a_forged_cli_result_is_caught_by_the_gateways_meter(cheated) -> None:  
     assert r.status == "agent_error", (r.status, r.agent)  # the CLI was killed: its exit code says so
     assert any(f.startswith("cost_mismatch") for f in r.flags), r.flags
     assert r.gateway is not None and r.gateway.cost_usd > 0
+    # the forged $0.00 never reaches the decision: the cost used is the gateway's meter
+    assert r.agent.cost_usd == 0.0
+    assert r.agent_cost_usd == r.gateway.cost_usd
     assert r.verify is not None and r.verify.exit_code == 1

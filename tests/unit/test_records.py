@@ -129,23 +129,35 @@ def test_nonzero_verify_exit_is_fail() -> None:
 # --------------------------------------------------------------------------------- cost
 
 
-def test_agent_cost_prefers_the_cli_figure() -> None:
-    r = record(agent=AgentResult(cost_usd=0.5), gateway=GatewayMeter(cost_usd=0.7))
-    assert r.agent_cost_usd == 0.5
+def test_agent_cost_is_the_larger_of_cli_and_gateway_so_a_forged_low_figure_never_wins() -> None:
+    forged = record(agent=AgentResult(cost_usd=0.0001), gateway=GatewayMeter(forwarded=3, cost_usd=0.7))
+    assert forged.agent_cost_usd == 0.7
+    honest = record(agent=AgentResult(cost_usd=0.5), gateway=GatewayMeter(forwarded=3, cost_usd=0.5))
+    assert honest.agent_cost_usd == 0.5
+    above = record(agent=AgentResult(cost_usd=0.9), gateway=GatewayMeter(forwarded=3, cost_usd=0.5))
+    assert above.agent_cost_usd == 0.9
+
+
+def test_agent_cost_ignores_negative_and_nan_cli_figures() -> None:
+    assert (
+        record(agent=AgentResult(cost_usd=-5.0), gateway=GatewayMeter(forwarded=1, cost_usd=0.2)).agent_cost_usd == 0.2
+    )
+    assert (
+        record(agent=AgentResult(cost_usd=float("nan")), gateway=GatewayMeter(forwarded=1, cost_usd=0.2)).agent_cost_usd
+        == 0.2
+    )
 
 
 def test_agent_cost_falls_back_to_the_gateway_meter() -> None:
-    assert record(agent=AgentResult(cost_usd=None), gateway=GatewayMeter(cost_usd=0.7)).agent_cost_usd == 0.7
-    assert record(agent=None, gateway=GatewayMeter(cost_usd=0.25)).agent_cost_usd == 0.25
+    assert (
+        record(agent=AgentResult(cost_usd=None), gateway=GatewayMeter(forwarded=1, cost_usd=0.7)).agent_cost_usd == 0.7
+    )
+    assert record(agent=None, gateway=GatewayMeter(forwarded=1, cost_usd=0.25)).agent_cost_usd == 0.25
 
 
 def test_agent_cost_zero_when_nothing_known() -> None:
     assert record().agent_cost_usd == 0.0
     assert record(agent=AgentResult()).agent_cost_usd == 0.0
-
-
-def test_cli_cost_of_zero_is_not_replaced() -> None:
-    assert record(agent=AgentResult(cost_usd=0.0), gateway=GatewayMeter(cost_usd=0.7)).agent_cost_usd == 0.0
 
 
 def test_total_cost_includes_the_judge() -> None:
