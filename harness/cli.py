@@ -332,7 +332,7 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
 def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness import report
     from harness.merge import merge
-    from harness.run import analyse_records
+    from harness.report import analyse_records
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
     data = analyse_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import decision
+from harness import decision, runstate
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason
 from harness.errors import ConfigError, HarnessError, LockError
@@ -169,6 +169,34 @@ def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
     return rr.records, notes
 
 
+def analyse_records(
+    study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
+) -> ReportInput:
+    """The report input, decided with how the run stopped (budget or preregistered early stop, read from
+    the skipped records), the per-trial cost cap, and the spend without reused baseline trials."""
+    budget_stopped, early_stopped = runstate.stops(records)
+    planned = [t.id for t in study.target_tasks()]
+    data = build_input(
+        study.prereg,
+        records,
+        planned_task_ids=planned,
+        skipped_tasks=[t.id for t in study.skipped_tasks()],
+        budget_stopped=budget_stopped,
+        lock_hash=lock_hash,
+        experiment_dir=str(experiment_dir),
+    )
+    context = decision.context_from_records(
+        records,
+        study.prereg.execution.runs_per_arm,
+        budget_stopped,
+        early_stopped=early_stopped,
+        planned_task_ids=planned,
+        max_cost_per_trial=runstate.max_cost_per_trial(study.prereg),
+    )
+    verdict = decision.decide(data.analysis, study.prereg.decision, context)
+    return dataclasses.replace(data, decision=verdict, spent_usd=runstate.spent_usd(records))
+
+
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     """Rebuild the analysed experiment from ``root`` without writing anything there.
 
@@ -200,9 +228,7 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     if foreign:
         raise ConfigError(root / RESULTS, f"holds {foreign} line(s) of another lock than {lock_hash[:12]}")
     # The very analysis `harness eval` ran (how the run stopped, the cost cap, reused trials), so a
-    # re-rendered report and the gate can never disagree with eval. Imported here: run imports this module.
-    from harness.run import analyse_records
-
+    # re-rendered report and the gate can never disagree with eval.
     data = analyse_records(study, records, lock_hash=lock_hash, experiment_dir=root)
     return dataclasses.replace(data, notes=(*data.notes, *notes))
 

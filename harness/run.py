@@ -8,7 +8,6 @@ unwinding through every ``finally``.
 
 from __future__ import annotations
 
-import dataclasses
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,14 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
-from harness import decision, ledger, report, runstate
+from harness import ledger, report
 from harness.config import Study
 from harness.engine import Engine
 from harness.experiment import Experiment, ExperimentResult, RunOptions
 from harness.hostslots import default_slots
 from harness.images import ImageOptions
 from harness.progress import Progress
-from harness.records import TrialRecord
 
 
 @contextmanager
@@ -48,39 +46,9 @@ def default_jobs(study: Study) -> int:
 
 
 def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
-    return analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
-
-
-def analyse_records(
-    study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
-) -> report.ReportInput:
-    """The report input, decided with how the run stopped (budget or preregistered early stop, read from
-    the skipped records), the per-trial cost cap, and the spend without reused baseline trials."""
-    budget_stopped, early_stopped = runstate.stops(records)
-    planned = [t.id for t in study.target_tasks()]
-    data = report.build_input(
-        study.prereg,
-        records,
-        planned_task_ids=planned,
-        skipped_tasks=[t.id for t in study.skipped_tasks()],
-        budget_stopped=budget_stopped,
-        lock_hash=lock_hash,
-        experiment_dir=str(experiment_dir),
+    return report.analyse_records(
+        study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root
     )
-    context = decision.context_from_records(
-        records,
-        study.prereg.execution.runs_per_arm,
-        budget_stopped,
-        early_stopped=early_stopped,
-        planned_task_ids=planned,
-        max_cost_per_trial=runstate.max_cost_per_trial(study.prereg),
-    )
-    verdict = decision.decide(data.analysis, study.prereg.decision, context)
-    return dataclasses.replace(data, decision=verdict, spent_usd=runstate.spent_usd(records))
-
-
-flagged = report.flagged
-"""Kept for callers of ``run.flagged``; the implementation lives in :mod:`harness.report`."""
 
 
 def evaluate(

@@ -20,7 +20,7 @@ import pytest
 
 from harness.config import load_study
 from harness.records import TrialRecord
-from harness.run import analyse_records
+from harness.report import analyse_records
 from harness.store import read_results
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 

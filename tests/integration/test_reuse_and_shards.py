@@ -12,7 +12,7 @@ from harness import report
 from harness.cli import main
 from harness.config import load_study
 from harness.decision import PROVENANCE_MISMATCH
-from harness.run import analyse_records
+from harness.report import analyse_records
 from harness.store import read_results
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 

@@ -10,7 +10,7 @@ from harness import report
 from harness.config import load_study
 from harness.decision import BUDGET_STOPPED, EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE, UNBALANCED
 from harness.plan import plan_trials
-from harness.run import analyse_records
+from harness.report import analyse_records
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
