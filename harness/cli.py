@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
@@ -33,8 +34,17 @@ exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequ
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error; here 2 means 'inconclusive' (harness gate), so bad
+    arguments exit 4 like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(ConfigError.exit_code, f"{self.prog}: error: {message}\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="harness",
         description="Decide by measurement whether a Claude Code Skill should be adopted: the same tasks run "
         "with and without the skill, several times each, in hardened Docker sandboxes, and a rule "

@@ -272,5 +272,13 @@ def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) 
 def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["frobnicate"], env={})
-    assert info.value.code == 2
+    assert info.value.code == 4
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["gate", "--bogus"], ["nonsense"], ["eval", "--jobs", "many"]])
+def test_usage_errors_exit_4_never_2_which_gate_uses_for_inconclusive(argv: list[str], capsys) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv, env={})
+    assert info.value.code == 4
+    assert "error:" in capsys.readouterr().err
