@@ -104,6 +104,8 @@ class JudgeResult(Model):
     cost_usd: float | None = None
     model: str | None = None
     error: str | None = None
+    duration_ms: int | None = None
+    """The judge CLI's own run time (its result's duration_ms)."""
 
 
 class ReusedFrom(Model):

@@ -27,7 +27,7 @@ from harness import gateway, judge, patch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
-from harness.labels import make_labels
+from harness.labels import RUN, TRIAL, make_labels
 from harness.plan import TrialSpec
 from harness.records import (
     AgentResult,
@@ -211,7 +211,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         done.status, done.error = "infra_error", str(e)
     finally:
         with phase("teardown"):
-            leftovers = _teardown(ctx, names.values(), network, dirs)
+            leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
         if leftovers:
             done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
     return TrialRecord(
@@ -430,27 +430,48 @@ def _judge(
     _stop_if_asked(ctx)
     result = cli.parse_result(run.stdout, run.exit_code)
     error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"
-    return judge.verdict_from(
+    verdict = judge.verdict_from(
         cli.structured_output(run.stdout), cost_usd=result.cost_usd, model=ctx.execution.judge_model, error=error
     )
+    return verdict.model_copy(update={"duration_ms": result.duration_ms})
 
 
-def _teardown(ctx: TrialContext, containers: Iterable[str], network: str, dirs: workspace.TrialDirs) -> list[str]:
-    """Containers, then the network, then the worktree and trial directory: on every path."""
+def _teardown(
+    ctx: TrialContext, trial_id: str, containers: Iterable[str], network: str, dirs: workspace.TrialDirs
+) -> list[str]:
+    """Containers, then the network; the worktree and trial directory at the same time: on every path.
+
+    Only containers that still exist are removed (each step removes its own on success, so
+    normally only the gateway is left): one listing instead of a removal attempt per role.
+    """
     errors: list[str] = []
-    for name in containers:
+
+    def remove_host_side() -> None:
         try:
-            ctx.engine.remove_container(name)
+            workspace.remove(ctx.repo, dirs)
         except HarnessError as e:
             errors.append(str(e))
+
+    host_side = threading.Thread(target=remove_host_side, name="teardown-host")
+    host_side.start()
     try:
-        ctx.engine.remove_network(network)
-    except HarnessError as e:
-        errors.append(str(e))
-    try:
-        workspace.remove(ctx.repo, dirs)
-    except HarnessError as e:
-        errors.append(str(e))
+        wanted = set(containers)
+        try:
+            objects = ctx.engine.labelled({RUN: ctx.run_id, TRIAL: trial_id})
+            leftover = [name for kind, name, _ in objects if kind == "container" and name in wanted]
+        except HarnessError:
+            leftover = list(wanted)  # cannot list: try every role's name
+        for name in leftover:
+            try:
+                ctx.engine.remove_container(name)
+            except HarnessError as e:
+                errors.append(str(e))
+        try:
+            ctx.engine.remove_network(network)
+        except HarnessError as e:
+            errors.append(str(e))
+    finally:
+        host_side.join()
     return errors
 
 

@@ -202,6 +202,7 @@ def overhead(bench: Bench) -> list[Row]:
     trials = [r for r in result.records if r.status == "completed"]
     per_trial = statistics.mean(sum(r.durations_s.values()) for r in trials)
     cli = statistics.mean((r.agent.duration_ms or 0) / 1000 for r in trials if r.agent is not None)
+    judge_cli = statistics.mean((r.judge.duration_ms or 0) / 1000 for r in trials if r.judge is not None)
     floor_one = bare_docker_run(bench.images.trial, 10 if bench.quick else 25)
     floor = CONTAINERS_PER_TRIAL * floor_one
     phases = {p: statistics.mean(r.durations_s.get(p, 0.0) for r in trials) for p in trials[0].durations_s}
@@ -219,6 +220,13 @@ def overhead(bench: Bench) -> list[Row]:
             f"{per_trial - cli:.2f} s",
             f"{floor:.2f} s",
             f"{(per_trial - cli) / floor:.2f}x",
+            "",
+        ),
+        Row(
+            "same, minus both CLI processes' run time (agent and judge duration_ms)",
+            f"{per_trial - cli - judge_cli:.2f} s",
+            f"{floor:.2f} s",
+            f"{(per_trial - cli - judge_cli) / floor:.2f}x",
             "",
         ),
         Row(
