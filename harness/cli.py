@@ -60,7 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     _image_args(d)
 
     im = sub.add_parser("images", help="build (or show) the base, runtime, sidecar and trial images")
-    im.add_argument("action", choices=["build", "status"], nargs="?", default="build")
+    im.add_argument(
+        "action",
+        choices=["build", "status", "prune"],
+        nargs="?",
+        default="build",
+        help="build what is missing (default), show the current tags, or remove earlier builds",
+    )
     _image_args(im)
 
     lk = sub.add_parser("lock", help="freeze a preregistration: locked_at, base commit and SHA-256 over everything")
@@ -199,6 +205,12 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     engine: Engine = _engine(env)
     builder = ImageBuilder(engine, _image_options(args), on_line=lambda line: print(line, flush=True))
+    if args.action == "prune":
+        removed, kept = builder.prune()
+        for tag in removed:
+            print(f"removed {tag}")
+        print(f"{len(removed)} earlier image(s) removed; {len(kept)} kept (current or in use)")
+        return 0
     if args.action == "status":
         for role, (tag, present) in builder.planned().items():
             print(f"{role:8} {tag:48} {'present' if present else 'missing'}")
@@ -242,16 +254,16 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
             field="skill_ref",
         )
     lock_hash = verify_lock(study)
+    try:
+        shard = parse_shard(args.shard) if args.shard else None
+    except ValueError as e:
+        raise ConfigError("--shard", str(e)) from None
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
         raise PrerequisiteError(
             "ANTHROPIC_API_KEY is not set; a real evaluation calls the Anthropic API",
             hint="export ANTHROPIC_API_KEY=..., or try the offline pipeline with `make demo`",
         )
-    try:
-        shard = parse_shard(args.shard) if args.shard else None
-    except ValueError as e:
-        raise ConfigError("--shard", str(e)) from None
     suffix = f"-shard{shard[0]}of{shard[1]}" if shard else ""
     out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
     from harness.run import evaluate
@@ -277,10 +289,9 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     setup = prepare_demo(args.out.resolve())
     print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
-    worst = 0
     for skill, prereg in setup.preregistrations.items():
         print(f"\n=== skill {skill} ===")
-        code = evaluate(
+        evaluate(
             load_study(prereg),
             out=args.out.resolve() / f"results-{skill}",
             env=env,
@@ -291,7 +302,6 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             runtime=args.runtime,
             images=_image_options(args),
         )
-        worst = max(worst, code if code != 0 else 0)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
     return 0
 

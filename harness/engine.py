@@ -438,6 +438,30 @@ class Engine:
         except DOCKER_ERRORS as e:
             raise InfraError(f"inspecting image {ref} failed: {e}") from e
 
+    def image_tags(self, repositories: Sequence[str]) -> list[str]:
+        """Every local tag whose repository is one of ``repositories``."""
+        try:
+            images = self.client.api.images()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing images failed: {e}") from e
+        return sorted(
+            tag for image in images for tag in image.get("RepoTags") or () if tag.rsplit(":", 1)[0] in repositories
+        )
+
+    def remove_image(self, tag: str) -> bool:
+        """Untag (and delete, when nothing else uses it) an image. False when it is in use."""
+        try:
+            self.client.api.remove_image(tag)
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError as e:
+            if e.status_code == 409:
+                return False
+            raise InfraError(f"removing image {tag} failed: {e}") from e
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"removing image {tag} failed: {e}") from e
+        return True
+
     def try_pull(self, ref: str) -> bool:
         try:
             self.client.api.pull(ref)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
-import shutil
 import socket
 import tempfile
 import threading
@@ -817,15 +816,3 @@ def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int
         remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
         removed += 1
     return removed
-
-
-def _force_remove(func: Callable[..., object], path: str, exc: object) -> None:
-    try:
-        os.chmod(os.path.dirname(path), 0o700)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, 0o700)
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
-    except OSError:
-        pass

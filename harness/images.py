@@ -37,6 +37,7 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_BASE = "debian:bookworm-slim"
 DEFAULT_EXTRA_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 LABELS = {"harness.owner": "skill-harness", "harness.purpose": "image"}
+REPOSITORIES = ("harness-base", "harness-runtime", "harness-sidecar", "harness-trial")
 
 
 def project_root() -> Path:
@@ -179,6 +180,20 @@ class ImageBuilder:
             trial = self._trial_tag(runtime_id, trial_base_id)
             out["trial"] = (trial, self.engine.image_id(trial) is not None)
         return out
+
+    def prune(self) -> tuple[list[str], list[str]]:
+        """Remove harness images other than the current set (earlier builds). Returns (removed, kept)."""
+        current = {tag for tag, present in self.planned().values() if present}
+        removed: list[str] = []
+        kept: list[str] = []
+        for tag in self.engine.image_tags(REPOSITORIES):
+            if tag in current:
+                kept.append(tag)
+            elif self.engine.remove_image(tag):
+                removed.append(tag)
+            else:
+                kept.append(tag)  # in use by a container (a running experiment)
+        return removed, kept
 
     # ---------------------------------------------------------------- build
     def ensure(self) -> ImageSet:

@@ -37,8 +37,3 @@ def call_with_retry(fn: Callable[..., T], is_transient: Callable[[BaseException]
         with attempt:
             return fn(*args, **kw)
     raise AssertionError("unreachable: tenacity re-raises")  # pragma: no cover
-
-
-def backoff_seconds(attempt: int, *, base: float = 2.0, cap: float = 60.0) -> float:
-    """Delay before trial-level retry number ``attempt`` (1-based) of an infra failure."""
-    return min(cap, base ** max(0, attempt - 1)) * WAIT_SCALE

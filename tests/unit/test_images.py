@@ -1,0 +1,66 @@
+"""harness.images: content-hash tags and pruning of earlier builds (a fake engine; no Docker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.images import REPOSITORIES, ImageBuilder, ImageOptions
+
+
+class FakeEngine:
+    def __init__(self, tags: dict[str, str], in_use: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.tags = dict(tags)  # tag -> image id
+        self.in_use = in_use
+        self.removed: list[str] = []
+
+    def image_id(self, ref: str) -> str | None:
+        return self.tags.get(ref)
+
+    def image_tags(self, repositories: tuple[str, ...]) -> list[str]:
+        return sorted(t for t in self.tags if t.rsplit(":", 1)[0] in repositories)
+
+    def remove_image(self, tag: str) -> bool:
+        if tag in self.in_use:
+            return False
+        self.removed.append(tag)
+        del self.tags[tag]
+        return True
+
+
+def current_tags(extra_ca: Path) -> dict[str, str]:
+    """The tags the builder plans for a fake base id, resolved one layer at a time."""
+    engine = FakeEngine({})
+    builder = ImageBuilder(engine, ImageOptions(extra_ca=extra_ca))  # type: ignore[arg-type]
+    engine.tags[builder.base_tag()] = "sha256:base"
+    runtime = builder.planned()["runtime"][0]
+    engine.tags[runtime] = "sha256:runtime"
+    plan = builder.planned()
+    engine.tags[plan["sidecar"][0]] = "sha256:sidecar"
+    engine.tags[plan["trial"][0]] = "sha256:trial"
+    return engine.tags
+
+
+def test_tags_change_with_their_inputs(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("one")
+    first = current_tags(ca)
+    ca.write_text("two")
+    second = current_tags(ca)
+    assert first.keys() != second.keys(), "a different CA bundle must give different runtime/trial tags"
+    assert current_tags(ca).keys() == second.keys(), "the same inputs give the same tags"
+
+
+def test_prune_removes_earlier_builds_and_keeps_the_current_and_the_in_use(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.crt"
+    ca.write_text("ca")
+    tags = current_tags(ca)
+    old = {"harness-trial:0000000000000000": "sha256:old1", "harness-sidecar:1111111111111111": "sha256:old2"}
+    busy = "harness-trial:2222222222222222"
+    foreign = {"debian:bookworm-slim": "sha256:deb", "mytool:latest": "sha256:mine"}
+    engine = FakeEngine({**tags, **old, busy: "sha256:busy", **foreign}, in_use={busy})
+    removed, kept = ImageBuilder(engine, ImageOptions(extra_ca=ca)).prune()  # type: ignore[arg-type]
+    assert sorted(removed) == sorted(old)
+    assert busy in kept
+    assert set(tags) <= set(kept)
+    assert all(tag in engine.tags for tag in foreign), "images of other repositories are never touched"
+    assert set(REPOSITORIES) == {"harness-base", "harness-runtime", "harness-sidecar", "harness-trial"}
