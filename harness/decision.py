@@ -692,7 +692,8 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def _pp(x: float | None) -> str:
+def fmt_pp(x: float | None) -> str:
+    """A difference of rates in percentage points (``+12.5 pp``); also used by the reports."""
     if x is None:
         return "n/a"
     if math.isinf(x):
@@ -707,7 +708,7 @@ def _ratio(x: float | None) -> str:
 
 
 def _ci(iv: stats.Interval, fmt: str = "pp") -> str:
-    f = _pp if fmt == "pp" else _ratio
+    f = fmt_pp if fmt == "pp" else _ratio
     return f"[{f(iv.low)}, {f(iv.high)}]"
 
 
@@ -780,7 +781,7 @@ def _interval_rule(
             Reason(
                 GAIN_BELOW_MINIMUM,
                 f"the {level} interval of the gain {_ci(iv)} lies below the minimum worthwhile gain "
-                f"{_pp(settings.min_worthwhile_gain)}",
+                f"{fmt_pp(settings.min_worthwhile_gain)}",
                 "rule",
             )
         )
@@ -789,7 +790,7 @@ def _interval_rule(
             Reason(
                 UNDERPOWERED,
                 f"the {level} interval of the gain {_ci(iv)} includes 0 and reaches the minimum worthwhile gain "
-                f"{_pp(settings.min_worthwhile_gain)}; this design detects gains of about {_pp(mde)} (MDE)",
+                f"{fmt_pp(settings.min_worthwhile_gain)}; this design detects gains of about {fmt_pp(mde)} (MDE)",
                 "rule",
             )
         )
@@ -1012,8 +1013,8 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
         reasons.append(
             Reason(
                 MISSING_SENSITIVE,
-                f"filling the unknown/truncated trials against the skill ({shown} {_pp(w_gain)}: {v_worst}) "
-                f"or in its favour ({_pp(b_gain)}: {v_best}) changes the verdict ({observed} as observed)",
+                f"filling the unknown/truncated trials against the skill ({shown} {fmt_pp(w_gain)}: {v_worst}) "
+                f"or in its favour ({fmt_pp(b_gain)}: {v_best}) changes the verdict ({observed} as observed)",
                 "inconclusive",
             )
         )
@@ -1023,7 +1024,7 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
         reasons.append(
             Reason(
                 POOLED_TASK_DISAGREE,
-                f"the pooled difference ({_pp(pooled)}) and the task-weighted difference ({_pp(task_w)}) "
+                f"the pooled difference ({fmt_pp(pooled)}) and the task-weighted difference ({fmt_pp(task_w)}) "
                 "point in opposite directions",
                 "inconclusive",
             )
@@ -1038,12 +1039,12 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
             )
     gap = abs(analysis.baseline.infra_share - analysis.skill.infra_share)
     if gap > INFRA_GAP_WARN:
-        reasons.append(Reason(INFRA_NOISE, f"infra-error shares differ by {_pp(gap)} between arms", "note"))
+        reasons.append(Reason(INFRA_NOISE, f"infra-error shares differ by {fmt_pp(gap)} between arms", "note"))
     if analysis.mde > MDE_WARN:
         reasons.append(
             Reason(
                 MDE_LARGE,
-                f"this design can only detect gains of about {_pp(analysis.mde)} or more; add tasks to see smaller ones",
+                f"this design can only detect gains of about {fmt_pp(analysis.mde)} or more; add tasks to see smaller ones",
                 "note",
             )
         )

@@ -34,7 +34,7 @@ from typing import Any
 
 from harness import decision, runstate
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
-from harness.decision import Analysis, DecisionResult, Reason
+from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
 from harness.records import TrialRecord, outcome
 from harness.store import META, RESULTS, atomic_write, read_results
@@ -234,14 +234,6 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
 
 
 # ======================================================================= formatting
-
-
-def fmt_pp(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    if math.isinf(x):
-        return "+inf" if x > 0 else "-inf"
-    return f"{100 * x:+.1f} pp"
 
 
 def _pct(x: float | None) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness import __version__
-from harness.decision import ArmSummary
+from harness.decision import ArmSummary, fmt_pp
 from harness.records import TrialRecord, outcome
 from harness.report import (
     ReportInput,
@@ -29,7 +29,6 @@ from harness.report import (
     cost_delta_text,
     deciding_reasons,
     flags_by_task,
-    fmt_pp,
     fmt_ratio,
     fmt_usd,
     run_dates,

@@ -55,6 +55,36 @@ def container_name(run_id: str, trial_key: str, role: str) -> str:
     return f"hx-{run_id}-{trial_key}-{role}"
 
 
+def _claude_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str,
+    gateway_ip: str,
+    command: Sequence[str],
+    mounts: tuple[BindMount, ...],
+    workdir: str,
+) -> ContainerSpec:
+    """A container running the Claude Code CLI: its only peer is the gateway, which is also its DNS
+    upstream (and serves none, so no name outside the trial resolves)."""
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=tuple(command),
+        labels=labels,
+        user=p.user,
+        env=cli.claude_env(gateway_ip),
+        mounts=mounts,
+        network=network,
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir=workdir,
+        runtime=p.runtime,
+        dns=(gateway_ip,),
+    )
+
+
 def agent_spec(
     p: Profile,
     *,
@@ -69,20 +99,15 @@ def agent_spec(
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
         mounts.append(BindMount(skill_dir, "/skill", read_only=True))
-    return ContainerSpec(
+    return _claude_spec(
+        p,
         name=name,
-        image=p.trial_image,
-        command=tuple(command),
         labels=labels,
-        user=p.user,
-        env=cli.claude_env(gateway_ip),
-        mounts=tuple(mounts),
         network=network,
-        limits=p.limits,
-        tmpfs=("/tmp", "/home/agent"),
+        gateway_ip=gateway_ip,
+        command=command,
+        mounts=tuple(mounts),
         workdir="/workspace",
-        runtime=p.runtime,
-        dns=(gateway_ip,),
     )
 
 
@@ -147,20 +172,9 @@ def verify_spec(
 def judge_spec(
     p: Profile, *, name: str, labels: Mapping[str, str], network: str, gateway_ip: str, command: Sequence[str]
 ) -> ContainerSpec:
-    return ContainerSpec(
-        name=name,
-        image=p.trial_image,
-        command=tuple(command),
-        labels=labels,
-        user=p.user,
-        env=cli.claude_env(gateway_ip),
-        mounts=(),
-        network=network,
-        limits=p.limits,
-        tmpfs=("/tmp", "/home/agent"),
-        workdir="/tmp",
-        runtime=p.runtime,
-        dns=(gateway_ip,),
+    """No mounts at all: the judge sees only its prompt."""
+    return _claude_spec(
+        p, name=name, labels=labels, network=network, gateway_ip=gateway_ip, command=command, mounts=(), workdir="/tmp"
     )
 
 

@@ -14,24 +14,13 @@ from harness.records import (
     JudgeResult,
     PassRule,
     PatchInfo,
-    Provenance,
     Status,
     TrialRecord,
     Verdict,
     VerifyResult,
     outcome,
 )
-
-PROV = Provenance(
-    lock_hash="l" * 64,
-    base_sha="b" * 40,
-    model="sonnet",
-    judge_model="haiku",
-    cli_version="2.1.332",
-    image_digest="sha256:abc",
-    prompt_template_sha256="p" * 64,
-    harness_version="0.1.0",
-)
+from tests.unit.trialkit import PROV
 
 
 def record(status: Status = "completed", **kw: Any) -> TrialRecord:

@@ -12,7 +12,7 @@ import pytest
 import reportkit as kit
 import yaml
 
-from harness import cli, report, report_html
+from harness import cli, decision, report, report_html
 from harness.errors import LockError
 from harness.report import ResultsUnavailable, gate, junit_xml, load_experiment, markdown
 
@@ -41,7 +41,7 @@ def test_markdown_shows_every_rate_with_its_n_and_every_reason() -> None:
     assert len(r.decision.reasons) >= 2
     # paired difference with its interval, sign-flip p, cost ratio with interval, MDE, both rules
     p = r.analysis.paired
-    assert f"[{report.fmt_pp(p.interval.low)}, {report.fmt_pp(p.interval.high)}]" in md
+    assert f"[{decision.fmt_pp(p.interval.low)}, {decision.fmt_pp(p.interval.high)}]" in md
     assert f"p = {r.analysis.sign_flip.p_value:.3f}" in md
     assert "cost ratio (skill / baseline, per trial)" in md and "limit 1.50x" in md
     assert "smallest detectable effect" in md

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResumeError
-from harness.records import AgentResult, Provenance, TrialRecord
+from harness.records import AgentResult, TrialRecord
 from harness.redact import REDACTED, Redactor
 from harness.store import (
     RESULTS,
@@ -20,18 +20,9 @@ from harness.store import (
     read_results,
     repair_torn_tail,
 )
+from tests.unit.trialkit import PROV
 
 KEY = "sk-ant-api03-THISISASECRETKEYVALUE0123456789abcdef"
-PROV = Provenance(
-    lock_hash="l" * 64,
-    base_sha="b" * 40,
-    model="sonnet",
-    judge_model="haiku",
-    cli_version="2.1.332",
-    image_digest="sha256:abc",
-    prompt_template_sha256="p" * 64,
-    harness_version="0.1.0",
-)
 
 
 def rec(i: int, **kw: object) -> TrialRecord:
