@@ -176,8 +176,8 @@ class Bench:
 # ------------------------------------------------------------------------ figures
 
 
-def bare_docker_run(image: str, n: int) -> float:
-    """Mean seconds of ``docker run --rm IMAGE true`` (the docker CLI, as a user would type it)."""
+def bare_docker_run(image: str, n: int) -> list[float]:
+    """Seconds of each of ``n`` ``docker run --rm IMAGE true`` (the docker CLI, as a user would type it)."""
     docker = shutil.which("docker")
     if docker is None:
         raise SystemExit("bench: the docker CLI is needed for the bare-start floor")
@@ -187,7 +187,7 @@ def bare_docker_run(image: str, n: int) -> float:
         t0 = time.monotonic()
         subprocess.run([docker, "run", "--rm", image, "true"], check=True, capture_output=True)
         times.append(time.monotonic() - t0)
-    return statistics.mean(times)
+    return times
 
 
 def overhead(bench: Bench) -> list[Row]:
@@ -198,12 +198,17 @@ def overhead(bench: Bench) -> list[Row]:
         runs=1,
         scenario=bench.scenario(tasks, latency_ms=0, baseline_p=1, skills={"careful-fixer": 1}),
     )
+    # the floor is measured half before and half after the trials, and its median taken: a shared
+    # machine's load drifts over a minute, and one side alone can be off by 2x
+    n_floor = 10 if bench.quick else 24
+    floor_times = bare_docker_run(bench.images.trial, n_floor // 2)
     result, wall = bench.run(prereg, jobs=1, out="overhead")
+    floor_times += bare_docker_run(bench.images.trial, n_floor // 2)
     trials = [r for r in result.records if r.status == "completed"]
     per_trial = statistics.mean(sum(r.durations_s.values()) for r in trials)
     cli = statistics.mean((r.agent.duration_ms or 0) / 1000 for r in trials if r.agent is not None)
     judge_cli = statistics.mean((r.judge.duration_ms or 0) / 1000 for r in trials if r.judge is not None)
-    floor_one = bare_docker_run(bench.images.trial, 10 if bench.quick else 25)
+    floor_one = statistics.median(floor_times)
     floor = CONTAINERS_PER_TRIAL * floor_one
     phases = {p: statistics.mean(r.durations_s.get(p, 0.0) for r in trials) for p in trials[0].durations_s}
     log("phases (mean s): " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
