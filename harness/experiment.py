@@ -391,7 +391,7 @@ class Experiment:
             work = self._work_root()
             swept = sweep_work_root(work)
             if swept:
-                gitops.git(["worktree", "prune"], cwd=self.study.repo_path, check=False)
+                gitops.prune_worktrees(self.study.repo_path)
                 self.events.message(f"removed {swept} trial directory tree(s) left by an earlier, killed run")
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
             provenance = Provenance(

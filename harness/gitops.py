@@ -12,9 +12,13 @@ global or system config, no hooks, no fsmonitor, no pager, no prompts.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError
@@ -100,14 +104,40 @@ def repo_toplevel(repo: Path) -> Path:
     return Path(git(["rev-parse", "--show-toplevel"], cwd=repo).strip())
 
 
+@contextlib.contextmanager
+def worktree_lock(repo: Path) -> Iterator[None]:
+    """Serialise worktree changes to one repository (threads and processes of this user).
+
+    Concurrent ``git worktree add`` calls race on naming their admin directories
+    (``.git/worktrees/base``, ``base1``, ...): seen here as "failed to read
+    .git/worktrees/base1/commondir" with eight trials starting at once.
+    """
+    key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
+    lock_dir = Path(tempfile.gettempdir()) / f"harness-locks-{os.getuid()}"
+    lock_dir.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(lock_dir / f"worktree-{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # one open file description per caller: threads exclude each other too
+        yield
+    finally:
+        os.close(fd)
+
+
 def add_worktree(repo: Path, path: Path, sha: str) -> None:
-    git(["worktree", "add", "--detach", "--force", str(path), sha], cwd=repo)
+    with worktree_lock(repo):
+        git(["worktree", "add", "--detach", "--force", str(path), sha], cwd=repo)
 
 
 def remove_worktree(repo: Path, path: Path) -> None:
     """``--force --force``: without it git would run status inside the tree (attacker content)."""
-    git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
-    git(["worktree", "prune"], cwd=repo, check=False)
+    with worktree_lock(repo):
+        git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+        git(["worktree", "prune"], cwd=repo, check=False)
+
+
+def prune_worktrees(repo: Path) -> None:
+    with worktree_lock(repo):
+        git(["worktree", "prune"], cwd=repo, check=False)
 
 
 def init_snapshot_repo(tree: Path) -> str:
