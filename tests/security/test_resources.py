@@ -41,9 +41,12 @@ for i in range(5000):
         time.sleep(30)
         os._exit(0)
     pids.append(pid)
-print(f"forked={len(pids)}")
-print(f"error={err}")
-print("pids_max=" + open("/sys/fs/cgroup/pids/pids.max").read().strip())
+evidence = f"forked={len(pids)}\nerror={err}\npids_max=" + open("/sys/fs/cgroup/pids/pids.max").read().strip()
+# also in the workspace: with every pid taken, the CLI itself may abort before it can send this output
+# back to the model, but the patch still carries the file
+with open("/workspace/fork-evidence.txt", "w") as fh:
+    fh.write(evidence + "\n")
+print(evidence)
 for p in pids:
     os.kill(p, 9)
 for p in pids:
@@ -191,6 +194,7 @@ def bombed(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
         "result": result,
         "records": latest(result),
         "probes": probes(tmp / "out"),
+        "out": tmp / "out",
         "took": took,
         "work_root": work_root,
         "log_sizes": log_sizes,
@@ -223,8 +227,20 @@ def test_every_attack_ends_as_a_recorded_outcome_within_its_deadline(bombed) -> 
         assert "teardown_incomplete" not in " ".join(r.flags), (r.trial_id, r.flags)
 
 
+def _fork_evidence(bombed: dict[str, Any]) -> dict[str, str]:
+    """The probe's tool result when the CLI survived to send it on, else the file it left in the patch."""
+    key = ("res-fork", "baseline", "fork")
+    if key in bombed["probes"]:
+        return kv(bombed["probes"][key])
+    r = _rec(bombed, "res-fork")
+    assert r.patch is not None, r
+    diff = (bombed["out"] / "artifacts" / r.patch.sha256[:2] / r.patch.sha256).read_text()
+    assert "fork-evidence.txt" in diff, "the probe left no evidence at all"
+    return kv("\n".join(line[1:] for line in diff.splitlines() if line.startswith("+") and "=" in line))
+
+
 def test_fork_bomb_hits_the_pids_limit_then_the_deadline(bombed) -> None:  # type: ignore[no-untyped-def]
-    seen = _probe(bombed, "res-fork", "fork")
+    seen = _fork_evidence(bombed)
     assert seen["error"] == "BlockingIOError" and int(seen["forked"]) < int(seen["pids_max"]) == 512, seen
     # the CLI itself cannot start threads or processes any more: it aborts, or the deadline ends it
     r = _rec(bombed, "res-fork")
