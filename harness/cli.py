@@ -209,7 +209,7 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
         removed, kept = builder.prune()
         for tag in removed:
             print(f"removed {tag}")
-        print(f"{len(removed)} earlier image(s) removed; {len(kept)} kept (current or in use)")
+        print(f"{len(removed)} earlier image(s) and build stage(s) removed; {len(kept)} kept (current or in use)")
         return 0
     if args.action == "status":
         for role, (tag, present) in builder.planned().items():

@@ -448,8 +448,16 @@ class Engine:
             tag for image in images for tag in image.get("RepoTags") or () if tag.rsplit(":", 1)[0] in repositories
         )
 
+    def dangling_images(self, label: str) -> list[tuple[str, int]]:
+        """(id, size) of every untagged image carrying ``label`` (a build's intermediate stages)."""
+        try:
+            images = self.client.api.images(filters={"dangling": True, "label": label})
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing images failed: {e}") from e
+        return [(str(image["Id"]), int(image.get("Size") or 0)) for image in images]
+
     def remove_image(self, tag: str) -> bool:
-        """Untag (and delete, when nothing else uses it) an image. False when it is in use."""
+        """Untag (and delete, when nothing else uses it) an image, by tag or id. False when it is in use."""
         try:
             self.client.api.remove_image(tag)
         except docker.errors.NotFound:

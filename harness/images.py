@@ -38,6 +38,8 @@ REGISTRY_BASE = "debian:bookworm-slim"
 DEFAULT_EXTRA_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 LABELS = {"harness.owner": "skill-harness", "harness.purpose": "image"}
 REPOSITORIES = ("harness-base", "harness-runtime", "harness-sidecar", "harness-trial")
+BUILD_STAGE_LABEL = "harness.build-stage"
+"""Set on the intermediate stages of our Dockerfiles, which the engine keeps as untagged images."""
 
 
 def project_root() -> Path:
@@ -182,7 +184,9 @@ class ImageBuilder:
         return out
 
     def prune(self) -> tuple[list[str], list[str]]:
-        """Remove harness images other than the current set (earlier builds). Returns (removed, kept)."""
+        """Remove harness images other than the current set (earlier builds), and the untagged npm
+        stages every trial-image build leaves behind (about 2 GB each; a rebuild of the same CLI
+        version then runs npm again). Returns (removed, kept)."""
         current = {tag for tag, present in self.planned().values() if present}
         removed: list[str] = []
         kept: list[str] = []
@@ -193,6 +197,10 @@ class ImageBuilder:
                 removed.append(tag)
             else:
                 kept.append(tag)  # in use by a container (a running experiment)
+        for image_id, size in self.engine.dangling_images(BUILD_STAGE_LABEL):
+            # listed after the untagging above, which can leave more stages dangling
+            if self.engine.remove_image(image_id):
+                removed.append(f"{image_id.removeprefix('sha256:')[:12]} (build stage, {size / 1e9:.2f} GB)")
         return removed, kept
 
     # ---------------------------------------------------------------- build
