@@ -58,27 +58,32 @@ def make_loop(
     return loop, log
 
 
-def test_every_trial_runs_once_and_never_more_than_jobs_at_once() -> None:
-    specs = plan_trials(TASKS, 2, seed=1)
-    active = 0
-    peak = 0
-    lock = threading.Lock()
+class Gauge:
+    """A fake ``run_one`` that takes a while and remembers how many trials ran at once at most."""
 
-    def run_one(spec: TrialSpec, attempt: int) -> TrialRecord:
-        nonlocal active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        time.sleep(0.02)
-        with lock:
-            active -= 1
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.active = self.peak = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, spec: TrialSpec, attempt: int) -> TrialRecord:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.active -= 1
         return make_record(spec, attempt)
 
-    loop, log = make_loop(run_one, jobs=3)
+
+def test_every_trial_runs_once_and_never_more_than_jobs_at_once() -> None:
+    specs = plan_trials(TASKS, 2, seed=1)
+    gauge = Gauge(0.02)
+    loop, log = make_loop(gauge, jobs=3)
     out = loop.run(specs)
     assert out.ran == len(specs) == 12
     assert sorted(r.trial_id for r in log.lines) == sorted(s.trial_id for s in specs)
-    assert peak == 3
+    assert gauge.peak == 3
     assert not out.budget_stopped and out.early_stop is None
 
 
@@ -96,27 +101,14 @@ def test_trials_start_in_plan_order() -> None:
 
 def test_host_slots_bound_two_loops_sharing_one_slot_directory(tmp_path: Path) -> None:
     """Two experiments with --jobs 3 each, on a host with 2 slots: never more than 2 trials at once."""
-    active = 0
-    peak = 0
-    lock = threading.Lock()
-
-    def run_one(spec: TrialSpec, attempt: int) -> TrialRecord:
-        nonlocal active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        time.sleep(0.03)
-        with lock:
-            active -= 1
-        return make_record(spec, attempt)
-
-    loops = [make_loop(run_one, jobs=3, slots=HostSlots(2, tmp_path / "slots"))[0] for _ in range(2)]
+    gauge = Gauge(0.03)
+    loops = [make_loop(gauge, jobs=3, slots=HostSlots(2, tmp_path / "slots"))[0] for _ in range(2)]
     threads = [threading.Thread(target=loop.run, args=(plan_trials(TASKS, 1, seed=i),)) for i, loop in enumerate(loops)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
-    assert peak == 2
+    assert gauge.peak == 2
 
 
 def test_an_infra_failure_is_retried_and_every_attempt_is_kept() -> None:

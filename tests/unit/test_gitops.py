@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from pathlib import Path
 
+from studykit import init_repo, run_git
+
 from harness import gitops
-
-
-def make_repo(path: Path) -> str:
-    path.mkdir()
-    (path / "a.txt").write_text("a\n")
-    git = ["git", "-c", "user.name=x", "-c", "user.email=x@x", "-C", str(path)]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "a"], check=True)
-    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_concurrent_worktree_adds_and_removes_in_one_repository_all_succeed(tmp_path: Path) -> None:
     """Every trial's worktree is named base/: unserialised, git races on .git/worktrees/base<N>."""
     repo = tmp_path / "repo"
-    sha = make_repo(repo)
+    sha = init_repo(repo, {"a.txt": "a\n"})
     errors: list[BaseException] = []
 
     def one(i: int) -> None:
@@ -41,5 +32,4 @@ def test_concurrent_worktree_adds_and_removes_in_one_repository_all_succeed(tmp_
     for t in threads:
         t.join()
     assert errors == []
-    listed = subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True)
-    assert len(listed.stdout.splitlines()) == 1
+    assert len(run_git(repo, "worktree", "list").splitlines()) == 1, "every trial's worktree is gone"

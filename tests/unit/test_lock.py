@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, run_git
+from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 from harness.config import load_study
 from harness.errors import ConfigError, LockError
@@ -256,18 +256,10 @@ def test_strip_lock_block_keeps_keys_after_the_block() -> None:
 
 def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`make eval SKILL=dir` looks for dir/preregistration.yaml: locking must not invalidate itself."""
-    import subprocess
-
     from harness.config import load_study
     from harness.lock import lock, verify_lock
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n")
-    git = ["git", "-c", "user.name=x", "-c", "user.email=x@x", "-C", str(repo)]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    init_repo(tmp_path / "repo")
     skill = tmp_path / "skill"
     skill.mkdir()
     (skill / "SKILL.md").write_text("be careful\n")
