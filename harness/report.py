@@ -109,28 +109,36 @@ def build_input(
     *,
     planned_task_ids: Iterable[str],
     skipped_tasks: Sequence[str],
-    budget_stopped: bool,
     lock_hash: str,
     experiment_dir: str,
     notes: Sequence[str] = (),
 ) -> ReportInput:
-    """Analyse result lines under the preregistered settings and decide (pure)."""
+    """Analyse result lines under the preregistered settings and decide (pure).
+
+    How the run stopped (budget or preregistered early stop) is read from the skipped
+    records; the per-trial cost cap bounds what a missing trial could have cost; the
+    spend leaves out reused baseline trials (spent by another experiment)."""
     settings = prereg.decision
     observations = decision.observations_from_records(records, settings.pass_rule)
     analysis = decision.analyze(observations, settings)
+    budget_stopped, early_stopped = runstate.stops(records)
     context = decision.context_from_records(
-        records, prereg.execution.runs_per_arm, budget_stopped, planned_task_ids=list(planned_task_ids)
+        records,
+        prereg.execution.runs_per_arm,
+        budget_stopped,
+        early_stopped=early_stopped,
+        planned_task_ids=list(planned_task_ids),
+        max_cost_per_trial=runstate.max_cost_per_trial(prereg),
     )
-    verdict = decision.decide(analysis, settings, context)
     return ReportInput(
         prereg=prereg,
         analysis=analysis,
-        decision=verdict,
+        decision=decision.decide(analysis, settings, context),
         lock_hash=lock_hash,
         skipped_tasks=tuple(skipped_tasks),
         flagged=flagged(records),
         experiment_dir=experiment_dir,
-        spent_usd=sum(r.total_cost_usd for r in records),
+        spent_usd=runstate.spent_usd(records),
         records=tuple(records),
         notes=tuple(notes),
     )
@@ -172,29 +180,15 @@ def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
 def analyse_records(
     study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
 ) -> ReportInput:
-    """The report input, decided with how the run stopped (budget or preregistered early stop, read from
-    the skipped records), the per-trial cost cap, and the spend without reused baseline trials."""
-    budget_stopped, early_stopped = runstate.stops(records)
-    planned = [t.id for t in study.target_tasks()]
-    data = build_input(
+    """The report input of a study's result lines (what `eval`, `report`, `gate` and `merge` all show)."""
+    return build_input(
         study.prereg,
         records,
-        planned_task_ids=planned,
+        planned_task_ids=[t.id for t in study.target_tasks()],
         skipped_tasks=[t.id for t in study.skipped_tasks()],
-        budget_stopped=budget_stopped,
         lock_hash=lock_hash,
         experiment_dir=str(experiment_dir),
     )
-    context = decision.context_from_records(
-        records,
-        study.prereg.execution.runs_per_arm,
-        budget_stopped,
-        early_stopped=early_stopped,
-        planned_task_ids=planned,
-        max_cost_per_trial=runstate.max_cost_per_trial(study.prereg),
-    )
-    verdict = decision.decide(data.analysis, study.prereg.decision, context)
-    return dataclasses.replace(data, decision=verdict, spent_usd=runstate.spent_usd(records))
 
 
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:

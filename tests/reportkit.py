@@ -86,7 +86,7 @@ def make_input(spec: Mapping[str, tuple[str, str]], *, rule: str = "point", skip
     rs = list(recs) if recs is not None else records(spec, **kw)
     runs = max(len(b) for b, _ in spec.values())
     return report.build_input(
-        prereg(rule, runs), rs, planned_task_ids=list(spec), skipped_tasks=skipped, budget_stopped=False,
+        prereg(rule, runs), rs, planned_task_ids=list(spec), skipped_tasks=skipped,
         lock_hash=lock, experiment_dir="/tmp/experiment",
     )  # fmt: skip
 
