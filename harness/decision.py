@@ -37,6 +37,7 @@ from typing import Literal, get_args
 from harness import stats
 from harness.config import Decision
 from harness.records import ARMS, Arm, Outcome, PassRule, TrialRecord, outcome
+from harness.runstate import final_attempts
 
 Verdict = Literal["adopt", "reject", "inconclusive", "invalid"]
 PointVerdict = Literal["adopt", "reject"]
@@ -126,28 +127,6 @@ class Observation:
             raise ValueError("infra_retries must be >= 0")
 
 
-def final_attempts(
-    records: Iterable[TrialRecord],
-) -> tuple[list[TrialRecord], dict[tuple[str, str], list[TrialRecord]]]:
-    """The last attempt of every trial, in first-seen order, plus the superseded attempts per trial.
-
-    Keyed by (experiment id, trial id) so merged shard files cannot collide;
-    on equal attempt numbers the later line wins (append-only log order).
-    """
-    last: dict[tuple[str, str], TrialRecord] = {}
-    earlier: dict[tuple[str, str], list[TrialRecord]] = defaultdict(list)
-    for rec in records:
-        key = (rec.experiment_id, rec.trial_id)
-        prev = last.get(key)
-        if prev is None or rec.attempt >= prev.attempt:
-            if prev is not None:
-                earlier[key].append(prev)
-            last[key] = rec
-        else:
-            earlier[key].append(rec)
-    return list(last.values()), dict(earlier)
-
-
 def _duration(rec: TrialRecord) -> float | None:
     # The agent's own wall-clock (CLI duration_ms) is the comparable figure across arms;
     # the controller's phase timing is the fallback when the CLI printed no result.
@@ -169,7 +148,7 @@ def observations_from_records(records: Iterable[TrialRecord], pass_rule: PassRul
     finals, earlier = final_attempts(records)
     out: list[Observation] = []
     for rec in finals:
-        superseded = [r for r in earlier.get((rec.experiment_id, rec.trial_id), []) if r.status == "infra_error"]
+        superseded = [r for r in earlier.get(rec.trial_id, []) if r.status == "infra_error"]
         out.append(
             Observation(
                 task_id=rec.task_id,

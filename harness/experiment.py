@@ -86,7 +86,9 @@ class RunOptions:
 class Events:
     """What the experiment reports while it runs (the progress display implements this)."""
 
-    def planned(self, specs: Sequence[TrialSpec], done: Sequence[TrialRecord]) -> None: ...
+    def planned(self, specs: Sequence[TrialSpec], finals: Sequence[TrialRecord], spent_usd: float) -> None:
+        """The plan, the final records it already has (a resumed or reusing run) and what they cost."""
+
     def message(self, text: str) -> None: ...
     def trial_started(self, spec: TrialSpec, attempt: int) -> None: ...
     def phase(self, trial_id: str, phase: str) -> None: ...
@@ -415,11 +417,11 @@ class Experiment:
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
             latest = latest_by_trial(so_far)
-            self.events.planned(specs, so_far)
             todo = [
                 s for s in specs if s.trial_id not in latest or not is_final(latest[s.trial_id], ex.max_infra_retries)
             ]
             finals = [r for r in latest.values() if is_final(r, ex.max_infra_retries)]
+            self.events.planned(specs, finals, spent_usd(so_far))
             retries = sum(1 for s in todo if s.trial_id in latest)
             if latest and todo:
                 self.events.message(

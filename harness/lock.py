@@ -75,11 +75,12 @@ def study_skill_files(study: Study) -> dict[str, bytes]:
     return out
 
 
-def _sha(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _canonical(obj: Any) -> bytes:
+def canonical_json(obj: Any) -> bytes:
+    """The stable encoding every hash of settings is taken over (lock hash, baseline fingerprint)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
@@ -88,13 +89,13 @@ def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
     tasks = study.task_file.model_dump(mode="json")
     files = {
-        "preregistration": _sha(_canonical(prereg)),
-        "tasks": _sha(_canonical(tasks)),
-        "analysis": _sha(_canonical(prereg["decision"])),
+        "preregistration": sha256_hex(canonical_json(prereg)),
+        "tasks": sha256_hex(canonical_json(tasks)),
+        "analysis": sha256_hex(canonical_json(prereg["decision"])),
     }
     for rel, data in study_skill_files(study).items():
-        files[f"skill/{rel}"] = _sha(data)
-    whole = _sha(_canonical({"files": files, "base_sha": base_sha, "lock_format": 1}))
+        files[f"skill/{rel}"] = sha256_hex(data)
+    whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return whole, files
 
 

@@ -23,7 +23,6 @@ from rich.text import Text
 from harness.experiment import Events
 from harness.plan import TrialSpec
 from harness.records import ARMS, Outcome, PassRule, TrialRecord, outcome
-from harness.runstate import latest_by_trial, spent_usd
 
 OUTCOME_COLUMNS: tuple[Outcome, ...] = ("pass", "fail", "unknown", "truncated", "infra", "skipped")
 
@@ -47,15 +46,14 @@ class Progress(Events):
         self.live: Live | None = None
 
     # ---------------------------------------------------------------- Events
-    def planned(self, specs: Sequence[TrialSpec], done: Sequence[TrialRecord]) -> None:
+    def planned(self, specs: Sequence[TrialSpec], finals: Sequence[TrialRecord], spent_usd: float) -> None:
         for spec in specs:
             self.total[spec.arm] += 1
-        finished = latest_by_trial(done)
-        for spec in specs:
-            rec = finished.get(spec.trial_id)
-            if rec is not None and rec.status != "infra_error":
-                self.done[(spec.arm, outcome(rec, self.pass_rule))] += 1
-        self.spent = spent_usd(done)
+        planned_ids = {spec.trial_id for spec in specs}
+        for rec in finals:
+            if rec.trial_id in planned_ids:
+                self.done[(rec.arm, outcome(rec, self.pass_rule))] += 1
+        self.spent = spent_usd
         resumed = sum(self.done.values())
         self.message(
             f"{len(specs)} trials planned ({', '.join(f'{self.total[a]} {a}' for a in ARMS)})"

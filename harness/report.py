@@ -80,7 +80,7 @@ class ReportInput:
     @property
     def final_records(self) -> tuple[TrialRecord, ...]:
         """The last attempt of every trial (what the analysis counted)."""
-        return tuple(decision.final_attempts(self.records)[0])
+        return tuple(runstate.final_attempts(self.records)[0])
 
 
 # ========================================================================= building
@@ -88,11 +88,8 @@ class ReportInput:
 
 def flagged(records: Iterable[TrialRecord]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(trial id, flags) of every trial whose last attempt carries a flag or a rejected patch."""
-    latest: dict[str, TrialRecord] = {}
-    for r in records:
-        latest[r.trial_id] = r
     out = []
-    for tid, r in sorted(latest.items()):
+    for tid, r in sorted(runstate.latest_by_trial(records).items()):
         flags = (
             (r.patch.flags if r.patch else ())
             + r.flags

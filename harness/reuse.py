@@ -24,7 +24,6 @@ experiment it came from in ``reused_from``. Artifacts are copied by content hash
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,20 +33,14 @@ from typing import Any
 
 from harness import judge, plan
 from harness.config import Execution, Task
+from harness.lock import canonical_json, sha256_hex
 from harness.records import Provenance, ReusedFrom, TrialRecord
+from harness.runstate import latest_by_trial
 from harness.store import RESULTS, atomic_write, read_results
 
 FINGERPRINT_FORMAT = 1
 REUSABLE_STATUSES = frozenset({"completed", "agent_error", "timeout", "budget_exceeded"})
 """Final statuses that are an outcome of the arm (infra failures and skips are not)."""
-
-
-def _canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def baseline_settings(
@@ -86,14 +79,14 @@ def fingerprint(settings: Mapping[str, Any], task: Task, upstream_task: Any = No
     ``upstream_task``: what the model server does for this task's baseline (the
     scripted model's compiled behaviour; None for the real API).
     """
-    return _sha(
-        _canonical(
+    return sha256_hex(
+        canonical_json(
             {
                 "format": FINGERPRINT_FORMAT,
                 "settings": dict(settings),
                 "task": task.model_dump(mode="json"),
                 "prompt": plan.prompt_for("baseline", task.prompt),
-                "judge_prompt_sha256": _sha(judge.judge_prompt(task, 0, "", None).encode()),
+                "judge_prompt_sha256": sha256_hex(judge.judge_prompt(task, 0, "", None).encode()),
                 "upstream_task": upstream_task,
             }
         )
@@ -115,7 +108,7 @@ def scripted_views(compiled: bytes) -> tuple[str, dict[str, Any]]:
         view = {k: v for k, v in script.items() if k not in ("skill_marker", "arms")}
         view["baseline"] = (script.get("arms") or {}).get("baseline")
         views[task_id] = view
-    return _sha(_canonical(data)), views
+    return sha256_hex(canonical_json(data)), views
 
 
 # ------------------------------------------------------------------------- selection
@@ -137,15 +130,6 @@ def experiment_dirs(paths: Iterable[Path]) -> list[Path]:
             seen.add(key)
             unique.append(p)
     return unique
-
-
-def _latest(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
-    latest: dict[str, TrialRecord] = {}
-    for r in records:
-        prev = latest.get(r.trial_id)
-        if prev is None or r.attempt >= prev.attempt:
-            latest[r.trial_id] = r
-    return latest
 
 
 def same_provenance(a: Provenance, b: Provenance) -> bool:
@@ -173,7 +157,7 @@ def select(
     for directory in sources:
         if skip is not None and directory.resolve() == skip:
             continue
-        latest = _latest(read_results(directory / RESULTS).records)
+        latest = latest_by_trial(read_results(directory / RESULTS).records)
         for trial_id, fp in wanted.items():
             if trial_id in found:
                 continue
@@ -216,7 +200,7 @@ def copy_artifacts(record: TrialRecord, source: Path, target: Path) -> int:
         if dst.exists() or not src.is_file():
             continue
         data = src.read_bytes()
-        if _sha(data) != digest:
+        if sha256_hex(data) != digest:
             continue  # a corrupted source artifact is not spread further
         os.makedirs(dst.parent, exist_ok=True)
         atomic_write(dst, data)

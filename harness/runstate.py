@@ -8,19 +8,34 @@ per-trial cost cap that bounds what a trial not yet run could cost.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from harness.config import Preregistration
 from harness.records import TrialRecord
 
 
+def final_attempts(records: Iterable[TrialRecord]) -> tuple[list[TrialRecord], dict[str, list[TrialRecord]]]:
+    """The last attempt of every trial id, in first-seen order, and the superseded attempts per trial.
+
+    On equal attempt numbers the later line wins (append-only log order). Trial ids are
+    unique within an experiment: merge refuses shards that share one."""
+    last: dict[str, TrialRecord] = {}
+    earlier: dict[str, list[TrialRecord]] = defaultdict(list)
+    for rec in records:
+        prev = last.get(rec.trial_id)
+        if prev is None or rec.attempt >= prev.attempt:
+            if prev is not None:
+                earlier[rec.trial_id].append(prev)
+            last[rec.trial_id] = rec
+        else:
+            earlier[rec.trial_id].append(rec)
+    return list(last.values()), dict(earlier)
+
+
 def latest_by_trial(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
-    """The last attempt of each trial id (on equal attempt numbers the later line wins)."""
-    latest: dict[str, TrialRecord] = {}
-    for r in records:
-        if r.trial_id not in latest or r.attempt >= latest[r.trial_id].attempt:
-            latest[r.trial_id] = r
-    return latest
+    """The last attempt of each trial id (see :func:`final_attempts`)."""
+    return {r.trial_id: r for r in final_attempts(records)[0]}
 
 
 def is_final(record: TrialRecord, max_retries: int) -> bool:

@@ -11,6 +11,8 @@ from harness.config import load_study
 from harness.engine import Engine
 from harness.experiment import Events, Experiment, ExperimentResult, RunOptions
 from harness.lock import lock
+from harness.records import TrialRecord
+from harness.runstate import latest_by_trial
 
 
 def write_experiment(
@@ -83,8 +85,6 @@ def run_experiment(
     return Experiment(study, engine, opts, events).run()
 
 
-def latest(result: ExperimentResult) -> dict[str, Any]:
-    by_id = {}
-    for r in result.records:
-        by_id[r.trial_id] = r
-    return by_id
+def latest(result: ExperimentResult) -> dict[str, TrialRecord]:
+    """The final attempt of each trial."""
+    return latest_by_trial(result.records)

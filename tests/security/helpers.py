@@ -26,7 +26,6 @@ from typing import Any
 from harness.engine import Engine
 from harness.errors import HarnessError
 from harness.experiment import Events, ExperimentResult
-from harness.records import TrialRecord
 from tests.integration.helpers import run_experiment, write_experiment
 
 SKILL_MARKER = "careful-fixer-7c1e"
@@ -151,13 +150,6 @@ def kv(output: str) -> dict[str, str]:
         if sep:
             out[key.strip()] = value.strip()
     return out
-
-
-def latest(result: ExperimentResult) -> dict[str, TrialRecord]:
-    by_id: dict[str, TrialRecord] = {}
-    for r in result.records:
-        by_id[r.trial_id] = r
-    return by_id
 
 
 class Inspector:

@@ -10,6 +10,7 @@ from harness.config import Task
 from harness.plan import plan_trials
 from harness.progress import Progress
 from harness.records import ReusedFrom
+from harness.runstate import spent_usd
 
 TASKS = [Task(id="alpha", prompt="a", verify_cmd="true"), Task(id="beta", prompt="b", verify_cmd="true")]
 
@@ -22,7 +23,7 @@ def _plain() -> tuple[Progress, io.StringIO]:
 def test_plain_lines_show_running_done_outcomes_and_spend_per_arm() -> None:
     specs = plan_trials(TASKS, 1, seed=1)
     progress, out = _plain()
-    progress.planned(specs, [])
+    progress.planned(specs, [], 0.0)
     for spec in specs:
         progress.trial_started(spec, 1)
     first, second = specs[0], specs[1]
@@ -44,7 +45,7 @@ def test_plain_lines_show_running_done_outcomes_and_spend_per_arm() -> None:
 def test_skipped_trials_are_counted_and_the_reason_printed() -> None:
     specs = plan_trials(TASKS, 1, seed=1)
     progress, out = _plain()
-    progress.planned(specs, [])
+    progress.planned(specs, [], 0.0)
     recs = [make_record(s, 1, "skipped", 0.0).model_copy(update={"stopped_by": "budget"}) for s in specs[2:]]
     progress.trials_skipped(recs, "the cumulative budget of $1 is reached")
     text = out.getvalue()
@@ -59,14 +60,24 @@ def test_resume_counts_done_trials_and_excludes_reused_spend() -> None:
         update={"reused_from": ReusedFrom(experiment_id="x", lock_hash="y", directory="d")}
     )
     progress, out = _plain()
-    progress.planned(specs, [*done, reused])
+    progress.planned(specs, [*done, reused], spent_usd([*done, reused]))
     assert "2 already done, resuming" in out.getvalue()
     assert progress.spent == 0.5
+
+
+def test_resume_counts_a_trial_whose_infra_retries_are_used_up_as_done() -> None:
+    """The experiment passes the final records: an exhausted infra failure is final (counted as infra)."""
+    specs = plan_trials(TASKS, 1, seed=1)
+    exhausted = make_record(specs[0], 3, "infra_error", cost=0.1)
+    progress, out = _plain()
+    progress.planned(specs, [exhausted], 0.1)
+    assert "1 already done, resuming" in out.getvalue()
+    assert progress.done[(specs[0].arm, "infra")] == 1
 
 
 def test_agent_controlled_text_cannot_reach_the_terminal_raw() -> None:
     spec = plan_trials(TASKS, 1, seed=1)[0]
     progress, out = _plain()
-    progress.planned([spec], [])
+    progress.planned([spec], [], 0.0)
     progress.message("evil \x1b[31m red")
     assert "\x1b" not in out.getvalue()
