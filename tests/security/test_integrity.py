@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import demo_task_scripts
-from tests.security.helpers import HostileTask, bash, latest, run_hostile, write_hostile
+from tests.integration.helpers import demo_task_scripts, latest
+from tests.security.helpers import HostileTask, bash, run_hostile, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -24,7 +24,8 @@ import pytest
 
 from harness.engine import ContainerSpec, Engine, Limits
 from harness.labels import make_labels
-from tests.security.helpers import HostileTask, bash, latest, probes, run_hostile, write_hostile
+from tests.integration.helpers import latest
+from tests.security.helpers import HostileTask, bash, probes, run_hostile, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from harness.watchdog import WorkspaceLimit
-from tests.integration.helpers import demo_task_scripts
-from tests.security.helpers import HostileTask, Inspector, bash, kv, latest, probes, run_hostile, write_hostile
+from tests.integration.helpers import demo_task_scripts, latest
+from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, run_hostile, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -24,6 +24,7 @@ from harness.config import load_study
 from harness.errors import ConfigError, LockError
 from harness.lock import lock, verify_lock
 from harness.sandbox import GATEWAY_KEY_PATH
+from tests.integration.helpers import latest
 from tests.security.conftest import control_run
 from tests.security.helpers import (
     HostileTask,
@@ -31,7 +32,6 @@ from tests.security.helpers import (
     bash,
     files_containing,
     kv,
-    latest,
     probes,
     run_hostile,
     scripted_events,
