@@ -155,6 +155,15 @@ class Execution(Strict):
                 raise ValueError(f"{tool!r} is not a tool name like Bash, Edit or Bash(git *)")
         return v
 
+    def agent_timeout_s(self, task: Task) -> int:
+        """The agent's deadline on ``task``: its own ``timeout_s``, else the preregistration's."""
+        return task.timeout_s or self.budgets.timeout_s
+
+    def trial_deadlines_s(self, task: Task) -> int:
+        """The sum of a trial's three deadlines on ``task`` (agent, verify, judge)."""
+        b = self.budgets
+        return self.agent_timeout_s(task) + b.verify_timeout_s + b.judge_timeout_s
+
     @model_validator(mode="after")
     def _judge_differs(self) -> Execution:
         if self.judge_model == self.model:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
-from harness.config import Study
+from harness.config import Execution, Study
 from harness.engine import Engine, Limits, parse_size
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
@@ -625,7 +625,7 @@ class Experiment:
         run_root.mkdir(mode=0o700)
         (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
-        run_labels = make_labels(self.run_id, role="run", ttl_s=self._run_ttl(len(todo)))
+        run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
         uid, gid = container_user()
         sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
         profile = sandbox.Profile(
@@ -696,11 +696,6 @@ class Experiment:
             return
         with open(store.root / "scripted-api.log", "ab") as fh:
             fh.write(store.redactor.data(data))
-
-    def _run_ttl(self, n: int) -> float:
-        b = self.study.prereg.execution.budgets
-        per = b.timeout_s + b.verify_timeout_s + b.judge_timeout_s + 300
-        return per * (1 + n / max(1, self.options.jobs)) + 3600
 
     def _api_key(self) -> str:
         if self.options.scripted is not None:
@@ -818,3 +813,11 @@ def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int
         remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
         removed += 1
     return removed
+
+
+def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:
+    """How long the run's own objects (scripted API, upstream network) must outlive a crash: the
+    plan's longest trial (per-task deadlines included) times its rounds, plus an hour. Past it,
+    another harness may reap them even while this process lives."""
+    longest = max((execution.trial_deadlines_s(s.task) for s in todo), default=0)
+    return (longest + 300) * (1 + len(todo) / max(1, jobs)) + 3600

@@ -126,7 +126,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             gateway_ip = ctx.engine.container_ip(gw.name, network)
 
         with phase("agent"):
-            timeout_s = spec.task.timeout_s or ctx.execution.budgets.timeout_s
+            timeout_s = ctx.execution.agent_timeout_s(spec.task)
             command = cli.agent_command(
                 spec.prompt,
                 model=ctx.execution.model,
@@ -481,8 +481,7 @@ def _stop_if_asked(ctx: TrialContext) -> None:
 
 
 def _ttl(execution: Execution, task: Task) -> float:
-    b = execution.budgets
-    return (task.timeout_s or b.timeout_s) + b.verify_timeout_s + b.judge_timeout_s + 900
+    return execution.trial_deadlines_s(task) + 900
 
 
 def _phases(

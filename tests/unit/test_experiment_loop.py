@@ -236,3 +236,19 @@ def test_a_stop_signal_raises_interrupted_and_records_nothing_for_unstarted_tria
     with pytest.raises(Interrupted):
         loop.run(specs)
     assert [r.trial_id for r in log.lines] == [specs[0].trial_id]
+
+
+def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
+    """A 4 h task must keep the run's scripted API and network from being reaped as expired."""
+    from harness.config import Execution, Task
+    from harness.experiment import run_ttl_s
+
+    ex = Execution(model="sonnet", judge_model="haiku")
+    short = plan_trials(TASKS, 1, seed=1)
+    long_task = Task(id="long", prompt="p", verify_cmd="true", timeout_s=4 * 3600)
+    long = plan_trials([long_task], 1, seed=1)
+    assert ex.agent_timeout_s(long_task) == 4 * 3600
+    assert ex.agent_timeout_s(TASKS[0]) == ex.budgets.timeout_s
+    # two trials of 4 h each at --jobs 1 run for 8 h at least
+    assert run_ttl_s(ex, long, jobs=1) > 2 * 4 * 3600
+    assert run_ttl_s(ex, long, jobs=1) > run_ttl_s(ex, short[: len(long)], jobs=1)
