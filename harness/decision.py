@@ -458,10 +458,6 @@ class Analysis:
         return self.paired.n
 
     @property
-    def dropped_tasks(self) -> tuple[str, ...]:
-        return tuple(t.task_id for t in self.tasks if t.difference is None)
-
-    @property
     def pooled_difference(self) -> float | None:
         s, b = self.skill.rate, self.baseline.rate
         return None if s is None or b is None else s - b
@@ -662,9 +658,6 @@ class DecisionResult:
     @property
     def codes(self) -> tuple[str, ...]:
         return tuple(r.code for r in self.reasons)
-
-    def has(self, code: str) -> bool:
-        return code in self.codes
 
 
 def _pct(x: float | None) -> str:

@@ -18,10 +18,9 @@ Deadlines are enforced twice: inside the container by the caller's command
 from __future__ import annotations
 
 import contextlib
-import io
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -362,12 +361,6 @@ class Engine:
                 hint = "too many networks exist: run `harness gc`, or lower --jobs"
             raise InfraError(f"creating network {name} failed: {e}", hint=hint) from e
 
-    def connect(self, network: str, container: str, *, aliases: Sequence[str] = ()) -> None:
-        try:
-            self.client.api.connect_container_to_network(container, network, aliases=list(aliases) or None)
-        except DOCKER_ERRORS as e:
-            raise InfraError(f"connecting {container} to {network} failed: {e}") from e
-
     def remove_network(self, name: str) -> None:
         try:
             call_with_retry(self.client.api.remove_network, _transient, name)
@@ -537,12 +530,6 @@ class Engine:
         except DOCKER_ERRORS as e:
             raise InfraError(f"tagging {image} as {tag} failed: {e}") from e
 
-    def put_archive(self, name: str, path: str, data: bytes) -> None:
-        try:
-            self.client.api.put_archive(name, path, io.BytesIO(data).getvalue())
-        except DOCKER_ERRORS as e:
-            raise InfraError(f"copying into {name} failed: {e}") from e
-
     def free_disk_bytes(self) -> int | None:
         """Free space under the engine's data root (None for a remote engine)."""
         import shutil
@@ -552,11 +539,3 @@ class Engine:
             return shutil.disk_usage(root).free
         except OSError:
             return None
-
-    @contextlib.contextmanager
-    def network(self, name: str, labels: Mapping[str, str], *, internal: bool) -> Iterator[str]:
-        self.create_network(name, labels, internal=internal)
-        try:
-            yield name
-        finally:
-            self.remove_network(name)

@@ -100,10 +100,6 @@ def resolve_commit(repo: Path, ref: str, *, source: Path | None = None, field: s
     return out
 
 
-def repo_toplevel(repo: Path) -> Path:
-    return Path(git(["rev-parse", "--show-toplevel"], cwd=repo).strip())
-
-
 @contextlib.contextmanager
 def worktree_lock(repo: Path) -> Iterator[None]:
     """Serialise worktree changes to one repository (threads and processes of this user).

@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from harness import agent as cli
 from harness.engine import BindMount, ContainerSpec, Limits
@@ -187,7 +186,6 @@ def gateway_spec(
     upstream: str,
     key_file: Path,
     budget_usd: float,
-    pricing: Mapping[str, Any] | None = None,
 ) -> ContainerSpec:
     env = {
         "GATEWAY_UPSTREAM": upstream,
@@ -196,10 +194,6 @@ def gateway_spec(
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
     }
-    if pricing:
-        import json
-
-        env["GATEWAY_PRICING"] = json.dumps(pricing)
     return ContainerSpec(
         name=name,
         image=p.sidecar_image,

@@ -49,9 +49,6 @@ class Interval:
     low: float
     high: float
 
-    def contains(self, x: float) -> bool:
-        return self.low <= x <= self.high
-
     @property
     def width(self) -> float:
         return self.high - self.low

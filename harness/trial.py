@@ -45,7 +45,6 @@ from harness.store import ArtifactStore
 PATCH_CAP = 8 << 20
 AGENT_OUTPUT_CAP = 4 << 20
 VERIFY_TAIL = 8192
-PHASES = ("workspace", "gateway", "agent", "extract", "verify", "judge", "teardown")
 
 
 @dataclass(frozen=True)
@@ -312,9 +311,9 @@ def classify_agent(
         return "budget_exceeded", oom
     if result.subtype is None and meter.forwarded == 0 and not oom:
         # the CLI never got an answer through: the environment, not the agent
-        raise _infra(f"the agent produced no result and no API call got through (exit {run.exit_code})")
+        raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code})")
     if result.terminal_reason == "api_error" or (result.is_error and _api_error(result)):
-        raise _infra(f"the model API kept failing: {result.result_excerpt[:200]}")
+        raise InfraError(f"the model API kept failing: {result.result_excerpt[:200]}")
     if oom or run.exit_code not in (0, None) or result.is_error:
         return "agent_error", oom
     return "completed", oom
@@ -323,10 +322,6 @@ def classify_agent(
 def _api_error(result: AgentResult) -> bool:
     text = result.result_excerpt.lower()
     return "api error" in text or "overloaded" in text or "529" in text
-
-
-def _infra(message: str) -> HarnessError:
-    return InfraError(message)
 
 
 def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:
