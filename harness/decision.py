@@ -142,8 +142,8 @@ def observations_from_records(records: Iterable[TrialRecord], pass_rule: PassRul
     The last attempt decides the trial's outcome via :func:`harness.records.outcome`
     under ``pass_rule``; earlier ``infra_error`` attempts are superseded and
     counted in ``infra_retries`` (with their spend in ``infra_retry_cost_usd``).
-    Cost is the agent's (CLI-reported, else gateway-metered): the judge's cost
-    is the harness's overhead, identical in kind for both arms.
+    Cost is the agent's (``TrialRecord.agent_cost_usd``: the larger of the CLI's figure and the
+    gateway's meter); the judge's cost is the harness's overhead, identical in kind for both arms.
     """
     finals, earlier = final_attempts(records)
     out: list[Observation] = []

@@ -191,6 +191,7 @@ def gateway_spec(
         "GATEWAY_UPSTREAM": upstream,
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
         "GATEWAY_BUDGET_USD": f"{budget_usd:g}",
+        "GATEWAY_PORT": str(cli.GATEWAY_PORT),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
     }
