@@ -38,7 +38,7 @@ from harness.config import Execution, Study
 from harness.engine import Engine, Limits, parse_size
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
-from harness.hostslots import HostSlots, default_slots, slots_dir
+from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
 from harness.labels import RUN, make_labels, pid_alive
 from harness.lock import skill_files, verify_lock
@@ -584,10 +584,8 @@ class Experiment:
         append: Callable[[TrialRecord], None],
     ) -> int:
         ex = self.study.prereg.execution
-        slots_count = (
-            self.options.host_slots
-            or _env_slots(self.options.env)
-            or default_slots(per_trial_mem=parse_size(ex.resources.memory))
+        slots_count = self.options.host_slots or slot_count(
+            self.options.env, per_trial_mem=parse_size(ex.resources.memory)
         )
         slots = HostSlots(slots_count, self.options.slots_dir or slots_dir(self.options.env))
         if self.options.jobs > slots.count:
@@ -756,14 +754,6 @@ def _skip_all(loop: TrialLoop, todo: Sequence[TrialSpec], halted: tuple[StopReas
         records.append(rec)
     loop.events.trials_skipped(records, halted[1])
     return 0
-
-
-def _env_slots(env: Mapping[str, str]) -> int | None:
-    value = env.get("HARNESS_HOST_SLOTS", "")
-    try:
-        return int(value) if value.strip() else None
-    except ValueError:
-        return None
 
 
 def _skipped(

@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from harness.errors import ConfigError
+
 MAX_SLOTS = 32
 POLL_MAX_S = 0.25
 
@@ -40,6 +42,16 @@ def default_slots(cpus: int | None = None, mem_bytes: int | None = None, per_tri
             mem_bytes = 4 << 30
     by_mem = max(1, int(mem_bytes * 0.75) // per_trial_mem)
     return max(1, min(cpus * 4, by_mem, MAX_SLOTS))
+
+
+def slot_count(env: Mapping[str, str], *, per_trial_mem: int) -> int:
+    """The host-wide limit: ``HARNESS_HOST_SLOTS`` when set, else :func:`default_slots`."""
+    value = env.get("HARNESS_HOST_SLOTS", "").strip()
+    if not value:
+        return default_slots(per_trial_mem=per_trial_mem)
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError("HARNESS_HOST_SLOTS", f"must be a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 def slots_dir(env: Mapping[str, str] | None = None) -> Path:

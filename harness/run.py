@@ -19,7 +19,7 @@ from harness import ledger, report
 from harness.config import Study
 from harness.engine import Engine
 from harness.experiment import Experiment, ExperimentResult, RunOptions
-from harness.hostslots import default_slots
+from harness.hostslots import slot_count
 from harness.images import ImageOptions
 from harness.progress import Progress
 
@@ -39,10 +39,11 @@ def _signals(experiment: Experiment) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def default_jobs(study: Study) -> int:
+def default_jobs(study: Study, env: Mapping[str, str]) -> int:
+    """As many trials as the host-wide limit lets run at once (HARNESS_HOST_SLOTS, else cores and memory)."""
     from harness.engine import parse_size
 
-    return default_slots(per_trial_mem=parse_size(study.prereg.execution.resources.memory))
+    return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
 
 
 def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
@@ -68,7 +69,7 @@ def evaluate(
     progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
     options = RunOptions(
         out=out,
-        jobs=jobs or default_jobs(study),
+        jobs=jobs or default_jobs(study, env),
         scripted=scripted,
         api_key=api_key,
         shard=shard,

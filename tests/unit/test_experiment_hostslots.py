@@ -113,3 +113,14 @@ def test_the_slot_directory_does_not_follow_tmpdir() -> None:
     """CI runners give jobs their own TMPDIR; the limit must still be host-wide."""
     assert slots_dir({"TMPDIR": "/somewhere/else"}) == slots_dir({})
     assert slots_dir({"HARNESS_SLOTS_DIR": "/x/y"}) == Path("/x/y")
+
+
+def test_harness_host_slots_sets_the_limit_and_a_bad_value_is_a_clear_error() -> None:
+    from harness.errors import ConfigError
+    from harness.hostslots import slot_count
+
+    assert slot_count({"HARNESS_HOST_SLOTS": "3"}, per_trial_mem=2 << 30) == 3
+    assert slot_count({}, per_trial_mem=2 << 30) == default_slots(per_trial_mem=2 << 30)
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(ConfigError, match="HARNESS_HOST_SLOTS"):
+            slot_count({"HARNESS_HOST_SLOTS": bad}, per_trial_mem=2 << 30)
