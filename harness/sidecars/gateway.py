@@ -77,8 +77,9 @@ class Meter:
         return cost
 
     def exhausted(self) -> bool:
+        # a sum of float prices lands just under a budget it has reached (7 x 0.003 < 0.021)
         with self.lock:
-            return self.budget > 0 and self.cost >= self.budget
+            return self.budget > 0 and self.cost >= self.budget - 1e-9
 
 
 def policy_violation(body: Any) -> str | None:

@@ -404,3 +404,16 @@ def test_streamed_usage_is_metered_and_the_cap_holds_at_exactly_the_budget(
     assert len(gw.of("forwarded")) == 2
     assert all(hit["headers"]["x-api-key"] == REAL_KEY for hit in upstream.hits)
     assert host_gateway.meter(gw.events).cost_usd == 1.0
+
+
+def test_a_budget_reached_by_a_float_sum_counts_as_spent() -> None:
+    """Seven $0.003 requests add up to 0.020999999999999998: a $0.021 budget must be spent after them."""
+    from harness.sidecars.gateway import Meter
+
+    meter = Meter(0.021, {"m": [3.0, 0.0, 0.0, 0.0]})
+    for _ in range(6):
+        meter.add("m", {"input_tokens": 1000})
+        assert not meter.exhausted()
+    meter.add("m", {"input_tokens": 1000})
+    assert meter.cost < 0.021, "the float sum really is under the budget (else this test shows nothing)"
+    assert meter.exhausted()
