@@ -570,7 +570,7 @@ def render(r: ReportInput) -> str:
         f'<p class="hint">Dot: pooled pass rate (what the point rule compares). Thick bar: {conf}% interval of the '
         "mean of per-task rates; thin bar: the naive Wilson interval, too narrow when runs repeat.</p></div>",
         f'<div class="card"><h2>Cost per trial</h2>{cost_chart(r)}'
-        '<p class="hint">Each dot is one trial (agent cost: the larger of the CLI\'s figure and the gateway\'s meter); '
+        "<p class=\"hint\">Each dot is one trial (agent cost: the larger of the CLI's figure and the gateway's meter); "
         "the bar marks the arm's task-weighted mean.</p></div>",
         "</section>",
         f'<div class="card"><h2>Per-task paired differences</h2>{difference_chart(r)}</div>',
