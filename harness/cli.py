@@ -367,9 +367,11 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     engine = _engine(env)
     if args.all:
-        n = engine.remove_labelled({OWNER: OWNER_VALUE})
-        print(f"removed {n} harness object(s)")
-        return 0
+        removed, errors = engine.remove_labelled({OWNER: OWNER_VALUE})
+        for error in errors:
+            print(f"not removed: {error}", file=sys.stderr)
+        print(f"removed {len(removed)} harness object(s)" + (f"; {len(errors)} could not be removed" if errors else ""))
+        return 3 if errors else 0
     reaped = engine.gc(own_pid=os.getpid())
     for kind, name, reason in reaped:
         print(f"removed {kind} {name} ({reason})")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -384,37 +384,39 @@ class Engine:
             raise InfraError(f"listing harness objects failed: {e}") from e
         return out
 
-    def remove_labelled(self, selector: Mapping[str, str]) -> int:
-        """Remove every container, then every network, matching the selector. Returns the count."""
-        objects = self.labelled(selector)
-        removed = 0
-        for kind, name, _ in sorted(objects, key=lambda o: o[0] != "container"):
-            if kind == "container":
-                self.remove_container(name)
-            else:
-                self.remove_network(name)
-            removed += 1
-        return removed
-
-    def gc(self, *, own_pid: int | None = None, now: float | None = None) -> list[tuple[str, str, str]]:
-        """Reap orphans (dead owner on this host, or expired). Returns (kind, name, reason) removed."""
-        host = socket.gethostname()
-        now = time.time() if now is None else now
-        reaped: list[tuple[str, str, str]] = []
-        objects = self.labelled()
-        for kind, name, lbls in sorted(objects, key=lambda o: o[0] != "container"):
-            reason = L.orphan_reason(lbls, now=now, host=host, own_pid=own_pid)
-            if reason is None:
-                continue
+    def remove_objects(self, objects: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+        """Remove (kind, name) objects, containers before networks (a network with a container
+        attached cannot go), going on past failures. Returns (removed, one error text per failure)."""
+        removed: list[tuple[str, str]] = []
+        errors: list[str] = []
+        for kind, name in sorted(objects, key=lambda o: o[0] != "container"):
             try:
                 if kind == "container":
                     self.remove_container(name)
                 else:
                     self.remove_network(name)
-            except InfraError:
-                continue  # still attached or racing another gc: the next pass gets it
-            reaped.append((kind, name, reason))
-        return reaped
+            except InfraError as e:
+                errors.append(str(e))
+                continue
+            removed.append((kind, name))
+        return removed, errors
+
+    def remove_labelled(self, selector: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+        """Remove every container, then every network, matching the selector (see :meth:`remove_objects`)."""
+        return self.remove_objects((kind, name) for kind, name, _ in self.labelled(selector))
+
+    def gc(self, *, own_pid: int | None = None, now: float | None = None) -> list[tuple[str, str, str]]:
+        """Reap orphans (dead owner on this host, or expired). Returns (kind, name, reason) removed;
+        what cannot go yet (still attached, or racing another gc) is left for the next pass."""
+        host = socket.gethostname()
+        now = time.time() if now is None else now
+        reasons: dict[tuple[str, str], str] = {}
+        for kind, name, lbls in self.labelled():
+            reason = L.orphan_reason(lbls, now=now, host=host, own_pid=own_pid)
+            if reason is not None:
+                reasons[(kind, name)] = reason
+        removed, _ = self.remove_objects(reasons)
+        return [(kind, name, reasons[(kind, name)]) for kind, name in removed]
 
     # ------------------------------------------------------------------ images
     def image_id(self, ref: str) -> str | None:

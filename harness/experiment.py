@@ -675,15 +675,13 @@ class Experiment:
         finally:
             if self.options.scripted is not None:
                 self._save_scripted_log(store, scripted_name)
-            for cleanup in (
-                lambda: self.engine.remove_container(scripted_name),
-                lambda: self.engine.remove_labelled({RUN: self.run_id}),
-                lambda: self.engine.remove_network(upstream_net),
-            ):
-                try:
-                    cleanup()
-                except HarnessError as e:
-                    self.events.message(f"cleanup: {e}")
+            # everything the run made carries its label: trials' leftovers, the scripted API, the network
+            try:
+                _, errors = self.engine.remove_labelled({RUN: self.run_id})
+            except HarnessError:  # cannot list: what this run made by name
+                _, errors = self.engine.remove_objects([("container", scripted_name), ("network", upstream_net)])
+            for error in errors:
+                self.events.message(f"cleanup: {error}")
             remove_tree(run_root)
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:

@@ -434,11 +434,9 @@ def _judge(
 def _teardown(
     ctx: TrialContext, trial_id: str, containers: Iterable[str], network: str, dirs: workspace.TrialDirs
 ) -> list[str]:
-    """Containers, then the network; the worktree and trial directory at the same time: on every path.
-
-    Only containers that still exist are removed (each step removes its own on success, so
-    normally only the gateway is left): one listing instead of a removal attempt per role.
-    """
+    """The trial's containers, then its network (all carry its label); the worktree and trial
+    directory at the same time: on every path. Each step removes its own container on success,
+    so normally only the gateway and the network are left."""
     errors: list[str] = []
 
     def remove_host_side() -> None:
@@ -450,21 +448,11 @@ def _teardown(
     host_side = threading.Thread(target=remove_host_side, name="teardown-host")
     host_side.start()
     try:
-        wanted = set(containers)
         try:
-            objects = ctx.engine.labelled({RUN: ctx.run_id, TRIAL: trial_id})
-            leftover = [name for kind, name, _ in objects if kind == "container" and name in wanted]
-        except HarnessError:
-            leftover = list(wanted)  # cannot list: try every role's name
-        for name in leftover:
-            try:
-                ctx.engine.remove_container(name)
-            except HarnessError as e:
-                errors.append(str(e))
-        try:
-            ctx.engine.remove_network(network)
-        except HarnessError as e:
-            errors.append(str(e))
+            _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
+        except HarnessError:  # cannot list: try every role's name and the network
+            _, failed = ctx.engine.remove_objects([*(("container", c) for c in containers), ("network", network)])
+        errors.extend(failed)
     finally:
         host_side.join()
     return errors
