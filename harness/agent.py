@@ -16,6 +16,19 @@ PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
 """The only credential an agent container ever holds."""
 GATEWAY_PORT = 8080
 KILL_GRACE_S = 10
+HOST_BACKSTOP_S = 20
+"""Beyond the in-container deadline and its grace, how long the controller waits before ``docker kill``."""
+
+
+def deadline_argv(timeout_s: int) -> tuple[str, ...]:
+    """The in-container deadline: SIGTERM at ``timeout_s``, SIGKILL after the grace."""
+    return ("timeout", "-k", str(KILL_GRACE_S), str(timeout_s))
+
+
+def host_deadline_s(timeout_s: float) -> float:
+    """The controller's deadline for a container whose command runs under :func:`deadline_argv`:
+    it fires only when the in-container timer was stopped or killed."""
+    return timeout_s + KILL_GRACE_S + HOST_BACKSTOP_S
 """Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
 
 
@@ -40,7 +53,7 @@ def _claude(
     prompt: str, *, model: str, max_budget_usd: float, timeout_s: int, options: Sequence[str]
 ) -> tuple[str, ...]:
     """``claude --bare -p`` under an in-container deadline (SIGTERM, then SIGKILL after the grace)."""
-    deadline = ("timeout", "-k", str(KILL_GRACE_S), str(timeout_s))
+    deadline = deadline_argv(timeout_s)
     common = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
     return (*deadline, "claude", "--bare", "-p", prompt, *common, *options, "--no-session-persistence")
 

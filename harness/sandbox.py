@@ -149,7 +149,7 @@ def verify_spec(
     return ContainerSpec(
         name=name,
         image=p.trial_image,
-        command=("timeout", "-k", str(cli.KILL_GRACE_S), str(timeout_s), "sh", "-c", verify_cmd),
+        command=(*cli.deadline_argv(timeout_s), "sh", "-c", verify_cmd),
         labels=labels,
         user=p.user,
         env={

@@ -148,7 +148,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                         skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
                         command=command,
                     ),
-                    deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+                    deadline_s=cli.host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
                     on_started=lambda _name: dog.start(),
                 )
@@ -376,7 +376,7 @@ def _verify(
             verify_cmd=task.verify_cmd,
             timeout_s=timeout_s,
         ),
-        deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+        deadline_s=cli.host_deadline_s(timeout_s),
         output_cap=VERIFY_TAIL,
     )
     _stop_if_asked(ctx)
@@ -419,7 +419,7 @@ def _judge(
             gateway_ip=gateway_ip,
             command=command,
         ),
-        deadline_s=timeout_s + cli.KILL_GRACE_S + 20,
+        deadline_s=cli.host_deadline_s(timeout_s),
         output_cap=1 << 20,
     )
     _stop_if_asked(ctx)
