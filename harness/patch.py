@@ -205,9 +205,14 @@ def analyse(
     protected_paths: Sequence[str] = (),
     cap: int,
     special: bytes = b"",
+    nested: bytes = b"",
     extract_status: str = "ok",
 ) -> PatchInfo:
-    """Everything the record says about a patch: stats, flags, and a rejection reason if unsafe."""
+    """Everything the record says about a patch: stats, flags, and a rejection reason if unsafe.
+
+    ``special`` and ``nested`` are NUL-separated paths the extraction found: FIFOs, sockets and
+    devices; and ``.git`` directories below the top (nested repositories, whose content a
+    patch cannot carry: applying it would silently drop their files)."""
     counts = parse_numstat(numstat)
     entries = [
         Entry(path, old, new, status, *counts.get(path, (None, None))) for path, old, new, status in parse_raw(raw)
@@ -244,6 +249,13 @@ def analyse(
     special_files = tuple(s.decode("utf-8", "replace").removeprefix("/workspace/") for s in special.split(b"\0") if s)
     if special_files:
         flags.append("special_files")
+    repos = [
+        s.decode("utf-8", "replace").removeprefix("/workspace/").removesuffix("/.git") for s in nested.split(b"\0") if s
+    ]
+    if repos:
+        flags.append("nested_repository")
+        if rejected is None:
+            rejected = f"gitlink: nested repository at {repos[0]!r} (not extracted)"
     return PatchInfo(
         sha256=hashlib.sha256(patch).hexdigest(),
         bytes=len(patch),

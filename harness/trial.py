@@ -338,18 +338,9 @@ def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tup
         protected_paths=task.protected_paths,
         cap=PATCH_CAP,
         special=workspace.read_capped(dirs.out / "special", 65536),
+        nested=workspace.read_capped(dirs.out / "nested", 65536),
         extract_status=status,
     )
-    nested = [p.decode("utf-8", "replace") for p in workspace.read_capped(dirs.out / "nested", 65536).split(b"\0") if p]
-    if nested:
-        # their content is not in the patch: applying it would silently drop files
-        first = nested[0].removeprefix("/workspace/").removesuffix("/.git")
-        info = info.model_copy(
-            update={
-                "flags": (*info.flags, "nested_repository"),
-                "rejected": info.rejected or f"gitlink: nested repository at {first!r} (not extracted)",
-            }
-        )
     return info, diff[:PATCH_CAP]
 
 

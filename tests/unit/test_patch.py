@@ -434,3 +434,15 @@ def test_unsafe_path_accepts_ordinary_paths() -> None:
 )
 def test_is_test_path(path: str, is_test: bool) -> None:
     assert is_test_path(path) is is_test
+
+
+def test_a_nested_repository_is_flagged_and_rejects_the_patch(repo: Path) -> None:
+    (repo / "src" / "new.py").write_text("x = 1\n")
+    patch, raw, numstat = diff(repo)
+    nested = b"/workspace/vendor/lib/.git\0/workspace/other/.git\0"
+    info = analyse(patch, raw, numstat, cap=CAP, nested=nested)
+    assert "nested_repository" in info.flags
+    assert info.rejected == "gitlink: nested repository at 'vendor/lib' (not extracted)"
+    assert analyse(patch, raw, numstat, cap=CAP).rejected is None, "the same patch without it is accepted"
+    first = analyse(patch, raw, numstat, cap=len(patch) - 1, nested=nested).rejected
+    assert first is not None and first.startswith("too_large"), "an earlier reason is kept"
