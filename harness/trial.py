@@ -159,15 +159,13 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
             if run.stdout_truncated:
                 done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
+            done.oom = run.oom_killed
             if dog.tripped is not None:
                 _workspace_limit(dog.tripped, done)
-            else:
-                done.status, done.oom = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
-                done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
+                raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
+            done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
+            done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
 
-        if done.patch is not None:
-            # the workspace broke a limit: it is not extracted, verified or judged (recorded as a fail)
-            raise _SkipRest
         with phase("extract"):
             collect = ctx.engine.run(
                 sandbox.collect_spec(
@@ -296,7 +294,7 @@ def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None
 
 def classify_agent(
     run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
-) -> tuple[Status, bool]:
+) -> Status:
     """The agent phase's status. The CLI's own words win where it gave them.
 
     With ``timeout_s``, an in-container "timeout" that came before the deadline (the agent
@@ -304,19 +302,19 @@ def classify_agent(
     otherwise a skill could turn its failures into excluded, truncated trials."""
     oom = run.oom_killed
     if _self_terminated(run, result, timeout_s):
-        return "agent_error", oom
+        return "agent_error"
     if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
-        return "timeout", oom
+        return "timeout"
     if cli.cli_says_budget_exceeded(result) or meter.budget_stopped:
-        return "budget_exceeded", oom
+        return "budget_exceeded"
     if result.subtype is None and meter.forwarded == 0 and not oom:
         # the CLI never got an answer through: the environment, not the agent
         raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code})")
     if result.terminal_reason == "api_error" or (result.is_error and _api_error(result)):
         raise InfraError(f"the model API kept failing: {result.result_excerpt[:200]}")
     if oom or run.exit_code not in (0, None) or result.is_error:
-        return "agent_error", oom
-    return "completed", oom
+        return "agent_error"
+    return "completed"
 
 
 def _api_error(result: AgentResult) -> bool:

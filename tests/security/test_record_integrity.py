@@ -18,19 +18,19 @@ def run(code: int | None, seconds: float, *, timed_out: bool = False, oom: bool 
 
 @pytest.mark.parametrize("code", [124, 137])
 def test_an_early_timeout_exit_is_the_agents_error(code: int) -> None:
-    assert classify_agent(run(code, 3.0), NO_RESULT, METER, timeout_s=60) == ("agent_error", False)
+    assert classify_agent(run(code, 3.0), NO_RESULT, METER, timeout_s=60) == "agent_error"
     assert any(f.startswith("self_terminated") for f in integrity_flags(run(code, 3.0), NO_RESULT, METER, timeout_s=60))
 
 
 @pytest.mark.parametrize("code", [124, 137])
 def test_positive_control_a_real_deadline_is_still_a_timeout(code: int) -> None:
-    assert classify_agent(run(code, 61.0), NO_RESULT, METER, timeout_s=60) == ("timeout", False)
-    assert classify_agent(run(None, 95.0, timed_out=True), NO_RESULT, METER, timeout_s=60) == ("timeout", False)
+    assert classify_agent(run(code, 61.0), NO_RESULT, METER, timeout_s=60) == "timeout"
+    assert classify_agent(run(None, 95.0, timed_out=True), NO_RESULT, METER, timeout_s=60) == "timeout"
     assert integrity_flags(run(code, 61.0), NO_RESULT, METER, timeout_s=60) == []
 
 
 def test_an_oom_kill_is_not_called_self_termination() -> None:
-    assert classify_agent(run(137, 3.0, oom=True), NO_RESULT, METER, timeout_s=60) == ("agent_error", True)
+    assert classify_agent(run(137, 3.0, oom=True), NO_RESULT, METER, timeout_s=60) == "agent_error"
     assert integrity_flags(run(137, 3.0, oom=True), NO_RESULT, METER, timeout_s=60) == []
 
 

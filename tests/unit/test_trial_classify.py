@@ -28,44 +28,44 @@ def run(exit_code: int | None = 0, *, timed_out: bool = False, oom: bool = False
 
 
 def test_completed() -> None:
-    assert classify_agent(run(0), SUCCESS, METER) == ("completed", False)
+    assert classify_agent(run(0), SUCCESS, METER) == "completed"
 
 
 def test_host_deadline_is_timeout() -> None:
-    assert classify_agent(run(None, timed_out=True), NO_RESULT, NO_TRAFFIC) == ("timeout", False)
-    assert classify_agent(run(137, timed_out=True), SUCCESS, METER) == ("timeout", False)
+    assert classify_agent(run(None, timed_out=True), NO_RESULT, NO_TRAFFIC) == "timeout"
+    assert classify_agent(run(137, timed_out=True), SUCCESS, METER) == "timeout"
 
 
 @pytest.mark.parametrize("code", [124, 137])
 def test_in_container_timeout_without_result(code: int) -> None:
-    assert classify_agent(run(code), NO_RESULT, METER) == ("timeout", False)
+    assert classify_agent(run(code), NO_RESULT, METER) == "timeout"
 
 
 def test_exit_124_with_a_cli_result_is_not_a_timeout() -> None:
-    status, _ = classify_agent(run(124), SUCCESS, METER)
+    status = classify_agent(run(124), SUCCESS, METER)
     assert status == "agent_error"
 
 
 def test_cli_budget_subtype() -> None:
     result = AgentResult(exit_code=1, subtype="error_max_budget_usd", is_error=True, cost_usd=1.02)
-    assert classify_agent(run(1), result, METER) == ("budget_exceeded", False)
+    assert classify_agent(run(1), result, METER) == "budget_exceeded"
 
 
 def test_cli_budget_terminal_reason() -> None:
     result = AgentResult(subtype="success", terminal_reason="budget_exhausted")
-    assert classify_agent(run(0), result, METER) == ("budget_exceeded", False)
+    assert classify_agent(run(0), result, METER) == "budget_exceeded"
 
 
 def test_gateway_budget_stop() -> None:
     meter = GatewayMeter(requests=9, forwarded=8, cost_usd=1.3, budget_stopped=True)
-    assert classify_agent(run(1), NO_RESULT, meter) == ("budget_exceeded", False)
-    assert classify_agent(run(0), SUCCESS, meter) == ("budget_exceeded", False)
+    assert classify_agent(run(1), NO_RESULT, meter) == "budget_exceeded"
+    assert classify_agent(run(0), SUCCESS, meter) == "budget_exceeded"
 
 
-def test_oom_is_agent_error_with_flag() -> None:
-    assert classify_agent(run(137, oom=True), NO_RESULT, METER) == ("agent_error", True)
-    assert classify_agent(run(137, oom=True), NO_RESULT, NO_TRAFFIC) == ("agent_error", True)
-    assert classify_agent(run(0, oom=True), SUCCESS, METER) == ("agent_error", True)
+def test_oom_is_an_agent_error() -> None:
+    assert classify_agent(run(137, oom=True), NO_RESULT, METER) == "agent_error"
+    assert classify_agent(run(137, oom=True), NO_RESULT, NO_TRAFFIC) == "agent_error"
+    assert classify_agent(run(0, oom=True), SUCCESS, METER) == "agent_error"
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_oom_is_agent_error_with_flag() -> None:
     ],
 )
 def test_agent_error(exit_code: int, result: AgentResult) -> None:
-    assert classify_agent(run(exit_code), result, METER) == ("agent_error", False)
+    assert classify_agent(run(exit_code), result, METER) == "agent_error"
 
 
 @pytest.mark.parametrize("code", [0, 1, 125, 127])
