@@ -824,18 +824,38 @@ def _provenance_reasons(context: DecisionContext) -> list[Reason]:
     return reasons
 
 
+def _planned_tasks(analysis: Analysis, planned_task_ids: Iterable[str] | None) -> list[str]:
+    """The planned task ids, sorted; without a plan, every task with a finished trial."""
+    if planned_task_ids is not None:
+        return sorted(set(planned_task_ids))
+    return [r.task_id for r in analysis.tasks if r.baseline.finished or r.skill.finished]
+
+
+def early_stop_verdict(
+    analysis: Analysis,
+    settings: Decision,
+    planned_runs_per_arm: int,
+    planned_task_ids: Iterable[str] | None,
+    *,
+    max_cost_per_trial: float | None,
+) -> tuple[PointVerdict | None, int]:
+    """The preregistered early stop: (the verdict no remaining trial can change, or None; how many
+    trials remain). None whenever curtailment was not preregistered (it serves the point rule only).
+    The same check for the running loop, the decision and the benchmark's simulation."""
+    remaining = remaining_trials(analysis, planned_runs_per_arm, planned_task_ids)
+    left = sum(sum(v.values()) for v in remaining.values())
+    if settings.early_stop != "curtail" or settings.rule != "point":
+        return None, left
+    return curtailment(analysis, remaining, settings, max_cost_per_trial=max_cost_per_trial), left
+
+
 def remaining_trials(
     analysis: Analysis, planned_runs_per_arm: int, planned_task_ids: Iterable[str] | None = None
 ) -> dict[str, dict[str, int]]:
     """Trials still to run, per arm and task: planned runs minus finished ones (never negative)."""
     rows = {r.task_id: r for r in analysis.tasks}
-    tasks = (
-        sorted(set(planned_task_ids))
-        if planned_task_ids is not None
-        else [r.task_id for r in analysis.tasks if r.baseline.finished or r.skill.finished]
-    )
     out: dict[str, dict[str, int]] = {arm: {} for arm in ARMS}
-    for tid in tasks:
+    for tid in _planned_tasks(analysis, planned_task_ids):
         row = rows.get(tid)
         for arm in ARMS:
             done = row.arm(arm).finished if row is not None else 0
@@ -847,13 +867,8 @@ def _design_reasons(analysis: Analysis, context: DecisionContext, waive_balance:
     reasons: list[Reason] = []
     planned = context.planned_runs_per_arm
     rows = {r.task_id: r for r in analysis.tasks}
-    task_ids = (
-        sorted(context.planned_task_ids)
-        if context.planned_task_ids is not None
-        else [r.task_id for r in analysis.tasks if r.baseline.finished or r.skill.finished]
-    )
     unbalanced, short, extra = [], [], []
-    for tid in task_ids:
+    for tid in _planned_tasks(analysis, context.planned_task_ids):
         row = rows.get(tid)
         b = row.baseline.finished if row else 0
         s = row.skill.finished if row else 0
@@ -924,10 +939,13 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
     early: PointVerdict | None = None
     legit_early = False
     if context.early_stopped:
-        remaining = remaining_trials(analysis, context.planned_runs_per_arm, context.planned_task_ids)
-        if settings.early_stop == "curtail" and settings.rule == "point":
-            early = curtailment(analysis, remaining, settings, max_cost_per_trial=context.max_cost_per_trial)
-        left = sum(sum(v.values()) for v in remaining.values())
+        early, left = early_stop_verdict(
+            analysis,
+            settings,
+            context.planned_runs_per_arm,
+            context.planned_task_ids,
+            max_cost_per_trial=context.max_cost_per_trial,
+        )
         if early is not None:
             legit_early = True
             reasons.append(

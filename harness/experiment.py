@@ -131,11 +131,9 @@ def curtailment_check(
         if not {r.arm for r in records} >= {"baseline", "skill"}:
             return None
         analysis = decision.analyze(decision.observations_from_records(records, settings.pass_rule), settings)
-        remaining = decision.remaining_trials(analysis, runs, tasks)
-        verdict = decision.curtailment(analysis, remaining, settings, max_cost_per_trial=cap)
+        verdict, left = decision.early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
         if verdict is None:
             return None
-        left = sum(sum(v.values()) for v in remaining.values())
         return (
             f"early stop (preregistered curtailment): the point rule's verdict is {verdict} "
             f"whatever the {left} remaining trial(s) give"

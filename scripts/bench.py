@@ -69,6 +69,10 @@ class Row:
     target: str
 
 
+BUDGETS = {"per_trial_usd": 0.5, "judge_usd": 0.05, "timeout_s": 300, "verify_timeout_s": 120}
+"""Every bench experiment's budgets (the simulation bounds future costs by the same cap)."""
+
+
 def log(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
@@ -121,7 +125,7 @@ class Bench:
                 "seed": 11,
                 "allowed_tools": ["Bash", "Edit", "Read"],
                 "max_infra_retries": 1,
-                "budgets": {"per_trial_usd": 0.5, "judge_usd": 0.05, "timeout_s": 300, "verify_timeout_s": 120},
+                "budgets": BUDGETS,
             },
             "decision": decision_settings or {},
         }
@@ -349,6 +353,8 @@ def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 2
     settings = Decision(early_stop="curtail")
     rng = random.Random(seed)
     task_objs = [Task(id=f"t{i}", prompt=f"p{i}", verify_cmd="true") for i in range(tasks)]
+    task_ids = [t.id for t in task_objs]
+    cap = BUDGETS["per_trial_usd"] + BUDGETS["judge_usd"]  # the gateway's per-trial cap in the measured runs
     saved: list[float] = []
     stopped = 0
     for _ in range(reps):
@@ -361,8 +367,8 @@ def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 2
             if {o.arm for o in obs} != {"baseline", "skill"}:
                 continue
             analysis = decision.analyze(obs, settings)
-            remaining = decision.remaining_trials(analysis, runs, [t.id for t in task_objs])
-            if decision.curtailment(analysis, remaining, settings, max_cost_per_trial=0.55) is not None:
+            verdict, _ = decision.early_stop_verdict(analysis, settings, runs, task_ids, max_cost_per_trial=cap)
+            if verdict is not None:
                 used = i + 1
                 break
         if used < len(specs):
