@@ -21,7 +21,6 @@ single-machine run.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -29,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import __version__, plan
-from harness.config import Study, load_preregistration, load_tasks
-from harness.errors import ConfigError, HarnessError
+from harness import __version__, plan, report
+from harness.config import Study
+from harness.errors import ConfigError, HarnessError, LockError
 from harness.records import TrialRecord
 from harness.redact import Redactor
 from harness.runstate import is_final, latest_by_trial
@@ -63,16 +62,10 @@ class Merged:
 
 
 def _read_meta(root: Path) -> dict[str, Any]:
-    path = root / META
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeError(f"{root} is not an experiment directory: {META} is missing") from None
-    except (OSError, ValueError) as e:
-        raise MergeError(f"{path} cannot be read as JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("lock_hash"), str):
-        raise MergeError(f"{path} is not an experiment description (no lock_hash)")
-    return data
+        return report.read_meta(root)
+    except ConfigError as e:
+        raise MergeError(f"{root} is not a readable experiment directory: {e}") from None
 
 
 def _parse_shard(text: object, root: Path) -> tuple[int | None, int | None]:
@@ -87,35 +80,22 @@ def _parse_shard(text: object, root: Path) -> tuple[int | None, int | None]:
 
 def read_shard(root: Path) -> Shard:
     meta = _read_meta(root)
-    report = read_results(root / RESULTS)
-    if report.bad_lines:
-        number, err = report.bad_lines[0]
+    results = read_results(root / RESULTS)
+    if results.bad_lines:
+        number, err = results.bad_lines[0]
         raise MergeError(
-            f"{root / RESULTS} line {number} is unreadable ({err}); {len(report.bad_lines)} bad line(s) in all",
+            f"{root / RESULTS} line {number} is unreadable ({err}); {len(results.bad_lines)} bad line(s) in all",
             hint="a merged experiment must not silently drop trials: inspect or rerun that shard",
         )
     index, count = _parse_shard(meta.get("shard"), root)
-    return Shard(root, meta, report.records, index, count)
+    return Shard(root, meta, results.records, index, count)
 
 
-def _load_study(meta: dict[str, Any], lock_hash: str, prereg_path: Path | None, where: Path) -> Study:
-    if prereg_path is None:
-        named = meta.get("preregistration")
-        if not isinstance(named, str):
-            raise MergeError(f"{where / META} names no preregistration", hint="pass it with --prereg")
-        prereg_path = Path(named)
+def _load_study(meta: dict[str, Any], prereg_path: Path | None, where: Path) -> Study:
     try:
-        prereg = load_preregistration(prereg_path)
-        tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
-    except ConfigError as e:
-        raise MergeError(f"the preregistration cannot be loaded: {e}", hint="pass it with --prereg") from None
-    if prereg.lock is None or prereg.lock.sha256 != lock_hash:
-        found = prereg.lock.sha256[:12] if prereg.lock else "none"
-        raise MergeError(
-            f"{prereg_path} is locked as {found}, but the shards ran under lock {lock_hash[:12]}",
-            hint="pass the preregistration the shards ran under with --prereg",
-        )
-    return Study(prereg_path.resolve(), prereg, tasks)
+        return report.study_for(meta, where, prereg_path)
+    except (ConfigError, LockError) as e:
+        raise MergeError(f"the shards' preregistration: {e.message}", hint="pass it with --prereg") from None
 
 
 def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Study, str]:
@@ -146,7 +126,7 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Stu
             if s.index in seen:
                 raise MergeError(f"shard {s.index}/{count} given twice: {seen[s.index]} and {s.root}")
             seen[s.index] = s.root
-    study = _load_study(first.meta, lock_hash, prereg_path, first.root)
+    study = _load_study(first.meta, prereg_path, first.root)
     ex = study.prereg.execution
     specs = {s.trial_id: s for s in plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)}
     owner: dict[str, Path] = {}

@@ -188,17 +188,11 @@ def analyse_records(
     )
 
 
-def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
-    """Rebuild the analysed experiment from ``root`` without writing anything there.
-
-    The preregistration is the one ``experiment.json`` names unless
-    ``prereg_path`` is given; its lock must be the experiment's (a re-locked
-    preregistration may have other decision settings). The skill folder is not
-    needed: a shelved skill's experiment still renders.
-    """
-    meta = read_meta(root)
+def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None) -> Study:
+    """The study an experiment directory ran: ``prereg_path``, else the preregistration its
+    ``experiment.json`` names, which must carry the experiment's lock (a re-locked one may have
+    other decision settings). The skill folder is not needed: a shelved skill's experiment loads."""
     lock_hash = str(meta["lock_hash"])
-    records, notes = _read_records(root)
     if prereg_path is None:
         named = meta.get("preregistration")
         if not isinstance(named, str):
@@ -214,7 +208,21 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
             hint="pass the preregistration this experiment ran under with --prereg",
         )
     tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
-    study = Study(prereg_path.resolve(), prereg, tasks)
+    return Study(prereg_path.resolve(), prereg, tasks)
+
+
+def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
+    """Rebuild the analysed experiment from ``root`` without writing anything there.
+
+    The preregistration is the one ``experiment.json`` names unless
+    ``prereg_path`` is given; its lock must be the experiment's (a re-locked
+    preregistration may have other decision settings). The skill folder is not
+    needed: a shelved skill's experiment still renders.
+    """
+    meta = read_meta(root)
+    lock_hash = str(meta["lock_hash"])
+    records, notes = _read_records(root)
+    study = study_for(meta, root, prereg_path)
     foreign = sum(1 for r in records if r.provenance.lock_hash != lock_hash)
     if foreign:
         raise ConfigError(root / RESULTS, f"holds {foreign} line(s) of another lock than {lock_hash[:12]}")
