@@ -613,9 +613,9 @@ class Experiment:
             events=self.events,
         )
         loop.check_early_stop()
-        halted = loop.stop_reason()
-        if halted is not None:
-            return _skip_all(loop, todo, halted)  # nothing may start: no run setup at all
+        if loop.stop_reason() is not None:
+            # no trial may start, so no run setup at all: the loop only writes the skipped lines
+            return loop.run(todo).ran
         work = self._work_root()
         run_root = work / self.run_id
         run_root.mkdir(mode=0o700)
@@ -739,17 +739,6 @@ class Experiment:
         self.engine.start(name)
         wait_listening(self.engine, name)
         return f"http://{name}:{sandbox.SCRIPTED_PORT}"
-
-
-def _skip_all(loop: TrialLoop, todo: Sequence[TrialSpec], halted: tuple[StopReason, str]) -> int:
-    records = []
-    for spec in todo:
-        prior = loop.prior.get(spec.trial_id)
-        rec = loop.make_skipped(spec, prior.attempt + 1 if prior else 1, *halted)
-        loop.append(rec)
-        records.append(rec)
-    loop.events.trials_skipped(records, halted[1])
-    return 0
 
 
 def _skipped(
