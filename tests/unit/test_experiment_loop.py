@@ -42,6 +42,7 @@ def make_loop(
     prior: dict[str, TrialRecord] | None = None,
     slots: HostSlots | None = None,
     stop: threading.Event | None = None,
+    spent: float = 0.0,
 ) -> tuple[TrialLoop, Recorder]:
     log = Recorder()
     loop = TrialLoop(
@@ -51,7 +52,7 @@ def make_loop(
         skipped=skipped,
         prior=prior or {},
         finals=[],
-        spent=0.0,
+        spent=spent,
         stop=stop or threading.Event(),
         slots=slots,
     )
@@ -168,6 +169,21 @@ def test_cumulative_budget_stops_new_trials_and_records_the_rest_as_skipped() ->
     assert {r.stopped_by for r in skipped_} == {"budget"}
     assert all("cumulative budget" in (r.error or "") for r in skipped_)
     assert out.budget_stopped and out.ran == 4
+
+
+def test_a_budget_spent_before_the_run_starts_skips_every_trial_and_runs_none() -> None:
+    """A rerun whose earlier attempts used up the budget: the loop starts nothing and writes skips."""
+    specs = plan_trials(TASKS, 1, seed=3)
+
+    def run_one(spec: TrialSpec, attempt: int) -> TrialRecord:
+        raise AssertionError("no trial may start")
+
+    loop, log = make_loop(run_one, total_usd=1.0, spent=1.0)
+    out = loop.run(specs)
+    assert out.ran == 0 and out.budget_stopped
+    assert [(r.trial_id, r.status, r.stopped_by) for r in log.lines] == [
+        (s.trial_id, "skipped", "budget") for s in specs
+    ]
 
 
 def test_budget_lets_running_trials_finish() -> None:
