@@ -309,6 +309,11 @@ class TaskArm:
     def extras_text(self) -> str:
         return _extras_text(self.unknown, self.truncated, self.infra)
 
+    @property
+    def rate_text_full(self) -> str:
+        """``2/3 (+1 unknown)``: what the per-task tables show."""
+        return _with_extras(self.rate_text, self.extras_text)
+
 
 @dataclass(frozen=True)
 class TaskRow:
@@ -387,8 +392,7 @@ class ArmSummary:
     @property
     def rate_text_full(self) -> str:
         """``7/10 (+2 unknown, +1 truncated)``."""
-        extras = self.extras_text
-        return f"{self.rate_text} ({extras})" if extras else self.rate_text
+        return _with_extras(self.rate_text, self.extras_text)
 
 
 @dataclass(frozen=True)
@@ -682,6 +686,10 @@ def _ratio(x: float | None) -> str:
 def _ci(iv: stats.Interval, fmt: str = "pp") -> str:
     f = fmt_pp if fmt == "pp" else _ratio
     return f"[{f(iv.low)}, {f(iv.high)}]"
+
+
+def _with_extras(rate: str, extras: str) -> str:
+    return f"{rate} ({extras})" if extras else rate
 
 
 def _count_text(arm: ArmSummary) -> str:

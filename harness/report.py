@@ -100,6 +100,35 @@ def flagged(records: Iterable[TrialRecord]) -> tuple[tuple[str, tuple[str, ...]]
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class FlaggedTrial:
+    """One row of the flagged-trials tables (Markdown and HTML)."""
+
+    trial_id: str
+    arm: str
+    outcome: str
+    flags: tuple[str, ...]
+    files: tuple[str, ...]
+    """The files its patch changed."""
+
+
+def flagged_trials(r: ReportInput) -> list[FlaggedTrial]:
+    by_id = {x.trial_id: x for x in r.final_records}
+    out = []
+    for tid, flags in r.flagged:
+        rec = by_id.get(tid)
+        out.append(
+            FlaggedTrial(
+                trial_id=tid,
+                arm=rec.arm if rec else "?",
+                outcome=outcome(rec, r.prereg.decision.pass_rule) if rec else "?",
+                flags=flags,
+                files=rec.patch.files if rec and rec.patch else (),
+            )
+        )
+    return out
+
+
 def build_input(
     prereg: Preregistration,
     records: Sequence[TrialRecord],
@@ -235,7 +264,8 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
 # ======================================================================= formatting
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
+    """A rate as a whole percentage (``70%``), for tables and charts."""
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
@@ -411,11 +441,11 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str =
 
 def _arm_cells(arm: decision.ArmSummary, conf: int) -> list[str]:
     w, c = arm.wilson, arm.clustered.interval
-    clustered = "n/a" if arm.clustered.mean is None else f"[{_pct(max(0.0, c.low))}, {_pct(min(1.0, c.high))}]"
+    clustered = "n/a" if arm.clustered.mean is None else f"[{pct(max(0.0, c.low))}, {pct(min(1.0, c.high))}]"
     return [
         f"**{arm.arm}**",
-        f"**{arm.rate_text}** ({_pct(arm.rate)})",
-        f"[{_pct(w.low)}, {_pct(w.high)}]",
+        f"**{arm.rate_text}** ({pct(arm.rate)})",
+        f"[{pct(w.low)}, {pct(w.high)}]",
         clustered,
         str(arm.unknown),
         str(arm.truncated),
@@ -509,8 +539,8 @@ def markdown(r: ReportInput) -> str:
         task_rows.append(
             [
                 f"`{row.task_id}`",
-                row.baseline.rate_text + (f" ({row.baseline.extras_text})" if row.baseline.extras_text else ""),
-                row.skill.rate_text + (f" ({row.skill.extras_text})" if row.skill.extras_text else ""),
+                row.baseline.rate_text_full,
+                row.skill.rate_text_full,
                 fmt_pp(row.difference),
                 f"{fmt_usd(row.baseline.mean_cost)} / {fmt_usd(row.skill.mean_cost)}",
                 md_escape(", ".join(task_flags.get(row.task_id, ()))) or "-",
@@ -522,19 +552,16 @@ def markdown(r: ReportInput) -> str:
                        align="lrrrrl")  # fmt: skip
     if r.flagged:
         lines += ["", f"### Flagged trials ({len(r.flagged)})", ""]
-        by_id = {x.trial_id: x for x in r.final_records}
-        frows = []
-        for tid, flags in r.flagged:
-            rec = by_id.get(tid)
-            frows.append(
-                [
-                    md_code(tid),
-                    rec.arm if rec else "?",
-                    outcome(rec, r.prereg.decision.pass_rule) if rec else "?",
-                    md_escape(", ".join(flags)),
-                    md_escape(", ".join((rec.patch.files if rec and rec.patch else ())[:5])) or "-",
-                ]
-            )
+        frows = [
+            [
+                md_code(f.trial_id),
+                f.arm,
+                f.outcome,
+                md_escape(", ".join(f.flags)),
+                md_escape(", ".join(f.files[:5])) or "-",
+            ]
+            for f in flagged_trials(r)
+        ]
         lines += _md_table(["trial", "arm", "outcome", "flags", "files changed"], frows, align="lllll")
     if r.notes:
         lines += ["", "### Notes", ""] + [f"- {md_escape(n)}" for n in r.notes]

@@ -28,9 +28,11 @@ from harness.report import (
     clean,
     cost_delta_text,
     deciding_reasons,
+    flagged_trials,
     flags_by_task,
     fmt_ratio,
     fmt_usd,
+    pct,
     run_dates,
     run_provenance,
     tasks_by_difference,
@@ -59,10 +61,6 @@ def esc(value: object) -> str:
 
 def _f(x: float) -> str:
     return f"{x:.1f}"
-
-
-def _pct0(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
 # ============================================================================= svg
@@ -154,7 +152,7 @@ def pass_rate_chart(r: ReportInput) -> str:
             body += _whisker(sx(max(0.0, c.interval.low)), sx(min(1.0, c.interval.high)), cy + 8, colour, 4, 6)
         if arm.rate is not None:
             body.append(_circle(sx(arm.rate), cy, 6.5, colour))
-        body.append(_text(392, cy - 1, f"{arm.rate_text}  {_pct0(arm.rate)}", size=15, weight="700"))
+        body.append(_text(392, cy - 1, f"{arm.rate_text}  {pct(arm.rate)}", size=15, weight="700"))
         parts = arm.extras_text.split(", ") if arm.extras_text else ["nothing excluded"]
         for k in range(0, len(parts), 2):  # two exclusions per line so the labels stay inside the chart
             body.append(_text(392, cy + 16 + 13 * (k // 2), ", ".join(parts[k : k + 2]), size=11, fill=MUTED))
@@ -364,9 +362,9 @@ def _tiles(r: ReportInput) -> str:
     cost_colour = NEUTRAL if a.cost.ratio is None else (GOOD if a.cost.ratio <= limit else BAD)
     return '<section class="tiles">' + "".join(
         [
-            _tile("baseline passed", a.baseline.rate_text, f"{_pct0(a.baseline.rate)} · {a.baseline.extras_text or 'nothing excluded'}",
+            _tile("baseline passed", a.baseline.rate_text, f"{pct(a.baseline.rate)} · {a.baseline.extras_text or 'nothing excluded'}",
                   ARM_COLOURS["baseline"]),
-            _tile("skill passed", a.skill.rate_text, f"{_pct0(a.skill.rate)} · {a.skill.extras_text or 'nothing excluded'}",
+            _tile("skill passed", a.skill.rate_text, f"{pct(a.skill.rate)} · {a.skill.extras_text or 'nothing excluded'}",
                   ARM_COLOURS["skill"]),
             _tile("gain per task", fmt_pp(p.mean), f"{conf}% CI [{fmt_pp(p.interval.low)}, {fmt_pp(p.interval.high)}]", ev_colour),
             _tile("cost vs baseline", fmt_ratio(a.cost.ratio),
@@ -471,10 +469,10 @@ def _arm_table(r: ReportInput) -> str:
     rows = []
     for arm in (a.baseline, a.skill):
         c = arm.clustered.interval
-        clustered = "n/a" if arm.clustered.mean is None else f"[{_pct0(max(0.0, c.low))}, {_pct0(min(1.0, c.high))}]"
+        clustered = "n/a" if arm.clustered.mean is None else f"[{pct(max(0.0, c.low))}, {pct(min(1.0, c.high))}]"
         rows.append(
-            [f"<b>{esc(arm.arm)}</b>", f"<b>{esc(arm.rate_text)}</b> ({_pct0(arm.rate)})",
-             f"[{_pct0(arm.wilson.low)}, {_pct0(arm.wilson.high)}]", esc(clustered), str(arm.unknown),
+            [f"<b>{esc(arm.arm)}</b>", f"<b>{esc(arm.rate_text)}</b> ({pct(arm.rate)})",
+             f"[{pct(arm.wilson.low)}, {pct(arm.wilson.high)}]", esc(clustered), str(arm.unknown),
              str(arm.truncated), str(arm.infra), esc(fmt_usd(arm.mean_cost_per_trial)), esc(fmt_usd(arm.cost_per_pass)),
              esc("n/a" if arm.turns.median is None else f"{arm.turns.median:g}")]
         )  # fmt: skip
@@ -492,8 +490,8 @@ def _tasks_card(r: ReportInput) -> str:
         cls = "pos" if d is not None and d > 0 else "neg" if d is not None and d < 0 else ""
         rows.append(
             [f"<code>{esc(t.task_id)}</code>",
-             esc(t.baseline.rate_text + (f" ({t.baseline.extras_text})" if t.baseline.extras_text else "")),
-             esc(t.skill.rate_text + (f" ({t.skill.extras_text})" if t.skill.extras_text else "")),
+             esc(t.baseline.rate_text_full),
+             esc(t.skill.rate_text_full),
              f'<span class="{cls}">{esc(fmt_pp(d))}</span>',
              f"{esc(fmt_usd(t.baseline.mean_cost))} / {esc(fmt_usd(t.skill.mean_cost))}",
              "".join(f'<span class="chip">{esc(f)}</span>' for f in task_flags.get(t.task_id, ())) or "&ndash;"]
@@ -514,17 +512,12 @@ def _flagged_card(r: ReportInput) -> str:
             '<div class="card"><h2>Flagged trials</h2><p class="hint">No trial edited tests, protected paths, '
             ".claude/, CLAUDE.md or CI files, and no patch was rejected.</p></div>"
         )
-    by_id = {x.trial_id: x for x in r.final_records}
-    rows = []
-    for tid, flags in r.flagged:
-        rec = by_id.get(tid)
-        files = (rec.patch.files if rec and rec.patch else ())[:8]
-        rows.append(
-            [f"<code>{esc(tid)}</code>", esc(rec.arm if rec else "?"),
-             esc(outcome(rec, r.prereg.decision.pass_rule) if rec else "?"),
-             "".join(f'<span class="chip">{esc(f)}</span>' for f in flags),
-             "<br>".join(f'<span class="mono">{esc(f)}</span>' for f in files) or "&ndash;"]
-        )  # fmt: skip
+    rows = [
+        [f"<code>{esc(f.trial_id)}</code>", esc(f.arm), esc(f.outcome),
+         "".join(f'<span class="chip">{esc(flag)}</span>' for flag in f.flags),
+         "<br>".join(f'<span class="mono">{esc(path)}</span>' for path in f.files[:8]) or "&ndash;"]
+        for f in flagged_trials(r)
+    ]  # fmt: skip
     return (
         f'<div class="card"><h2>Flagged trials ({len(r.flagged)})</h2>'
         + _table(["trial", "arm", "outcome", "flags", "files changed"], rows)
