@@ -29,6 +29,8 @@ def host_deadline_s(timeout_s: float) -> float:
     """The controller's deadline for a container whose command runs under :func:`deadline_argv`:
     it fires only when the in-container timer was stopped or killed."""
     return timeout_s + KILL_GRACE_S + HOST_BACKSTOP_S
+
+
 """Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
 
 

@@ -232,7 +232,7 @@ def context_from_records(
     finals, _ = final_attempts(records)
     by_arm: dict[str, set[ProvenanceKey]] = {arm: set() for arm in ARMS}
     for rec in finals:
-        if rec.status in ("infra_error", "skipped"):
+        if not rec.is_outcome:
             continue
         prov: dict[str, str | None] = dict(rec.provenance.model_dump())
         prov["resolved_model"] = rec.agent.resolved_model if rec.agent is not None else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness import report
 from harness.errors import HarnessError
 from harness.records import TrialRecord
+from harness.runstate import final_attempts
 from harness.store import META, RESULTS, read_results
 
 DEFAULT_GLOBS = ("harness-results/*", "demo-output/results-*")
@@ -46,7 +47,8 @@ def discover(cwd: Path, patterns: Sequence[str] = DEFAULT_GLOBS) -> list[Path]:
 
 
 def _values(records: Iterable[TrialRecord], pick: str) -> str:
-    ran = [r for r in records if r.status not in ("infra_error", "skipped")]
+    """The models or CLI versions of the trials that reached an outcome (final attempts only)."""
+    ran = [r for r in final_attempts(records)[0] if r.is_outcome]
     if pick == "model":
         aliases = sorted({r.provenance.model for r in ran})
         resolved = sorted({r.agent.resolved_model for r in ran if r.agent and r.agent.resolved_model})

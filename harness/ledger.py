@@ -118,7 +118,7 @@ def _one(values: set[str]) -> str | None:
 
 
 def summarize_run(r: ReportInput, now: dt.datetime | None = None) -> RunSummary:
-    finals = [x for x in r.final_records if x.status not in ("infra_error", "skipped")]
+    finals = [x for x in r.final_records if x.is_outcome]
     a, d = r.analysis, r.decision
     when = now or dt.datetime.now(dt.UTC)
     return RunSummary(

@@ -149,6 +149,12 @@ class TrialRecord(Model):
     """Set when this baseline trial was copied from another experiment instead of re-sampled."""
 
     @property
+    def is_outcome(self) -> bool:
+        """The trial ran to an outcome of its arm: not an infrastructure failure, not skipped.
+        Only such records speak for the model, CLI and image the arm actually used."""
+        return self.status not in ("infra_error", "skipped")
+
+    @property
     def agent_cost_usd(self) -> float:
         """The arm's cost figure: the larger of the CLI's own figure and the gateway's meter.
 

@@ -324,7 +324,7 @@ def headline(r: ReportInput) -> str:
 
 
 def _provenance(records: Iterable[TrialRecord], pick: Callable[[TrialRecord], str | None]) -> str:
-    values = sorted({v for v in (pick(rec) for rec in records if rec.status not in ("infra_error", "skipped")) if v})
+    values = sorted({v for v in (pick(rec) for rec in records if rec.is_outcome) if v})
     return ", ".join(values) if values else "n/a"
 
 

@@ -39,8 +39,6 @@ from harness.runstate import latest_by_trial
 from harness.store import RESULTS, atomic_write, read_results
 
 FINGERPRINT_FORMAT = 1
-REUSABLE_STATUSES = frozenset({"completed", "agent_error", "timeout", "budget_exceeded"})
-"""Final statuses that are an outcome of the arm (infra failures and skips are not)."""
 
 
 def baseline_settings(
@@ -165,7 +163,7 @@ def select(
             if (
                 rec is not None
                 and rec.arm == "baseline"
-                and rec.status in REUSABLE_STATUSES
+                and rec.is_outcome  # infra failures and skips are not outcomes of the arm
                 and rec.baseline_fingerprint == fp
                 and same_provenance(rec.provenance, provenance)
             ):

@@ -116,14 +116,15 @@ def _source(tmp_path: Path, name: str, records: list[TrialRecord]) -> Path:
 
 
 def test_select_takes_matching_final_baseline_outcomes_only(tmp_path: Path) -> None:
-    specs = {s.trial_id: s for s in plan_trials(TASKS, 1, seed=1)}
+    specs = {s.trial_id: s for s in plan_trials(TASKS, 2, seed=1)}
     fp = "f" * 64
     b = [s for s in specs.values() if s.arm == "baseline"]
     good = make_record(b[0], 1).model_copy(update={"baseline_fingerprint": fp})
     infra = make_record(b[1], 1, "infra_error").model_copy(update={"baseline_fingerprint": fp})
     wrong_fp = make_record(b[2], 1).model_copy(update={"baseline_fingerprint": "0" * 64})
-    src = _source(tmp_path, "a", [good, infra, wrong_fp])
-    wanted = {r.trial_id: fp for r in (good, infra, wrong_fp)}
+    skipped = make_record(b[3], 1, "skipped").model_copy(update={"baseline_fingerprint": fp, "stopped_by": "budget"})
+    src = _source(tmp_path, "a", [good, infra, wrong_fp, skipped])
+    wanted = {r.trial_id: fp for r in (good, infra, wrong_fp, skipped)}
     found = reuse.select(wanted, reuse.experiment_dirs([tmp_path]), PROV)
     assert set(found) == {good.trial_id}
     assert found[good.trial_id].directory == src
