@@ -16,6 +16,7 @@ PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
 """The only credential an agent container ever holds."""
 GATEWAY_PORT = 8080
 KILL_GRACE_S = 10
+"""Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
 HOST_BACKSTOP_S = 20
 """Beyond the in-container deadline and its grace, how long the controller waits before ``docker kill``."""
 
@@ -29,9 +30,6 @@ def host_deadline_s(timeout_s: float) -> float:
     """The controller's deadline for a container whose command runs under :func:`deadline_argv`:
     it fires only when the in-container timer was stopped or killed."""
     return timeout_s + KILL_GRACE_S + HOST_BACKSTOP_S
-
-
-"""Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
 
 
 def claude_env(gateway_ip: str) -> dict[str, str]:
