@@ -377,11 +377,9 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"removed {kind} {name} ({reason})")
     print(f"{len(reaped)} orphaned object(s) removed")
     # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
-    import tempfile
+    from harness.experiment import default_work_root, sweep_work_root
 
-    from harness.experiment import sweep_work_root
-
-    swept = sweep_work_root(Path(tempfile.gettempdir()) / f"harness-{os.getuid()}")
+    swept = sweep_work_root(default_work_root())
     if swept:
         print(f"removed {swept} trial directory tree(s) of killed runs")
     return 0

@@ -390,8 +390,9 @@ class Experiment:
                 self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
             work = self._work_root()
             swept = sweep_work_root(work)
+            # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
+            gitops.prune_worktrees(self.study.repo_path)
             if swept:
-                gitops.prune_worktrees(self.study.repo_path)
                 self.events.message(f"removed {swept} trial directory tree(s) left by an earlier, killed run")
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
             provenance = Provenance(
@@ -462,7 +463,7 @@ class Experiment:
             self.events.message(line)
 
     def _work_root(self) -> Path:
-        work = self.options.work_root or Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
+        work = self.options.work_root or default_work_root()
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
         return work
 
@@ -766,6 +767,11 @@ def _skipped(
         shard=shard,
         stopped_by=kind,
     )
+
+
+def default_work_root() -> Path:
+    """Where trial directories live unless ``RunOptions.work_root`` says otherwise (``harness gc`` sweeps it)."""
+    return Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
 
 
 def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:

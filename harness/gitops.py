@@ -13,15 +13,14 @@ global or system config, no hooks, no fsmonitor, no pager, no prompts.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError
+from harness.hostslots import host_lock
 
 HARDENING = (
     "-c",
@@ -109,14 +108,8 @@ def worktree_lock(repo: Path) -> Iterator[None]:
     .git/worktrees/base1/commondir" with eight trials starting at once.
     """
     key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
-    lock_dir = Path(tempfile.gettempdir()) / f"harness-locks-{os.getuid()}"
-    lock_dir.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(lock_dir / f"worktree-{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # one open file description per caller: threads exclude each other too
+    with host_lock(f"worktree-{key}"):
         yield
-    finally:
-        os.close(fd)
 
 
 def add_worktree(repo: Path, path: Path, sha: str) -> None:

@@ -1,4 +1,5 @@
-"""A host-wide limit on concurrent trials, shared by every harness process of a user.
+"""Host-wide coordination between every harness process of a user: a limit on concurrent
+trials, and named exclusive locks (image builds, worktree changes to one repository).
 
 Two experiments (or two CI jobs on one self-hosted runner) must not together run
 more trials than the machine can hold. Each running trial holds one of N slot
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -114,3 +116,19 @@ class HostSlots:
             else:
                 time.sleep(delay)
             delay = min(POLL_MAX_S, delay * 1.5)
+
+
+@contextlib.contextmanager
+def host_lock(name: str) -> Iterator[None]:
+    """Exclusive across this user's processes and threads while held (``name`` is a file name).
+
+    Each caller opens its own descriptor, so threads of one process exclude each other too;
+    the kernel drops the lock when a killed holder's descriptor closes."""
+    lock_dir = Path(tempfile.gettempdir()) / f"harness-locks-{os.getuid()}"
+    lock_dir.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(lock_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -17,19 +17,18 @@ keeps two builds of one image from racing.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.engine import Engine
 from harness.errors import InfraError, PrerequisiteError
+from harness.hostslots import host_lock
 
 CLAUDE_CODE_VERSION = "2.1.332"
 DEBIAN_SUITE = "bookworm"
@@ -76,15 +75,6 @@ def _h(*parts: bytes | str) -> str:
         digest.update(len(data).to_bytes(8, "big"))
         digest.update(data)
     return digest.hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def _build_lock(name: str) -> Iterator[None]:
-    lock_dir = Path(tempfile.gettempdir()) / f"harness-locks-{os.getuid()}"
-    lock_dir.mkdir(mode=0o700, exist_ok=True)
-    with open(lock_dir / f"{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
 
 
 SLIM_DPKG = """\
@@ -235,7 +225,7 @@ class ImageBuilder:
 
     def _ensure_base(self) -> tuple[str, str]:
         tag = self.base_tag()
-        with _build_lock("base"):
+        with host_lock("build-base"):
             image = self.engine.image_id(tag)
             if image:
                 return tag, image
@@ -290,7 +280,7 @@ class ImageBuilder:
     def _ensure_built(
         self, tag: str, dockerfile: str, buildargs: Mapping[str, str], *, sidecar: bool = False
     ) -> tuple[str, str]:
-        with _build_lock(tag.replace(":", "_")):
+        with host_lock("build-" + tag.replace(":", "_")):
             image = self.engine.image_id(tag)
             if image:
                 return tag, image
