@@ -40,7 +40,7 @@ from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeE
 from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
-from harness.labels import RUN, make_labels, pid_alive
+from harness.labels import ROLE, RUN, make_labels, pid_alive
 from harness.lock import skill_files, verify_lock
 from harness.plan import TrialSpec
 from harness.records import Provenance, StopReason, TrialRecord
@@ -362,7 +362,7 @@ class Experiment:
     def _kill_running(self) -> None:
         try:
             for kind, name, labels in self.engine.labelled({RUN: self.run_id}):
-                if kind == "container" and labels.get("harness.role") in ("agent", "collect", "verify", "judge"):
+                if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
                     self.engine.kill(name)
         except HarnessError:
             pass
@@ -732,7 +732,7 @@ class Experiment:
         spec = sandbox.scripted_api_spec(
             profile,
             name=name,
-            labels={**labels, "harness.role": "scripted-api"},
+            labels=labels,
             network=network,
             scenario_dir=scen_dir,
         )

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from harness import agent as cli
 from harness.engine import BindMount, ContainerSpec, Limits
+from harness.labels import ROLE
 
 GATEWAY_KEY_PATH = "/run/harness/api-key"
 SCRIPTED_PORT = 8080
@@ -101,7 +102,7 @@ def agent_spec(
     return _claude_spec(
         p,
         name=name,
-        labels=labels,
+        labels={**labels, ROLE: "agent"},
         network=network,
         gateway_ip=gateway_ip,
         command=command,
@@ -126,7 +127,7 @@ def collect_spec(
         name=name,
         image=p.trial_image,
         command=("sh", "-c", collect_script(), "collect", *protected),
-        labels=labels,
+        labels={**labels, ROLE: "collect"},
         user=p.user,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"},
         mounts=(
@@ -150,7 +151,7 @@ def verify_spec(
         name=name,
         image=p.trial_image,
         command=(*cli.deadline_argv(timeout_s), "sh", "-c", verify_cmd),
-        labels=labels,
+        labels={**labels, ROLE: "verify"},
         user=p.user,
         env={
             "HOME": "/home/agent",
@@ -173,7 +174,14 @@ def judge_spec(
 ) -> ContainerSpec:
     """No mounts at all: the judge sees only its prompt."""
     return _claude_spec(
-        p, name=name, labels=labels, network=network, gateway_ip=gateway_ip, command=command, mounts=(), workdir="/tmp"
+        p,
+        name=name,
+        labels={**labels, ROLE: "judge"},
+        network=network,
+        gateway_ip=gateway_ip,
+        command=command,
+        mounts=(),
+        workdir="/tmp",
     )
 
 
@@ -199,7 +207,7 @@ def gateway_spec(
         name=name,
         image=p.sidecar_image,
         command=("python3", "/opt/harness/gateway.py"),
-        labels=labels,
+        labels={**labels, ROLE: "gateway"},
         user=p.sidecar_user,
         env=env,
         mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True),),
@@ -217,7 +225,7 @@ def scripted_api_spec(
         name=name,
         image=p.sidecar_image,
         command=("python3", "/opt/harness/scripted_api.py", "/etc/scripted/scenario.json", str(SCRIPTED_PORT)),
-        labels=labels,
+        labels={**labels, ROLE: "scripted-api"},
         user=p.sidecar_user,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
         mounts=(BindMount(scenario_dir, "/etc/scripted", read_only=True),),

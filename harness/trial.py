@@ -97,11 +97,12 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     started = _now()
     key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
     names = {
-        role: sandbox.container_name(ctx.run_id, key, role) for role in ("gw", "agent", "collect", "verify", "judge")
+        role: sandbox.container_name(ctx.run_id, key, role)
+        for role in ("gateway", "agent", "collect", "verify", "judge")
     }
     network = f"hx-{ctx.run_id}-{key}-net"
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
-    dirs = workspace.TrialDirs(*(ctx.run_root / key / p for p in ("", "base", "workspace", "out", "verify")))
+    dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
     done = _Progress()
     phase = _phases(ctx, spec, done)
     try:
@@ -112,8 +113,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             ctx.engine.create_network(network, labels, internal=True)
             gw = sandbox.gateway_spec(
                 ctx.profile,
-                name=names["gw"],
-                labels={**labels, "harness.role": "gateway"},
+                name=names["gateway"],
+                labels=labels,
                 upstream_network=ctx.upstream_network,
                 upstream=ctx.upstream,
                 key_file=ctx.key_file,
@@ -141,7 +142,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     sandbox.agent_spec(
                         ctx.profile,
                         name=names["agent"],
-                        labels={**labels, "harness.role": "agent"},
+                        labels=labels,
                         network=network,
                         gateway_ip=gateway_ip,
                         workspace=dirs.workspace,
@@ -171,7 +172,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 sandbox.collect_spec(
                     ctx.profile,
                     name=names["collect"],
-                    labels={**labels, "harness.role": "collect"},
+                    labels=labels,
                     base=dirs.base,
                     workspace=dirs.workspace,
                     out=dirs.out,
@@ -360,7 +361,7 @@ def _verify(
         sandbox.verify_spec(
             ctx.profile,
             name=name,
-            labels={**labels, "harness.role": "verify"},
+            labels=labels,
             verify_tree=dirs.verify,
             verify_cmd=task.verify_cmd,
             timeout_s=timeout_s,
@@ -403,7 +404,7 @@ def _judge(
         sandbox.judge_spec(
             ctx.profile,
             name=name,
-            labels={**labels, "harness.role": "judge"},
+            labels=labels,
             network=network,
             gateway_ip=gateway_ip,
             command=command,

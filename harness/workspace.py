@@ -40,6 +40,11 @@ class TrialDirs:
     out: Path
     verify: Path
 
+    @classmethod
+    def at(cls, root: Path) -> TrialDirs:
+        """The layout of a trial directory (whether or not it exists yet)."""
+        return cls(root, root / "base", root / "workspace", root / "out", root / "verify")
+
 
 def container_user() -> tuple[int, int]:
     """The uid:gid untrusted containers run as: the host user's own, or 1000 when the controller is root."""
@@ -61,7 +66,7 @@ def _copy_base(base: Path, dest: Path) -> None:
 
 def prepare(repo: Path, base_sha: str, root: Path) -> TrialDirs:
     """Create every directory of a trial. On failure, whatever was made is removed again."""
-    dirs = TrialDirs(root, root / "base", root / "workspace", root / "out", root / "verify")
+    dirs = TrialDirs.at(root)
     uid, gid = container_user()
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=False)
