@@ -266,42 +266,43 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
     suffix = f"-shard{shard[0]}of{shard[1]}" if shard else ""
     out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
-    from harness.run import evaluate
+    from harness.experiment import RunOptions
+    from harness.run import default_jobs, evaluate
 
-    return evaluate(
-        study,
+    options = RunOptions(
         out=out,
-        env=env,
-        jobs=args.jobs,
+        jobs=args.jobs or default_jobs(study, env),
         scripted=args.scripted,
         api_key=key or None,
         shard=shard,
         runtime=args.runtime,
         images=_image_options(args),
-        reuse_from=args.reuse_baseline_from,
+        env=env,
+        reuse_from=tuple(args.reuse_baseline_from or ()),
     )
+    return evaluate(study, options)
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.config import load_study
     from harness.demo import prepare_demo
-    from harness.run import evaluate
+    from harness.experiment import RunOptions
+    from harness.run import default_jobs, evaluate
 
     setup = prepare_demo(args.out.resolve())
     print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
     for skill, prereg in setup.preregistrations.items():
         print(f"\n=== skill {skill} ===")
-        evaluate(
-            load_study(prereg),
+        study = load_study(prereg)
+        options = RunOptions(
             out=args.out.resolve() / f"results-{skill}",
-            env=env,
-            jobs=args.jobs,
+            jobs=args.jobs or default_jobs(study, env),
             scripted=setup.scenario,
-            api_key=None,
-            shard=None,
             runtime=args.runtime,
             images=_image_options(args),
+            env=env,
         )
+        evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
     return 0
 

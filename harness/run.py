@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 
 from harness import ledger, report
@@ -20,7 +19,6 @@ from harness.config import Study
 from harness.engine import Engine
 from harness.experiment import Experiment, ExperimentResult, RunOptions
 from harness.hostslots import slot_count
-from harness.images import ImageOptions
 from harness.progress import Progress
 
 
@@ -52,32 +50,10 @@ def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
     )
 
 
-def evaluate(
-    study: Study,
-    *,
-    out: Path,
-    env: Mapping[str, str],
-    jobs: int | None,
-    scripted: Path | None,
-    api_key: str | None,
-    shard: tuple[int, int] | None,
-    runtime: str | None,
-    images: ImageOptions,
-    reuse_from: Sequence[Path] = (),
-) -> int:
-    engine = Engine(env)
+def evaluate(study: Study, options: RunOptions) -> int:
+    """Run the experiment with a progress display, write its reports and ledger entry, print the summary."""
+    engine = Engine(options.env)
     progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
-    options = RunOptions(
-        out=out,
-        jobs=jobs or default_jobs(study, env),
-        scripted=scripted,
-        api_key=api_key,
-        shard=shard,
-        runtime=runtime,
-        images=images,
-        env=env,
-        reuse_from=tuple(reuse_from),
-    )
     experiment = Experiment(study, engine, options, progress)
     try:
         with _signals(experiment):
@@ -89,7 +65,7 @@ def evaluate(
     paths = report.write_reports(store.root, data, store.redactor.text)
     print()
     print(paths[report.SUMMARY_TXT].read_text(encoding="utf-8"), end="")
-    if shard is None:
+    if options.shard is None:
         # Only a whole experiment decides; a shard's partial results never touch the ledger.
         for line in ledger.record(study, data).lines:
             print(line)
