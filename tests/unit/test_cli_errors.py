@@ -11,6 +11,7 @@ import pytest
 from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 from harness import cli
+from harness.experiment import RunOptions
 from harness.lock import lock
 
 KEY_ENV = {"ANTHROPIC_API_KEY": "sk-ant-test-key-not-real-0123456789"}
@@ -200,8 +201,8 @@ def test_eval_scripted_needs_no_key(
 ) -> None:
     seen: dict[str, object] = {}
 
-    def fake_evaluate(study: object, **kw: object) -> int:
-        seen.update(kw)
+    def fake_evaluate(study: object, options: RunOptions) -> int:
+        seen.update(vars(options))
         return 0
 
     monkeypatch.setattr("harness.run.evaluate", fake_evaluate)

@@ -232,7 +232,7 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
 ) -> None:
     from contextlib import nullcontext
 
-    from harness.experiment import ExperimentResult
+    from harness.experiment import ExperimentResult, RunOptions
     from harness.images import ImageOptions
     from harness.redact import Redactor
     from harness.store import ExperimentDir
@@ -243,8 +243,7 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
     monkeypatch.setattr(run, "Engine", lambda env: None)
     monkeypatch.setattr(run, "Experiment", lambda *a, **k: _FakeExperiment(result))
     monkeypatch.setattr(run, "_signals", lambda e: nullcontext())
-    code = run.evaluate(study, out=store.root, env={}, jobs=1, scripted=None, api_key=None, shard=shard,
-                        runtime=None, images=ImageOptions())  # fmt: skip
+    code = run.evaluate(study, RunOptions(out=store.root, jobs=1, shard=shard, images=ImageOptions()))
     assert code == 0
     for name in ("report.md", "report.html", "junit.xml", "decision.json", "summary.txt"):
         assert (store.root / name).is_file()
