@@ -113,6 +113,18 @@ class Budgets(Strict):
     judge_timeout_s: Annotated[int, Field(gt=0, le=3600)] = 300
 
 
+def is_size(text: str) -> bool:
+    """A size as the preregistration and the environment write it: bytes, or a k, m or g suffix."""
+    return re.fullmatch(r"[1-9][0-9]*[kmg]?", text.strip().lower()) is not None
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size such as ``512m`` or ``2g`` (binary units); see :func:`is_size`."""
+    text = text.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+    return int(text[:-1] if text[-1:] in "kmg" else text) * mult
+
+
 class Resources(Strict):
     memory: str = "2g"
     """Memory limit of every trial container; swap is set equal (no swap)."""
@@ -127,7 +139,7 @@ class Resources(Strict):
     @field_validator("memory", "tmpfs_size", "max_file_size")
     @classmethod
     def _size(cls, v: str) -> str:
-        if not re.fullmatch(r"[1-9][0-9]*[kmg]?", v.lower()):
+        if not is_size(v):
             raise ValueError(f"{v!r} is not a size like 512m or 2g")
         return v.lower()
 

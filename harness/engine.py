@@ -112,12 +112,6 @@ class EngineInfo:
     rootless: bool
 
 
-def parse_size(text: str) -> int:
-    text = text.strip().lower()
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
-    return int(text[:-1] if text[-1:] in "kmg" else text) * mult
-
-
 def _uid_gid(user: str) -> tuple[str, str]:
     uid, _, gid = user.partition(":")
     return uid, gid or uid

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
-from harness.config import Execution, Study
-from harness.engine import Engine, Limits, parse_size
+from harness.config import Execution, Study, parse_size
+from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir

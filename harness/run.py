@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 from harness import ledger, report
-from harness.config import Study
+from harness.config import Study, parse_size
 from harness.engine import Engine
 from harness.experiment import Experiment, ExperimentResult, RunOptions
 from harness.hostslots import slot_count
@@ -39,8 +39,6 @@ def _signals(experiment: Experiment) -> Iterator[None]:
 
 def default_jobs(study: Study, env: Mapping[str, str]) -> int:
     """As many trials as the host-wide limit lets run at once (HARNESS_HOST_SLOTS, else cores and memory)."""
-    from harness.engine import parse_size
-
     return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
 
 

@@ -35,7 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.engine import parse_size
+from harness.config import is_size, parse_size
+from harness.errors import ConfigError
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -53,12 +54,22 @@ class WorkspaceLimit:
         """``HARNESS_WORKSPACE_MAX`` (size, e.g. 4g), ``HARNESS_WORKSPACE_MAX_FILES``,
         ``HARNESS_MIN_FREE_DISK`` (size): the run-time knobs (not part of the lock)."""
         d = cls()
+
+        def size(name: str, default: int) -> int:
+            value = env.get(name, "").strip()
+            if not value:
+                return default
+            if not is_size(value):
+                raise ConfigError(name, f"must be a size like 512m or 4g, got {value!r}")
+            return parse_size(value)
+
+        files = env.get("HARNESS_WORKSPACE_MAX_FILES", "").strip()
+        if files and not (files.isdigit() and int(files) > 0):
+            raise ConfigError("HARNESS_WORKSPACE_MAX_FILES", f"must be a whole number >= 1, got {files!r}")
         return cls(
-            max_bytes=parse_size(env["HARNESS_WORKSPACE_MAX"]) if env.get("HARNESS_WORKSPACE_MAX") else d.max_bytes,
-            max_files=int(env.get("HARNESS_WORKSPACE_MAX_FILES") or d.max_files),
-            min_free_bytes=parse_size(env["HARNESS_MIN_FREE_DISK"])
-            if env.get("HARNESS_MIN_FREE_DISK")
-            else d.min_free_bytes,
+            max_bytes=size("HARNESS_WORKSPACE_MAX", d.max_bytes),
+            max_files=int(files) if files else d.max_files,
+            min_free_bytes=size("HARNESS_MIN_FREE_DISK", d.min_free_bytes),
         )
 
 
