@@ -115,6 +115,16 @@ def test_lock_symlink_in_skill(make_study: StudyFactory, capsys: pytest.CaptureF
     assert s.prereg.read_bytes() == before
 
 
+def test_eval_refuses_a_skill_that_gained_a_symlink_after_locking(
+    locked: StudyFiles, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "secret").write_text("key")
+    (locked.skill / "link").symlink_to(tmp_path / "secret")
+    code, _, err = run(capsys, "eval", str(locked.prereg), env=KEY_ENV)
+    assert code == 4
+    assert_clean_error(err, "symlink")
+
+
 def test_lock_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nowhere" / "preregistration.yaml"
     code, _, err = run(capsys, "lock", str(missing))

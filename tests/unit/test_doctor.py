@@ -53,6 +53,9 @@ def test_current_versions_do_not_warn() -> None:
     [
         ("engine", "28.3.2", 1),
         ("engine", "27.5.1", 1),
+        ("engine", "26.0.0", 1),
+        ("engine", "25.0.5", 2),
+        ("engine", "20.10.24", 2),
         ("runc", "1.2.7", 1),
         ("runc", "1.1.11", 2),
         ("runc", "1.1.12", 1),
