@@ -81,6 +81,10 @@ def run_experiment(
     **options: Any,
 ) -> ExperimentResult:
     study = load_study(prereg)
+    # the test's own host slots: another harness on this machine (a developer's demo, a parallel CI
+    # job) must not hold back a test whose arms have to run at the same time
+    options.setdefault("host_slots", jobs)
+    options.setdefault("slots_dir", work_root.parent / "host-slots")
     opts = RunOptions(out=out, jobs=jobs, scripted=scenario, work_root=work_root, **options)
     return Experiment(study, engine, opts, events).run()
 
