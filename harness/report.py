@@ -37,6 +37,7 @@ from harness.config import Preregistration, Study, load_preregistration, load_ta
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
 from harness.records import TrialRecord, outcome
+from harness.redact import Redactor
 from harness.store import META, RESULTS, atomic_write, read_results
 
 DECISION_JSON = "decision.json"
@@ -752,8 +753,11 @@ def dumps(data: dict[str, Any]) -> str:
 # ========================================================================== writing
 
 
-def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] = lambda s: s) -> dict[str, Path]:
-    """Write decision.json, summary.txt, report.md, report.html and junit.xml atomically (redacted)."""
+def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] | None = None) -> dict[str, Path]:
+    """Write decision.json, summary.txt, report.md, report.html and junit.xml atomically, redacted:
+    by ``redact`` (the run's redactor, which knows its key), else by the key-shaped patterns alone
+    (a re-render or merge, which knows no key)."""
+    redact = redact or Redactor().text
     from harness import report_html
 
     rendered = {

@@ -198,11 +198,6 @@ class ExperimentDir:
     def write_meta(self, meta: dict[str, Any]) -> None:
         atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
 
-    def write_text(self, name: str, text: str) -> Path:
-        path = self.root / name
-        atomic_write(path, self.redactor.text(text).encode("utf-8"))
-        return path
-
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """Hold the experiment lock: two controllers must never write one experiment."""

@@ -318,9 +318,17 @@ def test_write_reports_redacts(tmp_path: Path) -> None:
     r = _with_flags(kit.WIN, {"fix-a.skill.0": ["leaked sk-ant-api03-abcdefghijklmnop"]})
     from harness.redact import Redactor
 
-    paths = report.write_reports(tmp_path, r, Redactor([]).text)
+    for d in ("run", "rerender", "control"):
+        (tmp_path / d).mkdir()
+    paths = report.write_reports(tmp_path / "run", r, Redactor([]).text)
     for path in paths.values():
         assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
+    # `harness report` and `merge` re-render without the run's redactor: the key-shaped patterns still apply
+    paths = report.write_reports(tmp_path / "rerender", r)
+    for path in paths.values():
+        assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
+    raw = report.write_reports(tmp_path / "control", r, lambda s: s)
+    assert any("sk-ant-api03-abcdefghijklmnop" in p.read_text() for p in raw.values()), "the leak is in the input"
 
 
 # ------------------------------------------------------------------ the CI example
