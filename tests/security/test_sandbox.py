@@ -12,6 +12,8 @@ import json
 import os
 import secrets
 import shlex
+import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,8 @@ echo "env_names=$(tr '\0' '\n' < /proc/1/environ | cut -d= -f1 | sort | tr '\n' 
 """
 
 WRITES = r"""
-for d in / /etc /usr /usr/local/bin /bin /var /root /opt /skill /home /run /tmp /home/agent /workspace; do
+for d in / /etc /usr /usr/local/bin /bin /var /var/tmp /root /opt /skill /home /run /dev /dev/shm /dev/mqueue \
+         /tmp /home/agent /workspace; do
   if touch "$d/.hx-probe" 2>/dev/null; then echo "$d=ok"; rm -f "$d/.hx-probe"; else echo "$d=denied"; fi
 done
 """
@@ -65,11 +68,16 @@ python3 - <<'EOF'
 import ctypes, os, socket
 libc = ctypes.CDLL(None, use_errno=True)
 def t(name, f):
-    try:
-        f()
-        print(f"{name}=allowed")
-    except Exception as e:
-        print(f"{name}=denied")
+    # each attempt in its own child, so one that succeeds (entering a new user namespace drops every
+    # capability over this mount namespace) cannot change the outcome of the next
+    pid = os.fork()
+    if pid == 0:
+        try:
+            f()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    print(f"{name}=" + ("allowed" if os.waitpid(pid, 0)[1] == 0 else "denied"), flush=True)
 def sys(ret):
     if ret != 0:
         raise OSError(ctypes.get_errno(), "failed")
@@ -80,7 +88,6 @@ t("mknod", lambda: os.mknod("/tmp/n", 0o600 | 0o020000, os.makedev(1, 3)))
 t("raw_socket", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))
 t("unshare_userns", lambda: sys(libc.unshare(0x10000000)))
 t("mount_tmpfs", lambda: sys(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
-t("sysrq", lambda: open("/proc/sysrq-trigger", "w").write("h"))
 EOF
 echo setuid_files="$(find / \( -path /proc -o -path /sys \) -prune -o -type f -perm /6000 -print 2>/dev/null | tr '\n' ' ')"
 """
@@ -88,7 +95,9 @@ echo setuid_files="$(find / \( -path /proc -o -path /sys \) -prune -o -type f -p
 SOCKETS = r"""
 python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/tmp/control.sock")'
 echo control_socket=$( [ -S /tmp/control.sock ] && echo found || echo missing )
-echo sockets="$(find / \( -path /proc -o -path /sys \) -prune -o -type s -print 2>/dev/null | grep -v '^/tmp/control.sock$' | tr '\n' ' ')"
+# -xtype, not -type: find may take -type from the directory entry, and a socket bind-mounted over an
+# overlayfs file keeps that file's entry type (a regular file); -xtype looks at the mounted inode
+echo sockets="$(find / \( -path /proc -o -path /sys \) -prune -o -xtype s -print 2>/dev/null | grep -v '^/tmp/control.sock$' | tr '\n' ' ')"
 echo docker_sock=$(ls /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock 2>/dev/null | wc -l)
 """
 
@@ -245,6 +254,7 @@ def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathF
     key = "sk-ant-test-" + secrets.token_urlsafe(24)
     sentinel = "HXSENTINEL_" + secrets.token_hex(4)
     gateway_view: dict[str, str] = {}
+    gateway_addresses: dict[str, dict[str, str]] = {}
 
     def gateway_hook(name: str, _data: dict[str, Any]) -> None:
         for _ in range(100):
@@ -255,6 +265,8 @@ def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathF
             time.sleep(0.1)
         code, out = engine.exec_run(name, ["cat", GATEWAY_KEY_PATH])
         gateway_view[name] = out.decode(errors="replace") if code == 0 else f"exit {code}"
+        networks = engine.inspect(name)["NetworkSettings"]["Networks"]
+        gateway_addresses[name] = {net: v["IPAddress"] for net, v in networks.items() if v.get("IPAddress")}
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(sentinel, "host-environment-must-not-leak")
@@ -268,6 +280,7 @@ def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathF
         "key": key,
         "sentinel": sentinel,
         "gateway_view": gateway_view,
+        "gateway_addresses": gateway_addresses,
         "repo": repo,
         "repo_before": repo_before,
         "markers": markers,
@@ -347,10 +360,20 @@ def test_positive_control_the_identity_probe_sees_privileges_where_they_exist(at
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_only_workspace_tmp_and_home_are_writable(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_only_workspace_tmp_home_and_the_private_ipc_mounts_are_writable(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
     seen = kv(_probe(attacked, "sec-container", "writes", arm))
     writable = {d for d, v in seen.items() if v == "ok"}
-    assert writable == {"/tmp", "/home/agent", "/workspace"}, seen  # the positive controls are in this set
+    # the positive controls are in this set; /dev/shm and /dev/mqueue are the engine's own mounts of
+    # the container's private IPC namespace (bounded: a 64 MB tmpfs, the kernel's queue limits)
+    assert writable == {"/tmp", "/home/agent", "/workspace", "/dev/shm", "/dev/mqueue"}, seen
+    assert seen["/var/tmp"] == "denied" and seen["/dev"] == "denied", seen
+    mounts = {}
+    for line in _probe(attacked, "sec-container", "mounts", arm).splitlines():
+        parts = line.split()
+        if len(parts) >= 4:
+            mounts[parts[1]] = (parts[2], set(parts[3].split(",")))
+    assert mounts["/dev/shm"][0] == "tmpfs" and {"nosuid", "nodev", "noexec", "size=65536k"} <= mounts["/dev/shm"][1]
+    assert mounts["/dev/mqueue"][0] == "mqueue" and {"nosuid", "nodev", "noexec"} <= mounts["/dev/mqueue"][1]
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
@@ -377,15 +400,37 @@ def test_mounts_seen_from_inside_are_exactly_the_intended_ones(attacked, arm: st
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
 def test_privilege_escalation_attempts_fail(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
     seen = kv(_probe(attacked, "sec-container", "privesc", arm))
-    for attempt in ("setuid0", "chown_root", "mknod", "raw_socket", "unshare_userns", "mount_tmpfs", "sysrq"):
+    for attempt in ("setuid0", "chown_root", "mknod", "raw_socket", "unshare_userns", "mount_tmpfs"):
         assert seen[attempt] == "denied", (attempt, seen)
     assert seen["setuid_files"] == "", "setuid/setgid binaries in the image"
 
 
 def test_positive_control_privileged_operations_succeed_in_a_plain_root_container(attacked) -> None:  # type: ignore[no-untyped-def]
-    seen = kv(control_run(attacked["images"].trial, ["sh", "-c", PRIVESC], extra=["--user", "0:0"]).stdout)
+    """A plain root container: its default capabilities allow the first four attempts, and the
+    probe finds a setuid file that exists."""
+    plant = "cp /bin/true /tmp/hx-suid && chmod 4755 /tmp/hx-suid && "
+    proc = control_run(attacked["images"].trial, ["sh", "-c", plant + PRIVESC], extra=["--user", "0:0"])
+    seen = kv(proc.stdout)
     for attempt in ("setuid0", "chown_root", "mknod", "raw_socket"):
-        assert seen[attempt] == "allowed", (attempt, seen)
+        assert seen[attempt] == "allowed", (attempt, seen, proc.stderr)
+    assert seen["setuid_files"] == "/tmp/hx-suid", seen
+
+
+def test_positive_control_namespaces_and_mounts_succeed_with_sys_admin_and_no_seccomp(attacked) -> None:  # type: ignore[no-untyped-def]
+    """A new user namespace and a mount are denied even to a plain root container (default seccomp,
+    no CAP_SYS_ADMIN); with both lifted the same probe reports them allowed."""
+    unconfined = [
+        "--cap-add",
+        "SYS_ADMIN",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--security-opt",
+        "apparmor=unconfined",
+    ]
+    proc = control_run(attacked["images"].trial, ["sh", "-c", PRIVESC], extra=["--user", "0:0", *unconfined])
+    seen = kv(proc.stdout)
+    for attempt in ("unshare_userns", "mount_tmpfs"):
+        assert seen[attempt] == "allowed", (attempt, seen, proc.stderr)
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
@@ -396,20 +441,39 @@ def test_no_docker_socket_and_no_foreign_sockets(attacked, arm: str) -> None:  #
     assert seen["sockets"] == "", seen["sockets"]
 
 
+def test_positive_control_the_socket_probe_finds_a_mounted_docker_socket(attacked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A unix socket bind-mounted where the engine's would be is reported by the same probe."""
+    path = tmp_path / "fake-docker.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        extra = ["-v", f"{path}:/var/run/docker.sock"]
+        seen = kv(control_run(attacked["images"].trial, ["sh", "-c", SOCKETS], extra=extra).stdout)
+    assert seen["control_socket"] == "found", seen
+    assert seen["docker_sock"] == "2", seen  # /var/run is /run: both names reach the one socket
+    assert "/run/docker.sock" in seen["sockets"].split(), seen
+
+
 def test_the_skill_is_a_read_only_copy_and_only_in_the_skill_arm(attacked) -> None:  # type: ignore[no-untyped-def]
     assert kv(_probe(attacked, "sec-container", "skill", "skill"))["skill_read"] == "ok"  # positive control
     assert kv(_probe(attacked, "sec-container", "skill", "baseline"))["skill_read"] == "absent"
-    for data in attacked["inspector"].by_role("agent"):
-        for m in data["Mounts"]:
-            if m["Destination"] == "/skill":
-                assert m["RW"] is False
-                assert m["Source"].startswith(str(attacked["work_root"])), "mounted from a controller-owned copy"
+    agents = attacked["inspector"].by_role("agent")
+    arms = {data["Config"]["Labels"]["harness.trial"].split(".")[-2] for data in agents}
+    assert arms == {"baseline", "skill"}, arms
+    for data in agents:
+        skill_mounts = [m for m in data["Mounts"] if m["Destination"] == "/skill"]
+        if data["Config"]["Labels"]["harness.trial"].split(".")[-2] == "baseline":
+            assert skill_mounts == [], skill_mounts
+            continue
+        assert len(skill_mounts) == 1, data["Mounts"]
+        assert skill_mounts[0]["RW"] is False
+        assert skill_mounts[0]["Source"].startswith(str(attacked["work_root"])), "mounted from a controller-owned copy"
 
 
 def test_docker_inspect_shows_the_hardening_on_every_container(attacked) -> None:  # type: ignore[no-untyped-def]
     inspector = attacked["inspector"]
     roles = {d["Config"]["Labels"].get("harness.role") for d in inspector.seen.values()}
     assert {"agent", "collect", "verify", "judge", "gateway", "scripted-api"} <= roles, roles
+    gateway_ips = {net: ip for addresses in attacked["gateway_addresses"].values() for net, ip in addresses.items()}
     for name, data in inspector.seen.items():
         hc, cfg = data["HostConfig"], data["Config"]
         role = cfg["Labels"]["harness.role"]
@@ -430,7 +494,9 @@ def test_docker_inspect_shows_the_hardening_on_every_container(attacked) -> None
         for m in data["Mounts"]:
             assert m["Type"] == "bind" and "docker.sock" not in m["Source"], (name, m)
         if role in ("agent", "judge"):
-            assert hc["Dns"] and hc["NetworkMode"].startswith("hx-"), name
+            # the only DNS upstream is the trial's own gateway, at its address on this trial's network
+            assert hc["NetworkMode"].startswith("hx-"), name
+            assert hc["Dns"] == [gateway_ips[hc["NetworkMode"]]], (name, hc["Dns"], gateway_ips)
         if role in ("collect", "verify"):
             assert hc["NetworkMode"] == "none", name
         if role == "agent":
@@ -474,6 +540,10 @@ def test_the_key_is_in_the_gateway_and_nowhere_in_the_agent(attacked) -> None:  
         assert seen["key_proc"] == "", seen["key_proc"]
     for name, data in attacked["inspector"].seen.items():
         assert key not in json.dumps(data), f"the key is visible in docker inspect of {name}"
+    # positive control: the same probe finds a key that is in a process's environment
+    control_key = "ANTHROPIC_API_KEY=sk-ant-test-control-" + secrets.token_hex(8)
+    proc = control_run(attacked["images"].trial, ["sh", "-c", SECRETS], extra=["-e", control_key])
+    assert "/proc/1/environ" in kv(proc.stdout)["key_proc"].split(), proc.stdout
 
 
 def test_the_key_never_reaches_results_artifacts_or_logs(attacked) -> None:  # type: ignore[no-untyped-def]
@@ -508,6 +578,7 @@ def test_the_host_environment_is_not_passed_through(attacked) -> None:  # type: 
     # positive control: the same probe sees a variable that is passed
     proc = control_run(attacked["images"].trial, ["sh", "-c", SECRETS], extra=["-e", f"{sentinel}=x"])
     assert kv(proc.stdout)["sentinel_env"] == "1"
+    assert "/proc/1/environ" in kv(proc.stdout)["sentinel_proc"].split(), proc.stdout
 
 
 # -------------------------------------------------------------------- gateway
@@ -557,6 +628,29 @@ def test_the_users_repository_is_byte_for_byte_unchanged(attacked) -> None:  # t
     before = attacked["repo_before"]
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert changed == [], changed
+
+
+def test_positive_control_the_tree_digest_sees_a_change_inside_git(attacked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """One edit to .git/config, one mode change, one new hook: each changes the digest."""
+    copy = tmp_path / "repo"
+    shutil.copytree(attacked["repo"], copy, symlinks=True)
+    before = tree_digest(copy)
+    assert before == tree_digest(attacked["repo"]), "the digest does not depend on where the tree is"
+    os.utime(copy / ".git" / "config")  # a touch alone changes no byte: not a change
+    assert tree_digest(copy) == before
+    (copy / ".git" / "hooks").mkdir(exist_ok=True)
+    edits = {
+        ".git/config": lambda: (copy / ".git" / "config").write_text(
+            (copy / ".git" / "config").read_text() + "[core]\n\tfsmonitor = true\n"
+        ),
+        ".git/HEAD": lambda: os.chmod(copy / ".git" / "HEAD", 0o755),
+        ".git/hooks/pre-commit": lambda: (copy / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\n"),
+    }
+    for rel, edit in edits.items():
+        prior = tree_digest(copy)
+        edit()
+        now = tree_digest(copy)
+        assert sorted(k for k in set(prior) | set(now) if prior.get(k) != now.get(k)) == [rel], rel
 
 
 def test_planted_git_payloads_never_run_on_the_host(attacked) -> None:  # type: ignore[no-untyped-def]
