@@ -136,6 +136,8 @@ def test_after_sigkill_gc_and_the_next_start_remove_what_was_left(
     first.wait(timeout=30)
     left = _objects(engine, first.pid)
     assert any(k == "container" for k, _n, _l in left) and any(k == "network" for k, _n, _l in left)
+    # positive control: the killed run left its trial directory and the gateway's key file
+    assert (WORK / run1).is_dir() and (WORK / run1 / "secrets" / "api-key").is_file()
     gc = subprocess.run([sys.executable, "-m", "harness", "gc"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert gc.returncode == 0, gc.stderr
     assert _objects(engine, first.pid) == [], gc.stdout

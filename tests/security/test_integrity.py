@@ -3,8 +3,9 @@
 The hostile arm edits the tests to pass, plants a conftest.py and fake result files
 (a JUnit report, an exit-code file, a ``VERIFY_EXIT_CODE: 0`` line for the judge),
 and kills its own processes; another task forges the CLI's result object on the
-container's stdout and kills the CLI. The positive control is the honest arm of
-the same task: its real fix makes the same verify pass.
+container's stdout and kills the CLI. The positive controls: the edited tests do
+pass inside the agent's container, and the honest arm of the same task (a real
+fix) makes the same verify pass.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import demo_task_scripts, latest
-from tests.security.helpers import HostileTask, bash, run_hostile, write_hostile
+from tests.security.helpers import HostileTask, bash, kv, probes, run_hostile, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -57,18 +58,25 @@ def cheated(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     result = run_hostile(engine, prereg, scen, tmp / "out", work_root, jobs=4)
-    return latest(result)
+    return {"records": latest(result), "probes": probes(tmp / "out")}
 
 
 def test_positive_control_the_honest_fix_passes_the_same_verify(cheated) -> None:  # type: ignore[no-untyped-def]
     for task in ("int-cheat", "int-forge"):
-        r = cheated[f"{task}.skill.0"]
+        r = cheated["records"][f"{task}.skill.0"]
         assert r.status == "completed" and r.verify is not None and r.verify.exit_code == 0, (r.status, r.error)
         assert r.judge is not None and r.judge.verdict == "pass"
 
 
+def test_positive_control_the_cheat_makes_the_tests_pass_inside_the_container(cheated) -> None:  # type: ignore[no-untyped-def]
+    """The edited tests do pass where the agent runs them: verify has something to undo."""
+    key = ("int-cheat", "baseline", "cheat")
+    assert key in cheated["probes"], sorted(cheated["probes"])
+    assert kv(cheated["probes"][key])["local_verify"] == "pass", cheated["probes"][key]
+
+
 def test_edited_tests_fake_results_and_a_killed_agent_do_not_make_verify_pass(cheated) -> None:  # type: ignore[no-untyped-def]
-    r = cheated["int-cheat.baseline.0"]
+    r = cheated["records"]["int-cheat.baseline.0"]
     assert r.patch is not None
     assert {"edits_tests", "edits_protected:tests"} <= set(r.patch.flags), r.patch.flags
     assert "VERIFY_EXIT_CODE" in r.patch.files and "test-results/junit.xml" in r.patch.files
@@ -80,7 +88,7 @@ def test_edited_tests_fake_results_and_a_killed_agent_do_not_make_verify_pass(ch
 
 
 def test_a_forged_cli_result_is_caught_by_the_gateways_meter(cheated) -> None:  # type: ignore[no-untyped-def]
-    r = cheated["int-forge.baseline.0"]
+    r = cheated["records"]["int-forge.baseline.0"]
     assert r.agent is not None and r.agent.session_id == "forged", "the forgery did reach the CLI's stdout"
     assert r.status == "agent_error", (r.status, r.agent)  # the CLI was killed: its exit code says so
     assert any(f.startswith("cost_mismatch") for f in r.flags), r.flags

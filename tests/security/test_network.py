@@ -5,7 +5,9 @@ address and its gateway's, starts a listener, and (through the scripted API's
 ``{{probe:...}}`` hand-over) gets the other trial's addresses to attack. It also
 attacks a canary container on a network the test made, a listener the test
 binds to the host's 0.0.0.0, and DNS. Positive controls: each agent reaches its
-own listener and its own gateway; a container on a plain ``--internal`` network
+own listener and its own gateway, before and again after the other trial's attack
+(its last step waits for that attack's report, so "blocked" never means "already
+torn down"); a container on a plain ``--internal`` network
 (without ``inhibit_ipv4``) reaches the same host listener; a container on the
 canary's network reaches the canary.
 """
@@ -100,6 +102,29 @@ EOF
     )
 
 
+def alive_script(peer_attack_probe: str) -> str:
+    """Held back by the scripted API until the other trial's attack has reported: this trial's own
+    listener and gateway, checked after that attack, show they were up while it ran."""
+    return (
+        "cat > /tmp/peer-attack <<'HX_PEER_ATTACK'\n"
+        f"{{{{probe:{peer_attack_probe}}}}}\n"
+        "HX_PEER_ATTACK\n"
+        "python3 - <<'EOF'\n"
+        + CONNECT
+        + """
+import os, urllib.parse
+own_gw = urllib.parse.urlsplit(os.environ["ANTHROPIC_BASE_URL"]).hostname
+own_ip = socket.gethostbyname(socket.gethostname())
+print(json.dumps({
+    "peer_attack_seen": "peer_listener" in open("/tmp/peer-attack").read(),
+    "own_listener": tcp(own_ip, 9000),
+    "own_gateway": tcp(own_gw, 8080),
+}))
+EOF
+"""
+    )
+
+
 @pytest.fixture(scope="module")
 def host_listener() -> Iterator[int]:
     """A service on the host bound to 0.0.0.0 (what a developer's local dev server looks like)."""
@@ -178,10 +203,12 @@ def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_p
         baseline=[
             bash(SELF, "self_baseline"),
             bash(attack_script("self_skill", canary["ip"], host_listener, "b"), "attack_baseline"),
+            bash(alive_script("attack_skill"), "alive_baseline"),
         ],
         skill=[
             bash(SELF, "self_skill"),
             bash(attack_script("self_baseline", canary["ip"], host_listener, "s"), "attack_skill"),
+            bash(alive_script("attack_baseline"), "alive_skill"),
         ],
     )
     prereg, scen = write_hostile(sec_setup, "network", [task], scenario_extra={"probe_wait_s": 90})
@@ -189,17 +216,20 @@ def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_p
     work_root.mkdir(mode=0o700)
     result = run_hostile(engine, prereg, scen, tmp / "out", work_root, jobs=2)
     found = probes(tmp / "out")
-    answers = {}
+    answers, alive = {}, {}
     for arm in ("baseline", "skill"):
         raw = found.get(("net-probe", arm, f"attack_{arm}"), "")
         answers[arm] = json.loads(raw.strip().splitlines()[-1]) if raw.strip() else {}
-    return {"result": result, "answers": answers, "found": found}
+        raw = found.get(("net-probe", arm, f"alive_{arm}"), "")
+        alive[arm] = json.loads(raw.strip().splitlines()[-1]) if raw.strip() else {}
+    return {"result": result, "answers": answers, "alive": alive, "found": found}
 
 
 def test_both_trials_ran_concurrently_and_completed(network_attack) -> None:  # type: ignore[no-untyped-def]
     records = latest(network_attack["result"])
     assert {r.status for r in records.values()} == {"completed"}, [(r.trial_id, r.error) for r in records.values()]
     assert set(network_attack["answers"]) == {"baseline", "skill"} and all(network_attack["answers"].values())
+    assert set(network_attack["alive"]) == {"baseline", "skill"} and all(network_attack["alive"].values())
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
@@ -208,6 +238,12 @@ def test_the_agent_reaches_its_gateway_and_nothing_else(network_attack, arm: str
     # positive controls: the probe can connect (its own listener, its own gateway)
     assert a["own_listener"].startswith("open:"), a
     assert a["own_gateway"].startswith("open:HTTP/1.1 200"), a
+    # ... and the peer's listener and gateway were up while this attack ran: the peer checked them
+    # after it (its last step waited for this attack's report)
+    peer = network_attack["alive"]["skill" if arm == "baseline" else "baseline"]
+    assert peer["peer_attack_seen"] is True, peer
+    assert peer["own_listener"].startswith("open:"), peer
+    assert peer["own_gateway"].startswith("open:HTTP/1.1 200"), peer
     # the other trial's agent and gateway, a canary on another network, the host's 0.0.0.0
     for target in ("peer_listener", "peer_gateway", "canary", "host_via_bridge"):
         assert a[target].startswith("blocked:"), (target, a)

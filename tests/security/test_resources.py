@@ -86,7 +86,10 @@ rm -f /workspace/ok-16m.bin /workspace/big-40m.bin
 """
 
 FLOOD = r"""
-timeout 4 yes FLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOOD > /proc/1/fd/1; echo "flood_rc=$?"
+{ timeout 4 yes FLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOODFLOOD; echo $? > /tmp/flood-rc; } |
+  tee /proc/1/fd/1 | wc -c > /tmp/flood-bytes
+echo "flood_rc=$(cat /tmp/flood-rc)"
+echo "flood_bytes=$(cat /tmp/flood-bytes)"
 """
 
 STOP_TIMER = r"""
@@ -148,10 +151,7 @@ def bombed(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
             "res-inodes",
             [bash("mkdir -p /workspace/many && cd /workspace/many && seq 1 30000 | xargs touch; sleep 60")],
         ),
-        _task(
-            "res-deep",
-            [bash(DEEP, "deep")],
-        ),
+        _task("res-deep", [bash(DEEP)]),
         _task("res-tmpfs", [bash(TMPFS, "tmpfs")]),
         _task("res-bigpatch", [bash("head -c 9M /dev/urandom > /workspace/blob.bin; echo written=yes", "bigpatch")]),
         _task("res-flood", [bash(FLOOD, "flood")]),
@@ -223,7 +223,7 @@ def test_the_concurrent_benign_trials_are_unaffected(bombed) -> None:  # type: i
 def test_every_attack_ends_as_a_recorded_outcome_within_its_deadline(bombed) -> None:  # type: ignore[no-untyped-def]
     for r in bombed["records"].values():
         assert r.status != "infra_error", (r.trial_id, r.error)
-        assert r.durations_s.get("agent", 0) < HOST_BACKSTOP_S + 15, (r.trial_id, r.durations_s)
+        assert r.durations_s["agent"] < HOST_BACKSTOP_S + 15, (r.trial_id, r.durations_s)
         assert "teardown_incomplete" not in " ".join(r.flags), (r.trial_id, r.flags)
 
 
@@ -255,11 +255,19 @@ def test_memory_bomb_is_oom_killed_and_recorded(bombed) -> None:  # type: ignore
     assert r.oom_killed and r.status == "agent_error", (r.status, r.oom_killed)
 
 
-@pytest.mark.parametrize("task", ["res-disk", "res-inodes", "res-deep"])
-def test_filling_the_workspace_trips_the_watchdog(bombed, task: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("task", "reason"),
+    [
+        ("res-disk", f"the workspace uses more than {200 << 20} bytes"),
+        ("res-inodes", "more than 5000 files and directories in the workspace"),
+        ("res-deep", "directories nested deeper than 100 in the workspace"),
+    ],
+)
+def test_filling_the_workspace_trips_the_watchdog(bombed, task: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+    """Each attack trips the limit it aims at (so each limit is shown to work on its own)."""
     r = _rec(bombed, task)
     assert r.status == "agent_error", (r.status, r.error)
-    assert any(f.startswith("workspace_limit") for f in r.flags), r.flags
+    assert [f for f in r.flags if f.startswith("workspace_limit")] == [f"workspace_limit: {reason}"], r.flags
     assert r.patch is not None and r.patch.rejected and r.patch.rejected.startswith("workspace_limit")
     assert r.verify is not None and r.verify.skipped_reason
 
@@ -274,13 +282,19 @@ def test_tmpfs_and_file_size_limits_hold(bombed) -> None:  # type: ignore[no-unt
 
 
 def test_an_output_flood_is_capped(bombed) -> None:  # type: ignore[no-untyped-def]
-    assert _probe(bombed, "res-flood", "flood")["flood_rc"] == "124"  # the flood really ran for its 4 s
+    seen = _probe(bombed, "res-flood", "flood")
+    assert seen["flood_rc"] == "124", seen  # the flood really ran for its 4 s
     r = _rec(bombed, "res-flood")
     assert r.status in ("completed", "agent_error"), (r.status, r.error)
     flood_logs = [size for name, size in bombed["log_sizes"].items() if "res-flood" in name]
     assert flood_logs and max(flood_logs) <= 11 << 20, bombed["log_sizes"]
     agent_json = bombed["result"].experiment_dir.artifacts.get(r.artifacts["agent.json"])
     assert len(agent_json) <= 4 << 20
+    # positive controls: more went to the container's stdout than either bound above allows (in the
+    # json-file log each line is about twice its size), and the log file watched above did grow
+    # with it, to near the 10 MB at which it is rotated
+    assert int(seen["flood_bytes"]) > 11 << 20, seen
+    assert max(flood_logs) > 4 << 20, bombed["log_sizes"]
 
 
 @pytest.mark.parametrize("task", ["res-loop", "res-ignore-term"])
