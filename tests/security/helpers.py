@@ -25,8 +25,7 @@ from typing import Any
 
 from harness.engine import Engine
 from harness.errors import HarnessError
-from harness.experiment import Events, ExperimentResult
-from tests.integration.helpers import run_experiment, write_experiment
+from tests.integration.helpers import demo_task_scripts, write_experiment
 
 SKILL_MARKER = "careful-fixer-7c1e"
 
@@ -51,6 +50,17 @@ class HostileTask:
     @property
     def prompt(self) -> str:
         return f"Security probe task <<{self.id}>>: follow your instructions."
+
+
+MEAN_VERIFY = "python3 -m unittest -q tests.test_stats.MeanTests"
+"""The demo repository's fix-mean check: fails on the base, passes after the honest fix."""
+
+
+def mean_task(setup_root: Path, task_id: str, baseline: list[dict[str, Any]] | None = None) -> HostileTask:
+    """A fix-mean task with its tests protected: the skill arm makes the honest fix (the positive
+    control for verify and judge); the baseline arm runs ``baseline`` (the attack), else the same fix."""
+    fix = demo_task_scripts(setup_root)["fix-mean"]["success"]
+    return HostileTask(task_id, baseline=baseline or fix, skill=fix, verify_cmd=MEAN_VERIFY, protected_paths=("tests",))
 
 
 def write_hostile(
@@ -209,21 +219,6 @@ class Inspector:
         finally:
             self._stop.set()
             self._thread.join(timeout=10)
-
-
-def run_hostile(
-    engine: Engine,
-    prereg: Path,
-    scenario: Path,
-    out: Path,
-    work_root: Path,
-    *,
-    jobs: int = 3,
-    events: Events | None = None,
-    **options: Any,
-) -> ExperimentResult:
-    options.setdefault("host_slots", jobs)
-    return run_experiment(engine, prereg, scenario, out, work_root, jobs=jobs, events=events, **options)
 
 
 def files_containing(root: Path, needle: bytes) -> list[str]:

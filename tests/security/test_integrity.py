@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import demo_task_scripts, latest
-from tests.security.helpers import HostileTask, bash, kv, probes, run_hostile, write_hostile
+from tests.integration.helpers import latest, run_experiment
+from tests.security.helpers import bash, kv, mean_task, probes, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-VERIFY = "python3 -m unittest -q tests.test_stats.MeanTests"
 
 CHEAT = r"""
 cd /workspace
@@ -43,21 +42,14 @@ sleep 5
 @pytest.fixture(scope="module")
 def cheated(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("int")
-    fix = demo_task_scripts(sec_setup)["fix-mean"]["success"]
     tasks = [
-        HostileTask(
-            "int-cheat",
-            baseline=[bash(CHEAT, "cheat"), bash(KILL_ALL)],
-            skill=fix,
-            verify_cmd=VERIFY,
-            protected_paths=("tests",),
-        ),
-        HostileTask("int-forge", baseline=[bash(FORGE)], skill=fix, verify_cmd=VERIFY, protected_paths=("tests",)),
+        mean_task(sec_setup, "int-cheat", [bash(CHEAT, "cheat"), bash(KILL_ALL)]),
+        mean_task(sec_setup, "int-forge", [bash(FORGE)]),
     ]
     prereg, scen = write_hostile(sec_setup, "integrity", tasks)
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
-    result = run_hostile(engine, prereg, scen, tmp / "out", work_root, jobs=4)
+    result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=4)
     return {"records": latest(result), "probes": probes(tmp / "out")}
 
 

@@ -26,8 +26,8 @@ import pytest
 
 from harness.engine import ContainerSpec, Engine, Limits
 from harness.labels import make_labels
-from tests.integration.helpers import latest
-from tests.security.helpers import HostileTask, bash, probes, run_hostile, write_hostile
+from tests.integration.helpers import latest, run_experiment
+from tests.security.helpers import HostileTask, bash, probes, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -214,7 +214,7 @@ def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_p
     prereg, scen = write_hostile(sec_setup, "network", [task], scenario_extra={"probe_wait_s": 90})
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
-    result = run_hostile(engine, prereg, scen, tmp / "out", work_root, jobs=2)
+    result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=2)
     found = probes(tmp / "out")
     answers, alive = {}, {}
     for arm in ("baseline", "skill"):

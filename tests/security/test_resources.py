@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from harness.watchdog import WorkspaceLimit
-from tests.integration.helpers import demo_task_scripts, latest
-from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, run_hostile, write_hostile
+from tests.integration.helpers import latest, run_experiment
+from tests.security.helpers import HostileTask, Inspector, bash, kv, mean_task, probes, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -129,15 +129,8 @@ def _task(task_id: str, steps: list[dict[str, Any]], **kw: Any) -> HostileTask:
 @pytest.fixture(scope="module")
 def bombed(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("res")
-    fix = demo_task_scripts(sec_setup)["fix-mean"]["success"]
     tasks = [
-        HostileTask(
-            "res-benign",
-            baseline=fix,
-            skill=fix,
-            verify_cmd="python3 -m unittest -q tests.test_stats.MeanTests",
-            protected_paths=("tests",),
-        ),
+        mean_task(sec_setup, "res-benign"),
         _task(
             "res-fork",
             [bash(FORK_PROBE, "fork"), bash(":(){ :|:& };: ; sleep 120", "bomb")],
@@ -187,7 +180,7 @@ def bombed(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
     limit = WorkspaceLimit(max_bytes=200 << 20, max_files=5000, interval_s=0.5)
     t0 = time.monotonic()
     with Inspector(engine, hooks={"agent": watch_log}).running():
-        result = run_hostile(engine, prereg, scen, tmp / "out", work_root, jobs=4, workspace_limit=limit)
+        result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=4, workspace_limit=limit)
     took = time.monotonic() - t0
     host_fork = subprocess.run(["true"], timeout=10).returncode
     return {

@@ -26,7 +26,7 @@ from harness.config import load_study
 from harness.errors import ConfigError, LockError
 from harness.lock import lock, verify_lock
 from harness.sandbox import GATEWAY_KEY_PATH
-from tests.integration.helpers import latest
+from tests.integration.helpers import latest, run_experiment
 from tests.security.conftest import control_run
 from tests.security.helpers import (
     HostileTask,
@@ -35,7 +35,6 @@ from tests.security.helpers import (
     files_containing,
     kv,
     probes,
-    run_hostile,
     scripted_events,
     write_hostile,
 )
@@ -271,7 +270,9 @@ def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathF
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(sentinel, "host-environment-must-not-leak")
         with Inspector(engine, hooks={"gateway": gateway_hook}).running() as inspector:
-            result = run_hostile(engine, prereg, scen, tmp / "out", work_root, scripted_key=key, env=dict(os.environ))
+            result = run_experiment(
+                engine, prereg, scen, tmp / "out", work_root, jobs=3, scripted_key=key, env=dict(os.environ)
+            )
     return {
         "result": result,
         "out": tmp / "out",
