@@ -251,12 +251,17 @@ class Engine:
         deadline_s: float,
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
+        gate: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
     ) -> ExitInfo:
-        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call."""
+        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call.
+
+        ``gate``, when given, is entered around the start: it may refuse (raise) to start the container,
+        which is then removed like on any other path (see :class:`harness.trial.StartGate`)."""
         t0 = time.monotonic()
         self.create(spec)
         try:
-            self.start(spec.name)
+            with gate() if gate is not None else contextlib.nullcontext():
+                self.start(spec.name)
             if on_started is not None:
                 on_started(spec.name)
             exit_code, timed_out = self.wait(spec.name, deadline_s)

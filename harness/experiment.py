@@ -48,7 +48,7 @@ from harness.redact import Redactor
 from harness.retry import retrying
 from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
 from harness.store import ExperimentDir
-from harness.trial import TrialContext, run_trial
+from harness.trial import StartGate, TrialContext, run_trial
 from harness.watchdog import WorkspaceLimit
 from harness.workspace import container_user, copy_skill, remove_tree
 
@@ -352,6 +352,7 @@ class Experiment:
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
+        self.starts = StartGate(self.stop)
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -360,6 +361,7 @@ class Experiment:
         threading.Thread(target=self._kill_running, daemon=True).start()
 
     def _kill_running(self) -> None:
+        self.starts.close()  # after this, every container of the run that will ever run is running now
         try:
             for kind, name, labels in self.engine.labelled({RUN: self.run_id}):
                 if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
@@ -669,6 +671,7 @@ class Experiment:
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+                starts=self.starts,
             )
             return loop.run(todo).ran
         finally:
