@@ -200,6 +200,14 @@ class Decision(Strict):
     """curtail: stop once the remaining trials cannot change the point-rule decision."""
 
 
+class JudgeSettings(Strict):
+    reuse_identical: bool = False
+    """Share one judge verdict between trials of a task whose judge input (diff, verify exit code,
+    model) is byte-identical. Off by default: a real judge is stochastic, and sharing its verdict
+    makes identical patches agree by construction. Verify results are always shared on identical
+    patches (its input is identical; see harness.samepatch)."""
+
+
 class Preregistration(Strict):
     skill: str
     """Name of the skill under evaluation."""
@@ -217,6 +225,7 @@ class Preregistration(Strict):
     """Folder (relative to this file) a rejected skill is moved to when on_rejection is shelve."""
     execution: Execution = Execution()
     decision: Decision = Decision()
+    judge: JudgeSettings = JudgeSettings()
     lock: LockBlock | None = None
 
     @field_validator("skill")

@@ -32,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, workroots
+from harness import __version__, decision, gitops, plan, reuse, samepatch, sandbox, scenario, workroots
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -673,6 +673,7 @@ class Experiment:
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
                 starts=self.starts,
+                same_patch=self._same_patch(store, provenance, images),
             )
             return loop.run(todo).ran
         finally:
@@ -686,6 +687,19 @@ class Experiment:
             for error in errors:
                 self.events.message(f"cleanup: {error}")
             remove_tree(run_root)
+
+    def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:
+        """The run's identical-patch caches, seeded with the verify results already in the directory."""
+        same = samepatch.SamePatch(judge_reuse=self.study.prereg.judge.reuse_identical)
+        tasks = {t.id: t for t in self.study.target_tasks()}
+        timeout_s = self.study.prereg.execution.budgets.verify_timeout_s
+        for rec in store.results.read().records:
+            task = tasks.get(rec.task_id)
+            if task is None or rec.patch is None or rec.verify is None or rec.provenance != provenance:
+                continue
+            key = samepatch.verify_key(task, provenance.base_sha, images.trial, rec.patch.sha256, timeout_s)
+            same.verify.seed(key, rec.verify, rec.trial_id)
+        return same
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""

@@ -96,6 +96,8 @@ class VerifyResult(Model):
     output_tail: str = ""
     skipped_reason: str | None = None
     oom_killed: bool = False
+    reused_from: str | None = None
+    """Trial id whose verify ran on a byte-identical patch of the same task (see harness.samepatch)."""
 
 
 class JudgeResult(Model):
@@ -106,6 +108,8 @@ class JudgeResult(Model):
     error: str | None = None
     duration_ms: int | None = None
     """The judge CLI's own run time (its result's duration_ms)."""
+    reused_from: str | None = None
+    """Trial id whose judge saw the identical input (only with ``judge.reuse_identical``); this trial paid nothing."""
 
 
 class ReusedFrom(Model):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import gateway, judge, patch, sandbox, watchdog, workspace
+from harness import gateway, judge, patch, samepatch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -106,6 +106,8 @@ class TrialContext:
     """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
     starts: StartGate = field(default_factory=lambda: StartGate(threading.Event()))
     """Shared by the run's trials and its stop (the experiment passes one built on ``stop``)."""
+    same_patch: samepatch.SamePatch = field(default_factory=samepatch.SamePatch)
+    """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
 
 
 @dataclass
@@ -226,7 +228,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
         truncated = done.status in ("timeout", "budget_exceeded")
         with phase("verify"):
-            done.verify = _verify(ctx, spec.task, names["verify"], labels, dirs, done.patch, truncated)
+            done.verify = _verify(ctx, spec, names["verify"], labels, dirs, done.patch, truncated)
             if done.verify.output_tail:
                 done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
 
@@ -234,7 +236,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             if truncated:
                 done.judge = None
             else:
-                done.judge = _judge(ctx, spec.task, names["judge"], labels, network, gateway_ip, done, diff)
+                done.judge = _judge(ctx, spec, names["judge"], labels, network, gateway_ip, done, diff)
                 if done.judge is not None:
                     done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
             judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
@@ -383,7 +385,7 @@ def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tup
 
 def _verify(
     ctx: TrialContext,
-    task: Task,
+    spec: TrialSpec,
     name: str,
     labels: dict[str, str],
     dirs: workspace.TrialDirs,
@@ -394,34 +396,41 @@ def _verify(
         return VerifyResult(skipped_reason="the agent did not finish (deadline or budget)")
     if info.rejected:
         return VerifyResult(skipped_reason=f"patch rejected: {info.rejected}")
+    task = spec.task
     timeout_s = ctx.execution.budgets.verify_timeout_s
-    run = ctx.engine.run(
-        sandbox.verify_spec(
-            ctx.profile,
-            name=name,
-            labels=labels,
-            verify_tree=dirs.verify,
-            verify_cmd=task.verify_cmd,
-            timeout_s=timeout_s,
-        ),
-        deadline_s=cli.host_deadline_s(timeout_s),
-        output_cap=VERIFY_TAIL,
-        gate=ctx.starts.starting,
-    )
-    _stop_if_asked(ctx)
-    tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
-    timed_out = run.timed_out or run.exit_code == 124
-    return VerifyResult(
-        exit_code=None if run.timed_out else run.exit_code,
-        timed_out=timed_out,
-        output_tail=ctx.redactor.text(tail),
-        oom_killed=run.oom_killed,
-    )
+
+    def run_verify() -> VerifyResult:
+        run = ctx.engine.run(
+            sandbox.verify_spec(
+                ctx.profile,
+                name=name,
+                labels=labels,
+                verify_tree=dirs.verify,
+                verify_cmd=task.verify_cmd,
+                timeout_s=timeout_s,
+            ),
+            deadline_s=cli.host_deadline_s(timeout_s),
+            output_cap=VERIFY_TAIL,
+            gate=ctx.starts.starting,
+        )
+        _stop_if_asked(ctx)
+        tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
+        timed_out = run.timed_out or run.exit_code == 124
+        return VerifyResult(
+            exit_code=None if run.timed_out else run.exit_code,
+            timed_out=timed_out,
+            output_tail=ctx.redactor.text(tail),
+            oom_killed=run.oom_killed,
+        )
+
+    key = samepatch.verify_key(task, ctx.provenance.base_sha, ctx.profile.trial_image, info.sha256, timeout_s)
+    result, source = ctx.same_patch.verify.get(key, spec.trial_id, run_verify)
+    return result if source is None else result.model_copy(update={"reused_from": source})
 
 
 def _judge(
     ctx: TrialContext,
-    task: Task,
+    spec: TrialSpec,
     name: str,
     labels: dict[str, str],
     network: str,
@@ -429,36 +438,47 @@ def _judge(
     done: _Progress,
     diff: bytes,
 ) -> JudgeResult:
+    task = spec.task
     exit_code = done.verify.exit_code if done.verify is not None else None
     prompt = judge.judge_prompt(task, exit_code, diff.decode("utf-8", "replace"), done.patch)
     timeout_s = ctx.execution.budgets.judge_timeout_s
-    command = cli.judge_command(
-        prompt,
-        model=ctx.execution.judge_model,
-        schema=judge.VERDICT_SCHEMA,
-        max_budget_usd=ctx.execution.budgets.judge_usd,
-        timeout_s=timeout_s,
-    )
-    run = ctx.engine.run(
-        sandbox.judge_spec(
-            ctx.profile,
-            name=name,
-            labels=labels,
-            network=network,
-            gateway_ip=gateway_ip,
-            command=command,
-        ),
-        deadline_s=cli.host_deadline_s(timeout_s),
-        output_cap=1 << 20,
-        gate=ctx.starts.starting,
-    )
-    _stop_if_asked(ctx)
-    result = cli.parse_result(run.stdout, run.exit_code)
-    error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"
-    verdict = judge.verdict_from(
-        cli.structured_output(run.stdout), cost_usd=result.cost_usd, model=ctx.execution.judge_model, error=error
-    )
-    return verdict.model_copy(update={"duration_ms": result.duration_ms})
+
+    def run_judge() -> JudgeResult:
+        command = cli.judge_command(
+            prompt,
+            model=ctx.execution.judge_model,
+            schema=judge.VERDICT_SCHEMA,
+            max_budget_usd=ctx.execution.budgets.judge_usd,
+            timeout_s=timeout_s,
+        )
+        run = ctx.engine.run(
+            sandbox.judge_spec(
+                ctx.profile,
+                name=name,
+                labels=labels,
+                network=network,
+                gateway_ip=gateway_ip,
+                command=command,
+            ),
+            deadline_s=cli.host_deadline_s(timeout_s),
+            output_cap=1 << 20,
+            gate=ctx.starts.starting,
+        )
+        _stop_if_asked(ctx)
+        result = cli.parse_result(run.stdout, run.exit_code)
+        error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"
+        verdict = judge.verdict_from(
+            cli.structured_output(run.stdout), cost_usd=result.cost_usd, model=ctx.execution.judge_model, error=error
+        )
+        return verdict.model_copy(update={"duration_ms": result.duration_ms})
+
+    if not ctx.same_patch.judge_reuse:
+        return run_judge()
+    key = samepatch.judge_key(task, exit_code, ctx.execution.judge_model, prompt)
+    verdict, source = ctx.same_patch.judge.get(key, spec.trial_id, run_judge)
+    if source is None:
+        return verdict
+    return verdict.model_copy(update={"reused_from": source, "cost_usd": 0.0, "duration_ms": 0})
 
 
 def _teardown(
