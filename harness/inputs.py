@@ -195,9 +195,7 @@ def _constant(name: str) -> Any:
 def load_json(path: Path, text: str) -> Any:
     """The JSON document in ``text``: strict (no duplicate keys, NaN, huge numbers), checked by :func:`check_tree`."""
     try:
-        data = json.loads(
-            text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant
-        )
+        data = json.loads(text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise ConfigError(path, f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
     except _JSONProblem as e:

@@ -151,7 +151,7 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
     data = parse_yaml(prereg_path, text)
     if not isinstance(data, dict) or "lock" not in data:
         return
-    stripped = strip_lock_block(text)
+    stripped = strip_lock_block(text).rstrip("\n") + "\n"
     try:
         again = parse_yaml(prereg_path, stripped)
     except ConfigError:

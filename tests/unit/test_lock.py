@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 from harness.config import load_study
