@@ -494,5 +494,7 @@ def check_host_fits(study: Study, cpu_count: int | None = None) -> None:
     cpus = study.prereg.execution.resources.cpus
     if cpus > cores:
         raise ConfigError(
-            study.prereg_path, f"{cpus:g} is more than this host's {cores} CPU core(s)", field="execution.resources.cpus"
+            study.prereg_path,
+            f"{cpus:g} is more than this host's {cores} CPU core(s)",
+            field="execution.resources.cpus",
         )
