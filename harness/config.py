@@ -341,7 +341,7 @@ def _raise_validation(path: Path, e: ValidationError) -> None:
         raise ConfigError(path, ctx_error.message, field=prefix + ctx_error.field) from None
     loc = _clean_loc(tuple(err["loc"]))
     field = _loc(loc)
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field (check the spelling; see README for the allowed fields)"
     elif err["type"] == "missing":
@@ -349,7 +349,7 @@ def _raise_validation(path: Path, e: ValidationError) -> None:
     # a union field reports one error per alternative: say them as one
     same = [x for x in errors if _clean_loc(tuple(x["loc"])) == loc]
     if len(same) > 1 and err["type"] not in ("extra_forbidden", "missing"):
-        msg = "; or ".join(dict.fromkeys(x["msg"] for x in same))
+        msg = "; or ".join(dict.fromkeys(x["msg"].removeprefix("Value error, ") for x in same))
     more = len(errors) - len(same)
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"
@@ -460,7 +460,12 @@ def load_study(prereg_path: Path) -> Study:
     for name in ("skill_ref", "tasks", "shelf"):
         _resolve(prereg_path.parent / getattr(prereg, name), prereg_path, name)
     _resolve(prereg_path.parent / prereg.execution.repo, prereg_path, "execution.repo")
-    tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
+    tasks_path = (prereg_path.parent / prereg.tasks).resolve()
+    try:
+        tasks_text = read_text(tasks_path)
+    except ConfigError as e:  # the file itself is wrong (missing, a FIFO, a device): name the field too
+        raise ConfigError(prereg_path, f"the tasks file {e}", field="tasks") from None
+    tasks = parse_tasks(tasks_path, tasks_text)
     study = Study(prereg_path, prereg, tasks)
     if prereg.target_tasks != "all":
         known = tasks.by_id()

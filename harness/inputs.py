@@ -148,6 +148,12 @@ def load_yaml(path: Path, text: str) -> Any:
     """The YAML document in ``text`` (see :class:`_StrictLoader`), checked by :func:`check_tree`."""
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.reader.ReaderError as e:
+        char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "\0")
+        line = text.count("\n", 0, e.position) + 1
+        raise ConfigError(
+            path, f"malformed YAML at line {line}: the character #x{char:04x} is not allowed in YAML"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -182,12 +182,12 @@ def test_lone_surrogate_in_yaml(make_study: StudyFactory, capsys: pytest.Capture
 
 def test_dev_zero_as_tasks(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:
     s = make_study(prereg=prereg_with(**{"tasks: tasks.json": "tasks: /dev/zero"}))
-    assert_refused(capsys, s, "/dev/zero", None, "not a regular file", "device")
+    assert_refused(capsys, s, "/dev/zero", "tasks", "not a regular file", "device")
 
 
 def test_a_directory_as_tasks(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:
     s = make_study(prereg=prereg_with(**{"tasks: tasks.json": "tasks: skill"}))
-    assert_refused(capsys, s, "skill", None, "is a directory")
+    assert_refused(capsys, s, "skill", "tasks", "is a directory")
 
 
 def test_an_oversized_tasks_file(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,7 +211,7 @@ def test_fifo_as_the_tasks_file(make_study: StudyFactory, capsys: pytest.Capture
     s = make_study()
     s.tasks.unlink()
     os.mkfifo(s.tasks)
-    assert_refused(capsys, s, "tasks.json", None, "FIFO")
+    assert_refused(capsys, s, "tasks.json", "tasks", "FIFO")
 
 
 # ------------------------------------------------------------------------ 3. alias bomb
@@ -455,3 +455,18 @@ def test_parse_tasks_refuses_a_trailing_newline_id_directly(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as info:
         parse_tasks(tmp_path / "tasks.json", json.dumps({"tasks": [{"id": "a\n", "prompt": "p", "verify_cmd": "v"}]}))
     assert info.value.field == "tasks[0].id"
+
+
+def test_a_control_character_in_yaml_is_one_line_naming_the_line(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = make_study(prereg=prereg_with("side_effects_to_watch: [a\x1fb]\n"))
+    err = assert_refused(capsys, s, "preregistration.yaml", None, "line 13", "#x001f")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_validator_messages_have_no_pydantic_prefix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_preregistration(tmp_path / "p.yaml", "skill: 'a b'\nskill_ref: s\n")
+    assert "Value error" not in str(info.value)
+    assert str(info.value).endswith("field 'skill': must be a short name of letters, digits, '.', '_' or '-'")
