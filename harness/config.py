@@ -375,9 +375,10 @@ def validate(path: Path, model: type[M], data: object, shape: str) -> M:
         raise  # pragma: no cover
 
 
-def parse_yaml(path: Path, text: str) -> Any:
-    """Strict YAML: no aliases, no duplicate keys, bounded nesting (see :func:`harness.inputs.load_yaml`)."""
-    return load_yaml(path, text)
+def parse_yaml(path: Path, text: str, *, aliases: bool = False) -> Any:
+    """Strict YAML: no aliases (unless ``aliases``, then bounded), no duplicate keys, bounded nesting
+    (see :func:`harness.inputs.load_yaml`)."""
+    return load_yaml(path, text, aliases=aliases)
 
 
 def parse_tasks(path: Path, text: str) -> TaskFile:

@@ -38,6 +38,10 @@ MAX_INPUT_BYTES = 4 << 20
 MAX_DEPTH = 64
 """Deepest nesting of lists and mappings accepted (real inputs nest four or five levels)."""
 MAX_INT_DIGITS = 40
+MAX_NODES = 1_000_000
+"""Most values (counting every use of a YAML alias) a document may expand to."""
+MAX_TEXT = 64 << 20
+"""Most characters of text (counting every use of a YAML alias) a document may expand to."""
 
 
 def read_input(path: Path, *, limit: int = MAX_INPUT_BYTES) -> str:
@@ -103,9 +107,10 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader without aliases, duplicate keys or unbounded nesting."""
 
     _depth = 0
+    allow_aliases = False
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        if self.check_event(yaml.AliasEvent):
+        if not self.allow_aliases and self.check_event(yaml.AliasEvent):
             event = self.peek_event()  # type: ignore[no-untyped-call]
             raise ComposerError(
                 None, None, "aliases (*name) are not allowed in this file; write the value out", event.start_mark
@@ -144,10 +149,20 @@ class _StrictLoader(yaml.SafeLoader):
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
 
 
-def load_yaml(path: Path, text: str) -> Any:
-    """The YAML document in ``text`` (see :class:`_StrictLoader`), checked by :func:`check_tree`."""
+class _AliasLoader(_StrictLoader):
+    """:class:`_StrictLoader` that accepts aliases; :func:`check_tree` bounds what they expand to."""
+
+    allow_aliases = True
+
+
+def load_yaml(path: Path, text: str, *, aliases: bool = False) -> Any:
+    """The YAML document in ``text`` (see :class:`_StrictLoader`), checked by :func:`check_tree`.
+
+    ``aliases``: accept ``*name`` references (scenario files, which tests write with
+    ``yaml.safe_dump`` of shared objects); what they expand to is bounded by :func:`check_tree`.
+    Preregistrations and lock files never take them."""
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        data = yaml.load(text, Loader=_AliasLoader if aliases else _StrictLoader)  # SafeLoader subclasses
     except yaml.reader.ReaderError as e:
         char = e.character if isinstance(e.character, int) else ord(str(e.character)[:1] or "\0")
         line = text.count("\n", 0, e.position) + 1
@@ -236,14 +251,22 @@ def _bad_text(text: str) -> str | None:
 
 
 def check_tree(path: Path, data: object) -> None:
-    """Refuse nesting deeper than :data:`MAX_DEPTH` and strings or keys with a NUL or a lone surrogate,
-    naming the field. Iterative, so it cannot itself run out of stack."""
+    """Refuse nesting deeper than :data:`MAX_DEPTH`, documents expanding beyond :data:`MAX_NODES` values
+    or :data:`MAX_TEXT` characters (every use of an alias counted), and strings or keys with a NUL or
+    a lone surrogate, naming the field. Iterative, so it cannot itself run out of stack."""
     stack: list[tuple[object, tuple[object, ...]]] = [(data, ())]
+    nodes = chars = 0
     while stack:
         node, loc = stack.pop()
+        nodes += 1
         if len(loc) > MAX_DEPTH:
             raise ConfigError(path, f"nested more than {MAX_DEPTH} levels deep", field=_where(loc[:MAX_DEPTH]))
+        if nodes > MAX_NODES or chars > MAX_TEXT:
+            raise ConfigError(
+                path, f"expands to more than {MAX_NODES} values or {MAX_TEXT} characters (repeated aliases?)"
+            )
         if isinstance(node, str):
+            chars += len(node)
             problem = _bad_text(node)
             if problem:
                 raise ConfigError(path, f"the value {problem}", field=_where(loc))

@@ -470,3 +470,31 @@ def test_validator_messages_have_no_pydantic_prefix(tmp_path: Path) -> None:
         parse_preregistration(tmp_path / "p.yaml", "skill: 'a b'\nskill_ref: s\n")
     assert "Value error" not in str(info.value)
     assert str(info.value).endswith("field 'skill': must be a short name of letters, digits, '.', '_' or '-'")
+
+
+# ------------------------------------------------------------------------ scenario files
+
+
+def test_a_scenario_may_use_aliases_within_a_bound(tmp_path: Path) -> None:
+    from harness.scenario import load_scenario
+
+    path = tmp_path / "scenario.yaml"
+    steps = [{"tool": "Bash", "input": {"command": "true"}}]
+    path.write_text(yaml.safe_dump({"tasks": {"t1": {"success": steps, "failure": steps}}}))
+    assert "*id001" in path.read_text()  # what yaml.safe_dump writes for a shared object
+    assert load_scenario(path).tasks["t1"].failure[0].tool == "Bash"
+    big = "x" * 200_000
+    path.write_text(f"seed: 1\nskill_marker: &big {big}\ntasks: {{}}\nx: [" + ", ".join(["*big"] * 20_000) + "]\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert "expands to more than" in str(info.value)
+
+
+def test_a_scenario_refuses_inf(tmp_path: Path) -> None:
+    from harness.scenario import load_scenario
+
+    path = tmp_path / "scenario.yaml"
+    path.write_text("probe_wait_s: .inf\ntasks: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert info.value.field == "probe_wait_s"
