@@ -150,7 +150,7 @@ def parse_size(text: str) -> int:
 class Resources(Strict):
     memory: str = "2g"
     """Memory limit of every trial container; swap is set equal (no swap)."""
-    cpus: Annotated[Float, Field(gt=0, le=1024)] = 1.0
+    cpus: Annotated[Float, Field(gt=0, le=64)] = 1.0
     """At most the host's cores (checked by :func:`check_host_fits` when locking and evaluating)."""
     pids: Annotated[Int, Field(ge=32, le=65536)] = 512
     tmpfs_size: str = "512m"
@@ -162,7 +162,7 @@ class Resources(Strict):
     @field_validator("memory", "tmpfs_size", "max_file_size")
     @classmethod
     def _size(cls, v: str, info: ValidationInfo) -> str:
-        if not is_size(v):
+        if v != v.strip() or not is_size(v):
             raise ValueError(f"{v!r} is not a size like 512m or 2g")
         low, high = SIZE_BOUNDS[str(info.field_name)]
         if not low <= parse_size(v) <= high:

@@ -297,6 +297,7 @@ def test_strict_json(
         ({}, "  resources:\n    memory: 99999999999999g\n", "execution.resources.memory", "outside"),
         ({}, "  resources:\n    tmpfs_size: 12\n", "execution.resources.tmpfs_size", None),
         ({}, "  resources:\n    max_file_size: 1k\n", "execution.resources.max_file_size", "outside"),
+        ({}, "  resources:\n    memory: \"2g\\n\"\n", "execution.resources.memory", "not a size"),
         ({}, "  resources:\n    cpus: 100000\n", "execution.resources.cpus", "less than or equal"),
         ({"model: sonnet": "model: ''"}, "", "execution.model", "model name"),
         ({"model: sonnet": "model: '   '"}, "", "execution.model", "model name"),
