@@ -393,10 +393,13 @@ def parse_preregistration(path: Path, text: str) -> Preregistration:
     return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
 
 
-def load_preregistration(path: Path) -> Preregistration:
+def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
     """The preregistration, with its lock from the lock file beside it when there is one
-    (see :func:`harness.lock.lock_path`); a lock block inside the file (the earlier format) still counts."""
+    (see :func:`harness.lock.lock_path`); a lock block inside the file (the earlier format) still counts.
+    ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
     prereg = parse_preregistration(path, read_text(path))
+    if not read_lock:
+        return prereg
     from harness.lock import read_lock_file  # lock imports this module
 
     block = read_lock_file(path)
@@ -454,10 +457,10 @@ def _resolve(path: Path, source: Path | None = None, field: str | None = None) -
         raise ConfigError(source or repr(str(path))[1:-1], f"the path {str(path)!r} {problem}", field=field) from None
 
 
-def load_study(prereg_path: Path) -> Study:
-    """Load and cross-check preregistration, tasks and skill folder."""
+def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
+    """Load and cross-check preregistration, tasks and skill folder (see :func:`load_preregistration`)."""
     prereg_path = _resolve(prereg_path)
-    prereg = load_preregistration(prereg_path)
+    prereg = load_preregistration(prereg_path, read_lock=read_lock)
     for name in ("skill_ref", "tasks", "shelf"):
         _resolve(prereg_path.parent / getattr(prereg, name), prereg_path, name)
     _resolve(prereg_path.parent / prereg.execution.repo, prereg_path, "execution.repo")

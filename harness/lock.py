@@ -170,8 +170,8 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
     """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
 
     Every input is checked before anything is written; the preregistration is left as it is
-    (except that a lock block of the earlier format is moved out of it)."""
-    study = load_study(prereg_path)
+    (except that a lock block of the earlier format is moved out of it). A damaged lock file is replaced."""
+    study = load_study(prereg_path, read_lock=False)
     check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
     digest, files = fingerprint(study, base_sha)

@@ -449,7 +449,10 @@ def test_a_lock_file_that_is_not_a_regular_file_is_refused(
     os.mkfifo(lock_path(s.prereg))
     code, err = run_lock(capsys, s.prereg)
     assert code == 4
-    assert "preregistration.yaml.lock" in err and "FIFO" in err, err
+    assert "preregistration.yaml.lock" in err and "not a regular file" in err, err
+    # and eval, which reads it, does not block on it either
+    with pytest.raises(ConfigError, match="FIFO"):
+        load_study(s.prereg)
 
 
 def test_parse_tasks_refuses_a_trailing_newline_id_directly(tmp_path: Path) -> None:
@@ -499,3 +502,18 @@ def test_a_scenario_refuses_inf(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_scenario(path)
     assert info.value.field == "probe_wait_s"
+
+
+def test_a_damaged_lock_file_is_named_by_eval_and_replaced_by_lock(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = make_study()
+    lock(s.prereg)
+    path = lock_path(s.prereg)
+    path.write_text(path.read_text()[:40])  # torn
+    with pytest.raises(ConfigError) as info:
+        load_study(s.prereg)
+    assert info.value.path == str(path) and "malformed JSON" in str(info.value)
+    code, err = run_lock(capsys, s.prereg)
+    assert code == 0, err
+    verify_lock(load_study(s.prereg))
