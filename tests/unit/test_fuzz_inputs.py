@@ -286,6 +286,7 @@ def check_lock(studies: Path, repo: Path, prereg_text: str, tasks_text: str) -> 
         assert err.startswith("harness: error: "), err
         assert len(err.strip().splitlines()) <= 2, err
         assert str(root) in err or "/dev/" in err or str(repo) in err, f"no file named: {err}"
+        assert "field '" in err or "malformed" in err, f"no field or place named: {err}"
         assert written == set(), f"a refused input wrote {written}"
     else:
         assert err == "", err
