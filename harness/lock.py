@@ -149,8 +149,8 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
     changes nothing else the file says; otherwise ask for it to be removed by hand."""
     text = read_text(prereg_path)
     data = parse_yaml(prereg_path, text)
-    if not isinstance(data, dict) or "lock" not in data:
-        return
+    if not isinstance(data, dict) or not isinstance(data.get("lock"), dict):
+        return  # no block (a 'lock: null' is left as the author wrote it)
     stripped = strip_lock_block(text).rstrip("\n") + "\n"
     try:
         again = parse_yaml(prereg_path, stripped)

@@ -297,7 +297,7 @@ def test_strict_json(
         ({}, "  resources:\n    memory: 99999999999999g\n", "execution.resources.memory", "outside"),
         ({}, "  resources:\n    tmpfs_size: 12\n", "execution.resources.tmpfs_size", None),
         ({}, "  resources:\n    max_file_size: 1k\n", "execution.resources.max_file_size", "outside"),
-        ({}, "  resources:\n    memory: \"2g\\n\"\n", "execution.resources.memory", "not a size"),
+        ({}, '  resources:\n    memory: "2g\\n"\n', "execution.resources.memory", "not a size"),
         ({}, "  resources:\n    cpus: 100000\n", "execution.resources.cpus", "less than or equal"),
         ({"model: sonnet": "model: ''"}, "", "execution.model", "model name"),
         ({"model: sonnet": "model: '   '"}, "", "execution.model", "model name"),
@@ -393,6 +393,7 @@ STYLES: dict[str, Callable[[dict[str, Any]], str]] = {
     "tabs-and-comments": lambda d: "# top\n" + yaml.safe_dump(d, sort_keys=False) + "# end\n#\n",
     "indented-sequence-last": lambda d: yaml.safe_dump(d, sort_keys=False) + "side_effects_to_watch:\n  - cost\n",
     "explicit-tags": lambda d: yaml.safe_dump(d, sort_keys=False).replace("skill: tidy", "skill: !!str tidy"),
+    "lock-null": lambda d: yaml.safe_dump(d, sort_keys=False) + "lock: null\n",
     "lock-word-inside": lambda d: yaml.safe_dump(d, sort_keys=False) + "expected_effect: |\n  lock: not a key\n",
 }  # fmt: skip
 
