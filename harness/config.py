@@ -449,12 +449,21 @@ class Study:
 
 
 def _resolve(path: Path, source: Path | None = None, field: str | None = None) -> Path:
-    """``path.resolve()``, or a ConfigError (a symlink loop, a NUL byte) naming where the path came from."""
+    """``path.resolve()``, or a ConfigError (a symlink loop, a NUL byte, a name too long, no permission)
+    naming where the path came from. A path that does not exist is fine here (checked where it is used)."""
+    where = source or repr(str(path))[1:-1]
     try:
-        return path.resolve()
+        resolved = path.resolve()
     except (OSError, RuntimeError, ValueError) as e:
         problem = "contains a NUL byte" if "\x00" in str(path) else f"cannot be resolved ({e})"
-        raise ConfigError(source or repr(str(path))[1:-1], f"the path {str(path)!r} {problem}", field=field) from None
+        raise ConfigError(where, f"the path {str(path)!r} {problem}", field=field) from None
+    try:
+        os.stat(resolved)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise ConfigError(where, f"the path {str(path)[:200]!r} cannot be used ({e.strerror})", field=field) from None
+    return resolved
 
 
 def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:

@@ -163,7 +163,7 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
             field="lock",
             hint=f"delete the lock: block by hand; the lock is now written to {lock_path(prereg_path).name}",
         )
-    atomic_write(prereg_path, stripped.encode("utf-8"))
+    _write(prereg_path, stripped.encode("utf-8"))
 
 
 def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str]:
@@ -181,8 +181,15 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
     if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
         raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
     drop_legacy_lock_block(study.prereg_path)
-    atomic_write(target, lock_file_bytes(block))
+    _write(target, lock_file_bytes(block))
     return digest, base_sha
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        atomic_write(path, data)
+    except OSError as e:  # a read-only folder, a file name too long for the temporary copy
+        raise ConfigError(path, f"cannot be written: {e.strerror}") from None
 
 
 def verify_lock(study: Study) -> str:

@@ -169,6 +169,16 @@ def test_nul_byte_in_a_path_or_ref(
     assert_refused(capsys, s, "preregistration.yaml", field, "NUL")
 
 
+@pytest.mark.parametrize("field", ["skill_ref", "tasks", "shelf"])
+def test_a_path_too_long_is_a_field_error(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    """Found by the fuzz: `skill_ref: xxx...` (300 characters) raised ENAMETOOLONG from is_dir()."""
+    s = make_study(prereg=prereg_with(f"{field}: {'x' * 300}\n").replace(
+        {"skill_ref": "skill_ref: skill\n", "tasks": "tasks: tasks.json\n", "shelf": "\0"}[field], ""))  # fmt: skip
+    assert_refused(capsys, s, "preregistration.yaml", field, "too long")
+
+
 def test_lone_surrogate_in_a_prompt(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:
     s = make_study(tasks=tasks_json(prompt="Fix it \ud800 now"))
     assert "\\ud800" in s.tasks.read_text()
@@ -518,3 +528,16 @@ def test_a_damaged_lock_file_is_named_by_eval_and_replaced_by_lock(
     code, err = run_lock(capsys, s.prereg)
     assert code == 0, err
     verify_lock(load_study(s.prereg))
+
+
+def test_a_preregistration_name_too_long_for_its_lock_file_is_a_clean_error(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = make_study()
+    long_name = s.prereg.with_name("p" * 240 + ".yaml")
+    s.prereg.rename(long_name)
+    before = snapshot(s.root)
+    code, err = run_lock(capsys, long_name)
+    assert code == 4, err
+    assert "cannot be written" in err and ".lock" in err, err
+    assert snapshot(s.root) == before
