@@ -242,11 +242,12 @@ def _find_prereg(args: argparse.Namespace) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.config import load_study
+    from harness.config import check_host_fits, load_study
     from harness.lock import verify_lock
     from harness.plan import parse_shard
 
     study = load_study(_find_prereg(args))
+    check_host_fits(study)
     if args.skill is not None and Path(args.skill).resolve() != study.skill_dir:
         raise ConfigError(
             study.prereg_path,

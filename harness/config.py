@@ -10,23 +10,33 @@ touches Docker, git or the clock.
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Strict as StrictType
 
 from harness.errors import ConfigError
+from harness.inputs import load_json, load_yaml, read_input
 
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-TOOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(\(.*\))?$")
+# matched with fullmatch: '$' would accept a trailing newline
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\([^\x00-\x1f\x7f]*\))?")
+MODEL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
+GIT_REF = re.compile(r"[^\s\x00-\x1f\x7f~^:?*\[\\-][^\s\x00-\x1f\x7f]{0,254}")
+
+Int = Annotated[int, StrictType()]
+"""An integer field: a boolean (``timeout_s: true``) or a string is refused, not converted."""
+Float = Annotated[float, StrictType()]
+"""A number field: an integer is fine; a boolean or a string is refused. inf/nan are refused by the models."""
+MAX_TASKS = 10_000
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- tasks.json
@@ -43,13 +53,13 @@ class Task(Strict):
     """What a correct solution looks like, in words; shown to the judge."""
     protected_paths: tuple[str, ...] = ()
     """Paths (files or directories) restored from base before verify; edits to them are flagged."""
-    timeout_s: Annotated[int, Field(gt=0, le=24 * 3600)] | None = None
+    timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] | None = None
     """Per-task agent deadline; defaults to the preregistration's budgets.timeout_s."""
 
     @field_validator("id")
     @classmethod
     def _id_shape(cls, v: str) -> str:
-        if not TASK_ID.match(v):
+        if not TASK_ID.fullmatch(v):
             raise ValueError(
                 "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
@@ -59,9 +69,21 @@ class Task(Strict):
     @classmethod
     def _relative_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for p in v:
+            if "\x00" in p:
+                raise ValueError(f"{p!r} contains a NUL byte")
             parts = Path(p).parts
-            if not p or Path(p).is_absolute() or ".." in parts or (parts and parts[0] == ".git"):
-                raise ValueError(f"{p!r} must be a relative path inside the repository (no '..', not .git)")
+            if not parts or Path(p).is_absolute() or ".." in parts or parts[0] == ".git":
+                raise ValueError(
+                    f"{p!r} must be a relative path to a file or folder inside the repository "
+                    "(not '.', no '..', not .git)"
+                )
+        return v
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty or blank: it is what the agent is asked to do")
         return v
 
     @property
@@ -70,7 +92,7 @@ class Task(Strict):
 
 
 class TaskFile(Strict):
-    tasks: tuple[Task, ...]
+    tasks: Annotated[tuple[Task, ...], Field(max_length=MAX_TASKS)]
 
     @model_validator(mode="after")
     def _checks(self) -> TaskFile:
@@ -101,21 +123,21 @@ class TaskFile(Strict):
 
 
 class Budgets(Strict):
-    per_trial_usd: Annotated[float, Field(gt=0)] = 1.0
+    per_trial_usd: Annotated[Float, Field(gt=0, le=1e6)] = 1.0
     """Passed to the CLI as --max-budget-usd and enforced again by the gateway."""
-    total_usd: Annotated[float, Field(gt=0)] | None = None
+    total_usd: Annotated[Float, Field(gt=0, le=1e9)] | None = None
     """Cumulative cap for the experiment; reaching it stops new trials (decision: inconclusive)."""
-    judge_usd: Annotated[float, Field(gt=0)] = 0.25
+    judge_usd: Annotated[Float, Field(gt=0, le=1e6)] = 0.25
     """--max-budget-usd for each judge call."""
-    timeout_s: Annotated[int, Field(gt=0, le=24 * 3600)] = 900
+    timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 900
     """Agent wall-clock deadline per trial, enforced inside (timeout -k) and outside (docker kill)."""
-    verify_timeout_s: Annotated[int, Field(gt=0, le=24 * 3600)] = 600
-    judge_timeout_s: Annotated[int, Field(gt=0, le=3600)] = 300
+    verify_timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 600
+    judge_timeout_s: Annotated[Int, Field(gt=0, le=3600)] = 300
 
 
 def is_size(text: str) -> bool:
     """A size as the preregistration and the environment write it: bytes, or a k, m or g suffix."""
-    return re.fullmatch(r"[1-9][0-9]*[kmg]?", text.strip().lower()) is not None
+    return re.fullmatch(r"[1-9][0-9]{0,15}[kmg]?", text.strip().lower()) is not None
 
 
 def parse_size(text: str) -> int:
@@ -128,42 +150,75 @@ def parse_size(text: str) -> int:
 class Resources(Strict):
     memory: str = "2g"
     """Memory limit of every trial container; swap is set equal (no swap)."""
-    cpus: Annotated[float, Field(gt=0, le=64)] = 1.0
-    pids: Annotated[int, Field(ge=32, le=65536)] = 512
+    cpus: Annotated[Float, Field(gt=0, le=64)] = 1.0
+    """At most the host's cores (checked by :func:`check_host_fits` when locking and evaluating)."""
+    pids: Annotated[Int, Field(ge=32, le=65536)] = 512
     tmpfs_size: str = "512m"
     """Size of the /tmp and HOME tmpfs mounts."""
     max_file_size: str = "1g"
     """--ulimit fsize for every trial container."""
-    nofile: Annotated[int, Field(ge=64, le=1048576)] = 4096
+    nofile: Annotated[Int, Field(ge=64, le=1048576)] = 4096
 
     @field_validator("memory", "tmpfs_size", "max_file_size")
     @classmethod
-    def _size(cls, v: str) -> str:
-        if not is_size(v):
+    def _size(cls, v: str, info: ValidationInfo) -> str:
+        if v != v.strip() or not is_size(v):
             raise ValueError(f"{v!r} is not a size like 512m or 2g")
+        low, high = SIZE_BOUNDS[str(info.field_name)]
+        if not low <= parse_size(v) <= high:
+            raise ValueError(f"{v!r} is outside {_size_text(low)}..{_size_text(high)}")
         return v.lower()
 
 
+SIZE_BOUNDS = {
+    "memory": (64 << 20, 1 << 40),
+    "tmpfs_size": (1 << 20, 1 << 40),
+    "max_file_size": (1 << 20, 1 << 40),
+}
+"""(smallest, largest) bytes of each size field: a trial cannot start in 1k of memory."""
+
+
+def _size_text(n: int) -> str:
+    for suffix, shift in (("t", 40), ("g", 30), ("m", 20), ("k", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
+    return str(n)
+
+
 class Execution(Strict):
-    runs_per_arm: Annotated[int, Field(ge=1, le=100)] = 3
+    runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
     model: str = "sonnet"
     judge_model: str = "haiku"
     allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
     budgets: Budgets = Budgets()
     resources: Resources = Resources()
-    seed: int = 20261130
+    seed: Annotated[Int, Field(ge=-(1 << 63), lt=1 << 63)] = 20261130
     """Seeds the interleaved trial order (and the scripted model in demos)."""
     repo: str = "."
     """The repository under test, relative to the preregistration file."""
     base_ref: str = "HEAD"
     """Commit the trials start from; resolved to a SHA by ``harness lock``."""
-    max_infra_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+
+    @field_validator("model", "judge_model")
+    @classmethod
+    def _model_name(cls, v: str) -> str:
+        if not MODEL_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a model name like sonnet or claude-sonnet-4-5 (empty, blank or spaces)")
+        return v
+
+    @field_validator("base_ref")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        if not GIT_REF.fullmatch(v):
+            raise ValueError(f"{v!r} is not a git commit, branch or tag name")
+        return v
 
     @field_validator("allowed_tools")
     @classmethod
     def _tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for tool in v:
-            if not TOOL_NAME.match(tool):
+            if not TOOL_NAME.fullmatch(tool):
                 raise ValueError(f"{tool!r} is not a tool name like Bash, Edit or Bash(git *)")
         return v
 
@@ -188,14 +243,14 @@ class Decision(Strict):
 
     rule: Literal["point", "interval"] = "point"
     """point: the article's rule; interval: adopt only when the paired CI excludes zero."""
-    cost_increase_max: Annotated[float, Field(ge=0)] = 0.5
+    cost_increase_max: Annotated[Float, Field(ge=0, le=1e6)] = 0.5
     """Largest acceptable relative cost increase (0.5 = +50%)."""
-    min_worthwhile_gain: Annotated[float, Field(ge=0, le=1)] = 0.05
+    min_worthwhile_gain: Annotated[Float, Field(ge=0, le=1)] = 0.05
     """Interval rule: reject when the upper bound of the gain is below this."""
-    max_missing_share: Annotated[float, Field(ge=0, le=1)] = 0.2
+    max_missing_share: Annotated[Float, Field(ge=0, le=1)] = 0.2
     """Inconclusive when unknown + truncated trials exceed this share of an arm."""
     pass_rule: Literal["verify_and_judge", "verify", "judge"] = "verify_and_judge"
-    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
     early_stop: Literal["none", "curtail"] = "none"
     """curtail: stop once the remaining trials cannot change the point-rule decision."""
 
@@ -231,15 +286,16 @@ class Preregistration(Strict):
     @field_validator("skill")
     @classmethod
     def _skill_name(cls, v: str) -> str:
-        if not TASK_ID.match(v):
+        if not TASK_ID.fullmatch(v):
             raise ValueError("must be a short name of letters, digits, '.', '_' or '-'")
         return v
 
 
 class LockBlock(Strict):
     locked_at: str
-    sha256: str
-    base_sha: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    base_sha: Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+    # (pydantic's patterns are Rust regexes: '$' there is the end of the text, a newline included)
     files: dict[str, str] = {}
     """sha256 of each locked file (relative path -> digest), for naming what changed."""
 
@@ -269,36 +325,49 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+_UNION_TAGS = ("str", "int", "float", "bool", "none", "tuple", "list", "dict")
+
+
+def _is_union_tag(part: int | str) -> bool:
+    """pydantic puts the union member into an error's location (``tuple[str, ...]``, ``literal['all']``,
+    ``constrained-int``); no field of these models is named like that."""
+    if not isinstance(part, str):
+        return False
+    return part in _UNION_TAGS or any(c in part for c in "[]'()") or part.startswith(("constrained-", "function-"))
+
+
+def _clean_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    return tuple(p for p in loc if not _is_union_tag(p))
+
+
 def _raise_validation(path: Path, e: ValidationError) -> None:
-    err = e.errors()[0]
+    errors = e.errors()
+    err = errors[0]
     ctx_error = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_error, _FieldError):
         # the validator names the field relative to its own model; prefix where that model sits
-        prefix = _loc(tuple(err["loc"])) + "." if err["loc"] else ""
+        prefix = _loc(_clean_loc(tuple(err["loc"]))) + "." if err["loc"] else ""
         raise ConfigError(path, ctx_error.message, field=prefix + ctx_error.field) from None
-    field = _loc(tuple(err["loc"]))
-    msg = err["msg"]
+    loc = _clean_loc(tuple(err["loc"]))
+    field = _loc(loc)
+    msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field (check the spelling; see README for the allowed fields)"
     elif err["type"] == "missing":
         msg = "required field is missing"
-    more = len(e.errors()) - 1
+    # a union field reports one error per alternative: say them as one
+    same = [x for x in errors if _clean_loc(tuple(x["loc"])) == loc]
+    if len(same) > 1 and err["type"] not in ("extra_forbidden", "missing"):
+        msg = "; or ".join(dict.fromkeys(x["msg"].removeprefix("Value error, ") for x in same))
+    more = len(errors) - len(same)
     if more:
         msg += f" (and {more} more problem{'s' if more > 1 else ''})"
     raise ConfigError(path, msg, field=field) from None
 
 
 def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(path, "file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(path, "is a directory, expected a file") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(path, f"is not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except OSError as e:
-        raise ConfigError(path, f"cannot be read: {e.strerror}") from None
+    """An input file's text: a regular file only, size-capped (see :mod:`harness.inputs`)."""
+    return read_input(path)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -315,22 +384,14 @@ def validate(path: Path, model: type[M], data: object, shape: str) -> M:
         raise  # pragma: no cover
 
 
-def parse_yaml(path: Path, text: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(path, f"malformed YAML{where}: {problem}") from None
+def parse_yaml(path: Path, text: str, *, aliases: bool = False) -> Any:
+    """Strict YAML: no aliases (unless ``aliases``, then bounded), no duplicate keys, bounded nesting
+    (see :func:`harness.inputs.load_yaml`)."""
+    return load_yaml(path, text, aliases=aliases)
 
 
 def parse_tasks(path: Path, text: str) -> TaskFile:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(path, f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    return validate(path, TaskFile, data, 'an object like {"tasks": [...]}')
+    return validate(path, TaskFile, load_json(path, text), 'an object like {"tasks": [...]}')
 
 
 def load_tasks(path: Path) -> TaskFile:
@@ -341,8 +402,17 @@ def parse_preregistration(path: Path, text: str) -> Preregistration:
     return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
 
 
-def load_preregistration(path: Path) -> Preregistration:
-    return parse_preregistration(path, read_text(path))
+def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
+    """The preregistration, with its lock from the lock file beside it when there is one
+    (see :func:`harness.lock.lock_path`); a lock block inside the file (the earlier format) still counts.
+    ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
+    prereg = parse_preregistration(path, read_text(path))
+    if not read_lock:
+        return prereg
+    from harness.lock import read_lock_file  # lock imports this module
+
+    block = read_lock_file(path)
+    return prereg if block is None else prereg.model_copy(update={"lock": block})
 
 
 class Study:
@@ -387,11 +457,37 @@ class Study:
         return tuple(t for t in self.task_file.skipped if t.id in wanted)
 
 
-def load_study(prereg_path: Path) -> Study:
-    """Load and cross-check preregistration, tasks and skill folder."""
-    prereg_path = prereg_path.resolve()
-    prereg = load_preregistration(prereg_path)
-    tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
+def _resolve(path: Path, source: Path | None = None, field: str | None = None) -> Path:
+    """``path.resolve()``, or a ConfigError (a symlink loop, a NUL byte, a name too long, no permission)
+    naming where the path came from. A path that does not exist is fine here (checked where it is used)."""
+    where = source or repr(str(path))[1:-1]
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as e:
+        problem = "contains a NUL byte" if "\x00" in str(path) else f"cannot be resolved ({e})"
+        raise ConfigError(where, f"the path {str(path)!r} {problem}", field=field) from None
+    try:
+        os.stat(resolved)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise ConfigError(where, f"the path {str(path)[:200]!r} cannot be used ({e.strerror})", field=field) from None
+    return resolved
+
+
+def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
+    """Load and cross-check preregistration, tasks and skill folder (see :func:`load_preregistration`)."""
+    prereg_path = _resolve(prereg_path)
+    prereg = load_preregistration(prereg_path, read_lock=read_lock)
+    for name in ("skill_ref", "tasks", "shelf"):
+        _resolve(prereg_path.parent / getattr(prereg, name), prereg_path, name)
+    _resolve(prereg_path.parent / prereg.execution.repo, prereg_path, "execution.repo")
+    tasks_path = (prereg_path.parent / prereg.tasks).resolve()
+    try:
+        tasks_text = read_text(tasks_path)
+    except ConfigError as e:  # the file itself is wrong (missing, a FIFO, a device): name the field too
+        raise ConfigError(prereg_path, f"the tasks file {e}", field="tasks") from None
+    tasks = parse_tasks(tasks_path, tasks_text)
     study = Study(prereg_path, prereg, tasks)
     if prereg.target_tasks != "all":
         known = tasks.by_id()
@@ -416,3 +512,16 @@ def load_study(prereg_path: Path) -> Study:
     if skill_md.is_symlink() or not skill_md.is_file():
         raise ConfigError(prereg_path, f"{skill_md} is missing or not a regular file", field="skill_ref")
     return study
+
+
+def check_host_fits(study: Study, cpu_count: int | None = None) -> None:
+    """Refuse resources this host cannot give a trial (``cpus`` above its cores): checked when
+    locking and evaluating, not when a report is read on another machine."""
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    cpus = study.prereg.execution.resources.cpus
+    if cpus > cores:
+        raise ConfigError(
+            study.prereg_path,
+            f"{cpus:g} is more than this host's {cores} CPU core(s)",
+            field="execution.resources.cpus",
+        )

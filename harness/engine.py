@@ -380,12 +380,36 @@ class Engine:
             raise InfraError(f"creating network {name} failed: {e}", hint=hint) from e
 
     def remove_network(self, name: str) -> None:
+        """Remove the network named ``name`` and make sure it is gone. NotFound by name is not taken
+        as done: a name the API cannot address (one ending in a newline answers 404 "page not found")
+        would stay forever while gc reported success. What is left is removed by id, then checked."""
         try:
             call_with_retry(self.client.api.remove_network, _transient, name)
         except docker.errors.NotFound:
-            return
+            pass
         except DOCKER_ERRORS as e:
-            raise InfraError(f"removing network {name} failed: {e}") from e
+            raise InfraError(f"removing network {name!r} failed: {e}") from e
+        self._remove_networks_by_id(name)
+
+    def _remove_networks_by_id(self, name: str) -> None:
+        try:
+            left = [str(n["Id"]) for n in self.client.api.networks() if n.get("Name") == name]
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing networks to check that {name!r} is gone failed: {e}") from e
+        for net_id in left:
+            try:
+                self.client.api.remove_network(net_id)
+            except docker.errors.NotFound:
+                pass
+            except DOCKER_ERRORS as e:
+                raise InfraError(f"removing network {name!r} ({net_id[:12]}) failed: {e}") from e
+            try:
+                self.client.api.inspect_network(net_id)
+            except docker.errors.NotFound:
+                continue
+            except DOCKER_ERRORS as e:
+                raise InfraError(f"checking that network {name!r} ({net_id[:12]}) is gone failed: {e}") from e
+            raise InfraError(f"network {name!r} ({net_id[:12]}) is still there after its removal")
 
     # ------------------------------------------------------------ labelled objects
     def labelled(self, selector: Mapping[str, str] | None = None) -> list[tuple[str, str, dict[str, str]]]:

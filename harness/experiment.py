@@ -383,6 +383,8 @@ class Experiment:
         specs = plan.select_shard(
             plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
         )
+        # every input is checked (the scenario too) before the resume state, experiment.json, is written
+        compiled = self._compiled_scenario()
         redactor = Redactor([self.options.api_key or ""])
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
@@ -407,7 +409,6 @@ class Experiment:
                 prompt_template_sha256=plan.prompt_template_sha256(),
                 harness_version=__version__,
             )
-            compiled = self._compiled_scenario()
             fingerprints = self._fingerprints(provenance, images, compiled)
 
             def append(record: TrialRecord) -> None:

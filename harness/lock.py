@@ -1,11 +1,18 @@
 """Freezing a preregistration before any trial runs.
 
-``harness lock`` appends a ``lock:`` block to the preregistration: when it was
-locked, the base commit the trials start from, and a SHA-256 over the
-preregistration (without the block), the tasks, every file of the skill folder
-and the analysis settings. ``eval`` recomputes it and refuses to run when
-anything differs, naming what changed. Changing anything means a new lock, a
-new experiment: every result line carries the lock hash.
+``harness lock`` writes a lock file beside the preregistration
+(``preregistration.yaml.lock``, JSON): when it was locked, the base commit the
+trials start from, and a SHA-256 over the preregistration (its parsed fields),
+the tasks, every file of the skill folder and the analysis settings. ``eval``
+recomputes it and refuses to run when anything differs, naming what changed.
+Changing anything means a new lock, a new experiment: every result line
+carries the lock hash.
+
+The preregistration itself is never rewritten: appending a block as text broke
+valid YAML (flow style, JSON syntax, a ``...`` end marker, a ``|+`` scalar), and
+re-serialising would drop the author's comments. A preregistration locked by
+the earlier format (a ``lock:`` block at its end) still verifies; locking it
+again moves the lock into the lock file.
 """
 
 from __future__ import annotations
@@ -19,11 +26,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.config import Study, load_study
+from harness.config import LockBlock, Study, check_host_fits, load_study, parse_yaml, read_text, validate
 from harness.errors import ConfigError, LockError
 from harness.gitops import resolve_commit
+from harness.inputs import load_json, read_input
 from harness.store import atomic_write
 
 LOCK_KEY = re.compile(r"^lock\s*:")
@@ -65,7 +71,7 @@ CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
 def study_skill_files(study: Study) -> dict[str, bytes]:
     """The skill's files, without the experiment's own control files when they live inside the
     skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
-    own = {study.prereg_path.resolve(), study.tasks_path.resolve()}
+    own = {study.prereg_path.resolve(), study.tasks_path.resolve(), lock_path(study.prereg_path).resolve()}
     out = {}
     for rel, data in skill_files(study.skill_dir).items():
         path = (study.skill_dir / rel).resolve()
@@ -116,18 +122,74 @@ def strip_lock_block(text: str) -> str:
     return body if body.endswith("\n") or not body else body + "\n"
 
 
+LOCK_SUFFIX = ".lock"
+MAX_LOCK_FILE = 1 << 20
+
+
+def lock_path(prereg_path: Path) -> Path:
+    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
+    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
+
+
+def read_lock_file(prereg_path: Path) -> LockBlock | None:
+    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
+    path = lock_path(prereg_path)
+    if not os.path.lexists(path):
+        return None
+    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
+    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
+
+
+def lock_file_bytes(block: LockBlock) -> bytes:
+    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
+
+
+def drop_legacy_lock_block(prereg_path: Path) -> None:
+    """Remove a ``lock:`` block the earlier format appended to the preregistration, when removing it
+    changes nothing else the file says; otherwise ask for it to be removed by hand."""
+    text = read_text(prereg_path)
+    data = parse_yaml(prereg_path, text)
+    if not isinstance(data, dict) or not isinstance(data.get("lock"), dict):
+        return  # no block (a 'lock: null' is left as the author wrote it)
+    stripped = strip_lock_block(text).rstrip("\n") + "\n"
+    try:
+        again = parse_yaml(prereg_path, stripped)
+    except ConfigError:
+        again = None
+    if again != {k: v for k, v in data.items() if k != "lock"}:
+        raise ConfigError(
+            prereg_path,
+            "holds a lock block in the earlier format that cannot be removed automatically",
+            field="lock",
+            hint=f"delete the lock: block by hand; the lock is now written to {lock_path(prereg_path).name}",
+        )
+    _write(prereg_path, stripped.encode("utf-8"))
+
+
 def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str]:
-    """Write the lock block into the preregistration. Returns (sha256, base_sha)."""
-    study = load_study(prereg_path)
+    """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
+
+    Every input is checked before anything is written; the preregistration is left as it is
+    (except that a lock block of the earlier format is moved out of it). A damaged lock file is replaced."""
+    study = load_study(prereg_path, read_lock=False)
+    check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
     digest, files = fingerprint(study, base_sha)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    block = {"lock": {"locked_at": when, "sha256": digest, "base_sha": base_sha, "files": files}}
-    text = strip_lock_block(study.prereg_path.read_text(encoding="utf-8")).rstrip("\n") + "\n"
-    new = text + f"\n{LOCK_COMMENT}\n"
-    new += yaml.safe_dump(block, sort_keys=False, default_flow_style=False)
-    atomic_write(study.prereg_path, new.encode("utf-8"))
+    block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
+    target = lock_path(study.prereg_path)
+    if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
+        raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
+    drop_legacy_lock_block(study.prereg_path)
+    _write(target, lock_file_bytes(block))
     return digest, base_sha
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        atomic_write(path, data)
+    except OSError as e:  # a read-only folder, a file name too long for the temporary copy
+        raise ConfigError(path, f"cannot be written: {e.strerror}") from None
 
 
 def verify_lock(study: Study) -> str:
@@ -140,11 +202,22 @@ def verify_lock(study: Study) -> str:
         )
     digest, files = fingerprint(study, block.base_sha)
     if digest != block.sha256:
-        changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k)) or [
-            "(the base commit or the lock format)"
-        ]
+        changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
+        if not changed:
+            raise LockError(
+                f"{_lock_source(study)}: field 'sha256': the recorded lock hash {block.sha256[:16]}... is not the "
+                f"hash of the files and base commit the lock lists ({digest[:16]}...): the lock itself was "
+                "edited or corrupted",
+                hint=f"re-run `harness lock {study.prereg_path}` and evaluate into a new --out",
+            )
         raise LockError(
             f"{study.prereg_path} was edited after it was locked; changed since lock: {', '.join(changed)}",
             hint="a changed preregistration is a new experiment: re-run `harness lock` and evaluate into a new --out",
         )
     return digest
+
+
+def _lock_source(study: Study) -> Path:
+    """The file the study's lock was read from: the lock file, or the preregistration (earlier format)."""
+    path = lock_path(study.prereg_path)
+    return path if os.path.lexists(path) else study.prereg_path

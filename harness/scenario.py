@@ -21,7 +21,7 @@ from harness.errors import ConfigError
 
 
 class M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Usage(M):
@@ -98,7 +98,8 @@ class Scenario(M):
 
 
 def load_scenario(path: Path) -> Scenario:
-    return validate(path, Scenario, parse_yaml(path, read_text(path)), "a mapping with a 'tasks' field")
+    data = parse_yaml(path, read_text(path), aliases=True)  # bounded: see harness.inputs.check_tree
+    return validate(path, Scenario, data, "a mapping with a 'tasks' field")
 
 
 def compile_scenario(

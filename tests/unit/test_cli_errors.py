@@ -139,7 +139,8 @@ def test_lock_success(make_study: StudyFactory, capsys: pytest.CaptureFixture[st
     assert out.startswith("locked ")
     assert s.base_sha[:12] in out
     assert err == ""
-    assert "\nlock:\n" in s.prereg.read_text()
+    assert s.prereg.with_name("preregistration.yaml.lock").is_file()
+    assert "\nlock:" not in s.prereg.read_text()  # the preregistration is never rewritten
 
 
 def test_debug_shows_the_traceback(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,12 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
 from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 from harness.config import load_study
 from harness.errors import ConfigError, LockError
-from harness.lock import fingerprint, lock, skill_files, strip_lock_block, verify_lock
+from harness.lock import fingerprint, lock, lock_path, skill_files, strip_lock_block, verify_lock
 
 NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
 
@@ -26,8 +25,10 @@ def locked(make_study: StudyFactory) -> StudyFiles:
 
 
 def lock_block(path: Path) -> dict[str, object]:
-    data = yaml.safe_load(path.read_text())
-    return data["lock"]
+    """The lock ``harness lock`` wrote beside the preregistration."""
+    data = json.loads(lock_path(path).read_text())
+    assert isinstance(data, dict)
+    return data
 
 
 def test_lock_writes_block(make_study: StudyFactory) -> None:
@@ -123,18 +124,34 @@ def test_removing_a_skill_file_is_noticed(make_study: StudyFactory) -> None:
 
 
 def test_changed_base_sha_in_block_is_noticed(locked: StudyFiles) -> None:
-    text = locked.prereg.read_text().replace(locked.base_sha, "f" * 40)
-    locked.prereg.write_text(text)
+    path = lock_path(locked.prereg)
+    path.write_text(path.read_text().replace(locked.base_sha, "f" * 40))
     with pytest.raises(LockError, match="base commit"):
         verify_lock(load_study(locked.prereg))
 
 
-def test_tampered_hash_is_noticed(locked: StudyFiles) -> None:
+def test_tampered_hash_is_noticed_precisely(locked: StudyFiles) -> None:
     digest = lock_block(locked.prereg)["sha256"]
     assert isinstance(digest, str)
-    locked.prereg.write_text(locked.prereg.read_text().replace(digest, "ab" * 32))
-    with pytest.raises(LockError):
+    path = lock_path(locked.prereg)
+    path.write_text(path.read_text().replace(digest, "ab" * 32))
+    with pytest.raises(LockError) as info:
         verify_lock(load_study(locked.prereg))
+    msg = str(info.value)
+    assert f"{path}: field 'sha256'" in msg
+    assert "abababababababab" in msg and digest[:16] in msg
+    assert "the lock itself was edited or corrupted" in msg
+
+
+def test_a_lock_hash_that_is_not_a_sha256_names_the_field(locked: StudyFiles) -> None:
+    path = lock_path(locked.prereg)
+    digest = lock_block(locked.prereg)["sha256"]
+    assert isinstance(digest, str)
+    path.write_text(path.read_text().replace(digest, digest + "\\n"))
+    with pytest.raises(ConfigError) as info:
+        load_study(locked.prereg)
+    assert info.value.field == "sha256"
+    assert str(path) in str(info.value)
 
 
 def test_new_commit_in_repo_does_not_break_lock(locked: StudyFiles) -> None:
@@ -145,13 +162,14 @@ def test_new_commit_in_repo_does_not_break_lock(locked: StudyFiles) -> None:
     verify_lock(load_study(locked.prereg))
 
 
-def test_relocking_replaces_the_block(locked: StudyFiles) -> None:
+def test_relocking_replaces_the_lock(locked: StudyFiles) -> None:
+    old = lock_block(locked.prereg)["sha256"]
     locked.prereg.write_text(locked.prereg.read_text().replace("runs_per_arm: 2", "runs_per_arm: 3"))
+    with pytest.raises(LockError):
+        verify_lock(load_study(locked.prereg))
     digest, _ = lock(locked.prereg, now=NOW)
-    text = locked.prereg.read_text()
-    assert sum(1 for line in text.splitlines() if line.startswith("lock:")) == 1
-    assert text.count("sha256:") == 1
-    assert text.count("# Written by `harness lock`") == 1
+    assert digest != old
+    assert "\nlock:" not in locked.prereg.read_text()
     assert lock_block(locked.prereg)["sha256"] == digest
     verify_lock(load_study(locked.prereg))
 
@@ -174,7 +192,13 @@ def test_comments_above_the_block_survive(locked: StudyFiles) -> None:
 
 
 def test_no_temporary_files_left(locked: StudyFiles) -> None:
-    assert sorted(p.name for p in locked.root.iterdir()) == ["preregistration.yaml", "repo", "skill", "tasks.json"]
+    assert sorted(p.name for p in locked.root.iterdir()) == [
+        "preregistration.yaml",
+        "preregistration.yaml.lock",
+        "repo",
+        "skill",
+        "tasks.json",
+    ]
 
 
 def test_symlink_inside_skill_folder_refused(make_study: StudyFactory, tmp_path: Path) -> None:

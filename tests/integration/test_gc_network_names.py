@@ -1,0 +1,32 @@
+"""`harness gc` removes a network whose name the API cannot address (issue 13: a trailing newline)."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from harness.engine import Engine
+from harness.labels import make_labels
+
+
+@pytest.mark.docker
+def test_a_network_named_with_a_trailing_newline_is_removed_by_id_and_verified_gone(engine: Engine) -> None:
+    name = "harness-input-gc-probe\n"
+    labels = make_labels("input-gc-probe", role="trial", trial_id="t", ttl_s=60)
+    client = docker.from_env()
+    net_id = client.api.create_network(name, labels=labels)["Id"]
+    try:
+        # positive control: removal by name alone answers NotFound while the network stays
+        with pytest.raises(docker.errors.NotFound):
+            client.api.remove_network(name)
+        assert client.api.inspect_network(net_id)["Name"] == name
+        removed, errors = engine.remove_objects([("network", name)])
+        assert errors == []
+        assert removed == [("network", name)]
+        with pytest.raises(docker.errors.NotFound):
+            client.api.inspect_network(net_id)
+    finally:
+        try:
+            client.api.remove_network(net_id)
+        except docker.errors.NotFound:
+            pass
