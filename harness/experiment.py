@@ -41,7 +41,7 @@ from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
 from harness.labels import ROLE, RUN, make_labels, pid_alive
-from harness.lock import skill_files, verify_lock
+from harness.lock import copy_locked_skill, verify_lock
 from harness.plan import TrialSpec
 from harness.records import Provenance, StopReason, TrialRecord
 from harness.redact import Redactor
@@ -50,7 +50,7 @@ from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spen
 from harness.store import ExperimentDir
 from harness.trial import TrialContext, run_trial
 from harness.watchdog import WorkspaceLimit
-from harness.workspace import container_user, copy_skill, remove_tree
+from harness.workspace import container_user, remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
 OWNER_FILE = "owner"
@@ -645,7 +645,8 @@ class Experiment:
             api_key = self._api_key()
             store.redactor.add(api_key)
             key_file = self._write_key(run_root, api_key, sidecar_uid)
-            skill_copy = copy_skill(skill_files(self.study.skill_dir), run_root / "skill")
+            # copied once, the copy checked against the lock, only the copy mounted (issue 14)
+            skill_copy = copy_locked_skill(self.study, run_root / "skill")
             self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
             upstream = self.options.upstream
             if compiled is not None:
