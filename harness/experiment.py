@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
+from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, uids
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -50,7 +50,7 @@ from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spen
 from harness.store import ExperimentDir
 from harness.trial import TrialContext, run_trial
 from harness.watchdog import WorkspaceLimit
-from harness.workspace import container_user, remove_tree
+from harness.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
 OWNER_FILE = "owner"
@@ -623,8 +623,9 @@ class Experiment:
         (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
         run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        uid, gid = container_user()
-        sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
+        users = self._role_users()
+        uid, gid = users.agent
+        sidecar_uid = users.sidecar
         profile = sandbox.Profile(
             trial_image=images.trial,
             sidecar_image=images.sidecar,
@@ -704,6 +705,14 @@ class Experiment:
                 "ANTHROPIC_API_KEY is not set", hint="export it, or run `make demo` for the offline scripted model"
             )
         return self.options.api_key
+
+    def _role_users(self) -> uids.RoleUsers:
+        """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
+        try:
+            options = self.engine.info().security_options
+        except (HarnessError, AttributeError):
+            options = ()
+        return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
 
     @staticmethod
     def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:
