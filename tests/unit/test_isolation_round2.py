@@ -164,8 +164,15 @@ NON_BARE_SKILL_LOAD = _user(
         (_user([{"type": "document", "source": {"type": "url", "url": "http://x/a.pdf"}}]), "source type 'url'"),
         (_user([{"type": "document", "source": {"type": "file", "file_id": "f"}}]), "source type 'file'"),
         (
-            _user([{"type": "tool_result", "tool_use_id": "t", "content": [
-                {"type": "image", "source": {"type": "url", "url": "http://x"}}]}]),  # fmt: skip
+            _user(
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "content": [{"type": "image", "source": {"type": "url", "url": "http://x"}}],
+                    }
+                ]
+            ),
             "source type 'url'",
         ),
         (_user([{"type": "search_result", "source": "http://x", "title": "t", "content": []}]), "'search_result'"),
@@ -185,11 +192,32 @@ def test_content_outside_the_allow_list_is_refused(body: dict[str, Any], refused
     [
         _user("plain"),
         _user([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]),
-        _user([{"type": "tool_result", "tool_use_id": "t", "content": [
-            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "AA=="}}]}]),  # fmt: skip
+        _user(
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t",
+                    "content": [
+                        {
+                            "type": "document",
+                            "source": {"type": "base64", "media_type": "application/pdf", "data": "AA=="},
+                        }
+                    ],
+                }
+            ]
+        ),
         NON_BARE_SKILL_LOAD,
-        {"messages": [{"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "s"},
-                                                       {"type": "tool_use", "id": "t", "name": "Skill", "input": {}}]}]},  # fmt: skip
+        {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "", "signature": "s"},
+                        {"type": "tool_use", "id": "t", "name": "Skill", "input": {}},
+                    ],
+                }
+            ]
+        },
     ],
 )
 def test_what_the_cli_sends_passes(body: dict[str, Any]) -> None:
