@@ -68,7 +68,9 @@ def _ranges(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def pick_free(used: set[int], ranges: Sequence[tuple[int, int]], count: int, start: int = FREE_RANGE_START) -> list[int]:
+def pick_free(
+    used: set[int], ranges: Sequence[tuple[int, int]], count: int, start: int = FREE_RANGE_START
+) -> list[int]:
     """The first ``count`` ids from ``start`` that are neither in ``used`` nor in any range (pure)."""
     found: list[int] = []
     candidate = start
