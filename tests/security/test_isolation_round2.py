@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from harness import experiment as experiment_mod
 from harness import uids
 from harness.config import load_study
 from harness.errors import ConfigError, LockError
+from harness.ledger import shelve
 from harness.lock import copy_locked_skill, lock, skill_files, verify_lock
 from harness.sandbox import GATEWAY_KEY_PATH
 from harness.workspace import copy_skill
@@ -250,6 +252,29 @@ def test_a_skill_ref_that_is_a_symlink_to_a_folder_elsewhere_is_refused(sec_setu
     with pytest.raises(ConfigError, match="symbolic link"):
         verify_lock(load_study(prereg))
     assert (elsewhere / "SKILL.md").is_file() and link.is_symlink()
+
+
+def test_shelving_a_symlinked_skill_across_filesystems_never_deletes_its_target(tmp_path: Path) -> None:
+    """The reported case: the link's target on another filesystem (/dev/shm here, the study in /tmp)."""
+    outside = Path(tempfile.mkdtemp(prefix="hx-isolation-outside-", dir="/dev/shm"))
+    try:
+        assert os.stat(outside).st_dev != os.stat(tmp_path).st_dev, "the target must be on another filesystem"
+        target = outside / "real-skill"
+        target.mkdir()
+        (target / "SKILL.md").write_text("# skill\n")
+        study = tmp_path / "study"
+        study.mkdir()
+        link = study / "linked"
+        link.symlink_to(target)
+        dest = shelve(link, study / "shelf", "run1")
+        assert dest.is_symlink() and not os.path.lexists(link)
+        assert (target / "SKILL.md").read_text() == "# skill\n", "the target is untouched"
+        # positive control: shelving the resolved path (what main shelved) copies the target into the
+        # shelf and deletes it outside the study
+        moved = shelve(target, study / "shelf-resolved", "run1")
+        assert not target.exists() and (moved / "SKILL.md").read_text() == "# skill\n"
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 # --------------------------------------------------------- 4. URL content
