@@ -255,3 +255,21 @@ def test_userns_remap_and_a_non_root_controller_keep_their_ids() -> None:
     assert (remap.how, remap.agent, remap.sidecar) == ("userns-remap", (1000, 1000), (65534, 65534))
     own = uids.role_users(euid=1234, egid=99, security_options=())
     assert (own.how, own.agent, own.sidecar) == ("controller-user", (1234, 99), (1234, 99))
+
+
+def test_tasks_and_preregistration_edited_after_the_check_are_not_what_the_run_uses(make_study: StudyFactory) -> None:
+    s = make_study()
+    lock(s.prereg)
+    study = load_study(s.prereg)
+    digest = verify_lock(study)
+    prompts = [t.prompt for t in study.target_tasks()]
+    data = json.loads(s.tasks.read_text())
+    data["tasks"][0]["prompt"] = "EDITED AFTER THE CHECK"
+    s.tasks.write_text(json.dumps(data))
+    s.prereg.write_text(s.prereg.read_text().replace("fewer failed verifies", "edited"))
+    # what the run plans from and what the lock hash covers are the models parsed before the check
+    assert [t.prompt for t in study.target_tasks()] == prompts
+    assert verify_lock(study) == digest
+    # positive control: a fresh load sees the edit and the lock refuses it
+    with pytest.raises(LockError):
+        verify_lock(load_study(s.prereg))
