@@ -710,7 +710,7 @@ class Experiment:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
         try:
             options = self.engine.info().security_options
-        except (HarnessError, AttributeError):
+        except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
             options = ()
         return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
 

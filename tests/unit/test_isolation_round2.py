@@ -273,3 +273,13 @@ def test_tasks_and_preregistration_edited_after_the_check_are_not_what_the_run_u
     # positive control: a fresh load sees the edit and the lock refuses it
     with pytest.raises(LockError):
         verify_lock(load_study(s.prereg))
+
+
+def test_doctor_says_which_ids_the_roles_run_as() -> None:
+    from harness.doctor import uid_check
+
+    plain = uid_check(("name=seccomp,profile=default",))
+    assert plain.level == "ok" and plain.name == "container uids"
+    assert ("no host account" in plain.detail) if os.getuid() == 0 else ("controller's own uid" in plain.detail)
+    remapped = uid_check(("name=seccomp,profile=default", "name=userns"))
+    assert ("remaps user namespaces" in remapped.detail) if os.getuid() == 0 else ("own uid" in remapped.detail)
