@@ -712,7 +712,10 @@ class Experiment:
             options = self.engine.info().security_options
         except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
             options = ()
-        return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
+        try:
+            return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
+        except ValueError as e:
+            raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
 
     @staticmethod
     def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:
