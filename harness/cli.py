@@ -378,9 +378,9 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"removed {kind} {name} ({reason})")
     print(f"{len(reaped)} orphaned object(s) removed")
     # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
-    from harness.experiment import default_work_root, sweep_work_root
+    from harness.experiment import sweep_known_roots
 
-    swept = sweep_work_root(default_work_root())
+    swept = sweep_known_roots()
     if swept:
         print(f"removed {swept} trial directory tree(s) of killed runs")
     return 0

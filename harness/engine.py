@@ -28,6 +28,7 @@ from typing import Any
 import docker
 import docker.errors
 import requests.exceptions
+import urllib3.exceptions
 from docker.types import LogConfig, Mount, Ulimit
 
 from harness import labels as L
@@ -43,6 +44,24 @@ def _transient(e: BaseException) -> bool:
     if isinstance(e, docker.errors.APIError):
         return e.status_code is not None and e.status_code >= 500
     return isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+def _read_timed_out(e: BaseException) -> bool:
+    """Whether a wait ended because its own deadline passed (and not because the engine went away).
+
+    requests raises ``ReadTimeout`` when the deadline passes before the response headers, and
+    ``ConnectionError`` wrapping urllib3's ``ReadTimeoutError`` when it passes while reading the body
+    (the engine answers ``/wait`` headers at once). Any other ``ConnectionError`` is a lost engine.
+    """
+    if isinstance(e, requests.exceptions.ReadTimeout):
+        return True
+    if not isinstance(e, requests.exceptions.ConnectionError):
+        return False
+    return any(
+        isinstance(a, urllib3.exceptions.ReadTimeoutError)
+        or isinstance(getattr(a, "reason", None), urllib3.exceptions.ReadTimeoutError)
+        for a in e.args
+    )
 
 
 @dataclass(frozen=True)
@@ -232,12 +251,17 @@ class Engine:
         deadline_s: float,
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
+        gate: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
     ) -> ExitInfo:
-        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call."""
+        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call.
+
+        ``gate``, when given, is entered around the start: it may refuse (raise) to start the container,
+        which is then removed like on any other path (see :class:`harness.trial.StartGate`)."""
         t0 = time.monotonic()
         self.create(spec)
         try:
-            self.start(spec.name)
+            with gate() if gate is not None else contextlib.nullcontext():
+                self.start(spec.name)
             if on_started is not None:
                 on_started(spec.name)
             exit_code, timed_out = self.wait(spec.name, deadline_s)
@@ -265,10 +289,10 @@ class Engine:
         try:
             result = container.wait(timeout=max(1.0, deadline_s))
             return int(result.get("StatusCode", -1)), False
-        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-            pass
         except DOCKER_ERRORS as e:
-            raise InfraError(f"waiting for container {name} failed: {e}") from e
+            if not _read_timed_out(e):
+                # A dropped engine connection is the environment's failure, not the agent's overrun.
+                raise InfraError(f"waiting for container {name} failed: {e}") from e
         self.kill(name)
         try:
             container.wait(timeout=30)

@@ -25,7 +25,6 @@ import datetime as dt
 import os
 import secrets
 import socket
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, uids
+from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, uids, workroots
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -48,8 +47,9 @@ from harness.redact import Redactor
 from harness.retry import retrying
 from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
 from harness.store import ExperimentDir
-from harness.trial import TrialContext, run_trial
+from harness.trial import StartGate, TrialContext, run_trial
 from harness.watchdog import WorkspaceLimit
+from harness.workroots import default_work_root
 from harness.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
@@ -352,6 +352,7 @@ class Experiment:
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
+        self.starts = StartGate(self.stop)
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -360,6 +361,7 @@ class Experiment:
         threading.Thread(target=self._kill_running, daemon=True).start()
 
     def _kill_running(self) -> None:
+        self.starts.close()  # after this, every container of the run that will ever run is running now
         try:
             for kind, name, labels in self.engine.labelled({RUN: self.run_id}):
                 if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
@@ -389,7 +391,7 @@ class Experiment:
             if reaped:
                 self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
             work = self._work_root()
-            swept = sweep_work_root(work)
+            swept = sweep_known_roots(work)
             # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
             gitops.prune_worktrees(self.study.repo_path)
             if swept:
@@ -465,6 +467,7 @@ class Experiment:
     def _work_root(self) -> Path:
         work = self.options.work_root or default_work_root()
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        workroots.remember(work)  # so gc finds a killed run's directories whatever TMPDIR it runs under
         return work
 
     def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
@@ -671,6 +674,7 @@ class Experiment:
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+                starts=self.starts,
             )
             return loop.run(todo).ran
         finally:
@@ -782,11 +786,6 @@ def _skipped(
     )
 
 
-def default_work_root() -> Path:
-    """Where trial directories live unless ``RunOptions.work_root`` says otherwise (``harness gc`` sweeps it)."""
-    return Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
-
-
 def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:
     """Remove run directories whose controller (same host) is gone. Returns how many were removed."""
     host = host or socket.gethostname()
@@ -807,6 +806,11 @@ def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int
         remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
         removed += 1
     return removed
+
+
+def sweep_known_roots(default: Path | None = None) -> int:
+    """Sweep every work root this user's runs have used (see :mod:`harness.workroots`)."""
+    return sum(sweep_work_root(root) for root in workroots.known(default))
 
 
 def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:

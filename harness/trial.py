@@ -47,6 +47,40 @@ AGENT_OUTPUT_CAP = 4 << 20
 VERIFY_TAIL = 8192
 
 
+class StartGate:
+    """Containers start only while the run is not stopping.
+
+    A stop is a flag and one sweep that kills the run's running containers. Without this gate a
+    container created before the sweep and started just after it would run to its full deadline (the
+    race behind a flaky signal test). :meth:`close` sets the flag and waits for starts in flight, so
+    every container the sweep then lists was started before it, and no container starts after it.
+    """
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._cond = threading.Condition()
+        self._starting = 0
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        with self._cond:
+            if self._stop.is_set():
+                raise Interrupted("interrupted")
+            self._starting += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop: no container starts after this returns, and none is half-started."""
+        with self._cond:
+            self._stop.set()
+            self._cond.wait_for(lambda: self._starting == 0)
+
+
 @dataclass(frozen=True)
 class TrialContext:
     """Everything a trial needs that is the same for every trial of one run."""
@@ -70,6 +104,8 @@ class TrialContext:
     shard: str | None = None
     workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
     """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
+    starts: StartGate = field(default_factory=lambda: StartGate(threading.Event()))
+    """Shared by the run's trials and its stop (the experiment passes one built on ``stop``)."""
 
 
 @dataclass
@@ -154,6 +190,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     deadline_s=cli.host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
                     on_started=lambda _name: dog.start(),
+                    gate=ctx.starts.starting,
                 )
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
@@ -183,6 +220,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     patch_cap=PATCH_CAP,
                 ),
                 deadline_s=300,
+                gate=ctx.starts.starting,
             )
             _stop_if_asked(ctx)
             done.patch, diff = _read_patch(dirs, spec.task, collect)
@@ -370,6 +408,7 @@ def _verify(
         ),
         deadline_s=cli.host_deadline_s(timeout_s),
         output_cap=VERIFY_TAIL,
+        gate=ctx.starts.starting,
     )
     _stop_if_asked(ctx)
     tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
@@ -413,6 +452,7 @@ def _judge(
         ),
         deadline_s=cli.host_deadline_s(timeout_s),
         output_cap=1 << 20,
+        gate=ctx.starts.starting,
     )
     _stop_if_asked(ctx)
     result = cli.parse_result(run.stdout, run.exit_code)

@@ -1,0 +1,86 @@
+"""Every place trial directories have lived, recorded where a later ``harness gc`` finds it.
+
+Trial directories hold agent-written trees and the gateway's key file. They live under the
+work root: ``$TMPDIR/harness-<uid>`` unless ``RunOptions.work_root`` says otherwise. ``TMPDIR``
+differs between shells, CI jobs and cron entries, so a killed run's directories could sit where
+the next ``harness gc`` never looks, key file included. Each run therefore records its work root
+in a per-user file at a fixed place (``/tmp/harness-work-roots-<uid>``, like the host slots), and
+gc and every start sweep all the roots recorded there.
+
+The record is in a world-writable directory, so it is trusted only when it is a regular file of
+ours (not a link) and not writable by others, and a recorded root only when it is a directory of
+ours; the sweep itself removes only run directories whose owner file names a dead controller on
+this host, and never follows links.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+
+def default_work_root() -> Path:
+    """Where trial directories live unless ``RunOptions.work_root`` says otherwise."""
+    return Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
+
+
+def registry_path() -> Path:
+    root = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
+    return root / f"harness-work-roots-{os.getuid()}"
+
+
+def _ours(st: os.stat_result, kind: int) -> bool:
+    return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def remember(root: Path, registry: Path | None = None) -> None:
+    """Record ``root`` (once). A registry that is not ours is left alone: gc then sees only the default."""
+    registry = registry or registry_path()
+    line = str(root.resolve())
+    if "\n" in line:
+        return
+    try:
+        fd = os.open(registry, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    try:
+        if not _ours(os.fstat(fd), stat.S_IFREG):
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
+            f.seek(0)
+            if line in f.read().splitlines():
+                return
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def known(default: Path | None = None, registry: Path | None = None) -> list[Path]:
+    """The default work root and every recorded one that is still a directory of ours."""
+    roots = [default or default_work_root()]
+    registry = registry or registry_path()
+    try:
+        fd = os.open(registry, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return roots
+    try:
+        if not _ours(os.fstat(fd), stat.S_IFREG):
+            return roots
+        with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
+            lines = f.read(1 << 20).splitlines()
+    finally:
+        os.close(fd)
+    for text in lines:
+        path = Path(text)
+        if not path.is_absolute() or path in roots:
+            continue
+        try:
+            if _ours(path.lstat(), stat.S_IFDIR):
+                roots.append(path)
+        except OSError:
+            continue
+    return roots

@@ -1,0 +1,107 @@
+"""StartGate: no container starts once a stop is under way, and a stop waits for starts in flight."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from harness.errors import Interrupted
+from harness.trial import StartGate
+
+
+def test_a_start_after_the_stop_is_refused() -> None:
+    stop = threading.Event()
+    gate = StartGate(stop)
+    with gate.starting():
+        pass  # allowed before the stop
+    gate.close()
+    assert stop.is_set()
+    with pytest.raises(Interrupted), gate.starting():
+        raise AssertionError("the container must not start")
+
+
+def test_the_stop_waits_for_a_start_in_flight() -> None:
+    """The race behind the flaky signal test: the kill sweep must not run while a start is half done."""
+    gate = StartGate(threading.Event())
+    inside, release, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def start() -> None:
+        with gate.starting():
+            inside.set()
+            release.wait(10)
+
+    def stop() -> None:
+        gate.close()
+        closed.set()
+
+    starter = threading.Thread(target=start)
+    starter.start()
+    assert inside.wait(10)
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    assert not closed.wait(0.2), "close() returned while a start was in flight"
+    release.set()
+    assert closed.wait(10)
+    starter.join(10)
+    stopper.join(10)
+
+
+class _SlowCreateEngine:
+    """Engine.run's own create/start/remove sequence with the Docker calls replaced: create blocks
+    until released, so a stop can land exactly between create and start (the flaky test's window)."""
+
+    def __init__(self) -> None:
+        self.created, self.release = threading.Event(), threading.Event()
+        self.calls: list[str] = []
+
+    def create(self, spec: object) -> str:
+        self.calls.append("create")
+        self.created.set()
+        self.release.wait(10)
+        return "id"
+
+    def start(self, name: str) -> None:
+        self.calls.append("start")
+
+    def remove_container(self, name: str) -> None:
+        self.calls.append("remove")
+
+
+def _run_in_window(gated: bool) -> list[str]:
+    from harness.engine import ContainerSpec, Engine
+
+    fake = _SlowCreateEngine()
+    engine = Engine.__new__(Engine)
+    engine.create = fake.create  # type: ignore[method-assign]
+    engine.start = fake.start  # type: ignore[method-assign]
+    engine.remove_container = fake.remove_container  # type: ignore[method-assign]
+    engine.wait = lambda name, deadline_s: (_ for _ in ()).throw(AssertionError("ran to its deadline"))  # type: ignore[method-assign]
+    gate = StartGate(threading.Event())
+    spec = ContainerSpec(name="agent", image="i", command=("true",), labels={}, user="1:1")
+    errors: list[BaseException] = []
+
+    def trial() -> None:
+        try:
+            engine.run(spec, deadline_s=60, gate=gate.starting if gated else None)
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=trial)
+    t.start()
+    assert fake.created.wait(10)
+    gate.close()  # the signal: stop, then the sweep kills what is running (nothing has started yet)
+    fake.release.set()
+    t.join(10)
+    assert len(errors) == 1
+    if gated:
+        assert isinstance(errors[0], Interrupted)
+    return fake.calls
+
+
+def test_a_container_created_before_the_stop_never_starts_after_it() -> None:
+    assert _run_in_window(gated=True) == ["create", "remove"]
+
+
+def test_positive_control_without_the_gate_it_starts_after_the_sweep() -> None:
+    assert _run_in_window(gated=False) == ["create", "start", "remove"]
