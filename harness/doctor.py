@@ -6,12 +6,14 @@ Checks are gathered from the engine and the host, then judged by pure functions
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
+from harness import uids
 from harness.engine import ContainerSpec, Engine, Limits
 from harness.errors import HarnessError
 from harness.images import ImageBuilder, ImageOptions
@@ -104,6 +106,15 @@ def gvisor_check(engine: Engine, image: str | None) -> Check:
     return Check("warn", "gVisor (runsc)", f"registered but `true` exited {result.exit_code}")
 
 
+def uid_check(security_options: tuple[str, ...]) -> Check:
+    """Which uids the roles run as (issue 14: none may be a host account's)."""
+    try:
+        users = uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=security_options)
+    except ValueError as e:
+        return Check("fail", "container uids", str(e))
+    return Check("ok", "container uids", users.describe())
+
+
 def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     checks: list[Check] = []
     info = engine.info()
@@ -138,6 +149,7 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     )
     if info.rootless:
         checks.append(Check("info", "rootless", "rootless engine: an escape lands in an unprivileged user"))
+    checks.append(uid_check(info.security_options))
     free = engine.free_disk_bytes()
     if free is not None:
         gib = free / (1 << 30)

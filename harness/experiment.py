@@ -32,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, samepatch, sandbox, scenario, workroots
+from harness import __version__, decision, gitops, plan, reuse, samepatch, sandbox, scenario, uids, workroots
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -40,7 +40,7 @@ from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
 from harness.labels import ROLE, RUN, make_labels, pid_alive
-from harness.lock import skill_files, verify_lock
+from harness.lock import copy_locked_skill, verify_lock
 from harness.plan import TrialSpec
 from harness.records import Provenance, StopReason, TrialRecord
 from harness.redact import Redactor
@@ -50,7 +50,7 @@ from harness.store import ExperimentDir
 from harness.trial import StartGate, TrialContext, run_trial
 from harness.watchdog import WorkspaceLimit
 from harness.workroots import default_work_root
-from harness.workspace import container_user, copy_skill, remove_tree
+from harness.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
 OWNER_FILE = "owner"
@@ -627,8 +627,9 @@ class Experiment:
         (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
         run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        uid, gid = container_user()
-        sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
+        users = self._role_users()
+        uid, gid = users.agent
+        sidecar_uid = users.sidecar
         profile = sandbox.Profile(
             trial_image=images.trial,
             sidecar_image=images.sidecar,
@@ -649,7 +650,8 @@ class Experiment:
             api_key = self._api_key()
             store.redactor.add(api_key)
             key_file = self._write_key(run_root, api_key, sidecar_uid)
-            skill_copy = copy_skill(skill_files(self.study.skill_dir), run_root / "skill")
+            # copied once, the copy checked against the lock, only the copy mounted (issue 14)
+            skill_copy = copy_locked_skill(self.study, run_root / "skill")
             self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
             upstream = self.options.upstream
             if compiled is not None:
@@ -722,6 +724,17 @@ class Experiment:
                 "ANTHROPIC_API_KEY is not set", hint="export it, or run `make demo` for the offline scripted model"
             )
         return self.options.api_key
+
+    def _role_users(self) -> uids.RoleUsers:
+        """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
+        try:
+            options = self.engine.info().security_options
+        except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
+            options = ()
+        try:
+            return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
+        except ValueError as e:
+            raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
 
     @staticmethod
     def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:

@@ -247,9 +247,10 @@ def shelve(skill_dir: Path, shelf: Path, run_id: str) -> Path:
     with ``-2``, ``-3``, ... appended. It is claimed with an exclusive
     ``mkdir`` first, so a concurrent shelving cannot take the same name.
     """
-    skill_dir = skill_dir.resolve()
+    link = _shelve_link(skill_dir)
+    skill_dir = link if link is not None else skill_dir.resolve()
     shelf = shelf.resolve()
-    if shelf == skill_dir or shelf.is_relative_to(skill_dir):
+    if link is None and (shelf == skill_dir or shelf.is_relative_to(skill_dir)):
         raise ConfigError(shelf, f"the shelf folder lies inside the skill folder {skill_dir}", field="shelf")
     if not skill_dir.is_dir():
         raise HarnessError(f"cannot shelve {skill_dir}: it is not a folder")
@@ -264,6 +265,8 @@ def shelve(skill_dir: Path, shelf: Path, run_id: str) -> Path:
                 continue
     except OSError as e:
         raise HarnessError(f"cannot create a shelf entry in {shelf}: {e.strerror}") from None
+    if link is not None:
+        return _move_link(link, dest)
     try:
         os.rename(skill_dir, dest)  # replaces the empty directory just claimed
     except OSError as e:
@@ -275,6 +278,35 @@ def shelve(skill_dir: Path, shelf: Path, run_id: str) -> Path:
         except (OSError, shutil.Error) as copy_error:
             raise HarnessError(f"cannot copy {skill_dir} to {dest} (the original is kept): {copy_error}") from None
         shutil.rmtree(skill_dir)  # only after a complete copy: a move across filesystems
+    return dest
+
+
+def _shelve_link(skill_dir: Path) -> Path | None:
+    """The skill path itself when it is a symbolic link (then the link is shelved, never its
+    target). A path that reaches the folder through a link in a parent directory is refused:
+    moving it would move, or across filesystems delete, a folder outside the study."""
+    path = Path(os.path.abspath(skill_dir))
+    if path.is_symlink():
+        return path.parent.resolve() / path.name
+    if path.resolve() != path:
+        raise HarnessError(f"cannot shelve {path}: it is reached through a symbolic link ({path.resolve()})")
+    return None
+
+
+def _move_link(link: Path, dest: Path) -> Path:
+    """Shelve the symbolic link itself (the folder it points to is never moved or deleted)."""
+    target = os.readlink(link)
+    dest.rmdir()  # the claimed name becomes the link
+    try:
+        os.rename(link, dest)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise HarnessError(f"cannot move the link {link} to {dest}: {e.strerror}") from None
+        try:
+            os.symlink(target, dest)
+        except OSError as copy_error:
+            raise HarnessError(f"cannot recreate the link {link} at {dest}: {copy_error.strerror}") from None
+        os.unlink(link)  # the link only: unlink never follows it
     return dest
 
 
@@ -325,8 +357,8 @@ def record(study: Study, r: ReportInput, *, now: dt.datetime | None = None) -> L
         shelved: Path | None = None
         failure: HarnessError | None = None
         if run.verdict == "reject" and r.prereg.on_rejection == "shelve" and study.skill_dir.is_dir():
-            try:
-                shelved = shelve(study.skill_dir, study.shelf_dir, run.run_id)
+            try:  # the path as the preregistration names it: a link is shelved, never its target
+                shelved = shelve(study.root / study.prereg.skill_ref, study.shelf_dir, run.run_id)
             except HarnessError as e:
                 failure = e
         if shelved is not None:

@@ -31,6 +31,7 @@ from harness.errors import ConfigError, LockError
 from harness.gitops import resolve_commit
 from harness.inputs import load_json, read_input
 from harness.store import atomic_write
+from harness.workspace import copy_skill
 
 LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
@@ -40,7 +41,9 @@ MAX_SKILL_FILES = 200
 
 def skill_files(skill_dir: Path) -> dict[str, bytes]:
     """Every regular file of the skill folder (relative path -> bytes). Symlinks are refused:
-    a 'skill file' pointing at ~/.ssh/id_ed25519 must never be hashed, copied or mounted."""
+    a 'skill file' pointing at ~/.ssh/id_ed25519 must never be hashed, copied or mounted. So is
+    anything that is not a plain directory or a plain file with exactly one link: a hard link
+    (``ln ~/.ssh/id_ed25519 skills/x/notes.md``) is a second name of a file outside the skill."""
     files: dict[str, bytes] = {}
     for dirpath, dirnames, filenames in os.walk(skill_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in {".git", "__pycache__"})
@@ -50,19 +53,51 @@ def skill_files(skill_dir: Path) -> dict[str, bytes]:
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(skill_dir).as_posix()
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                raise ConfigError(path, "skill folders may not contain symlinks", field="skill_ref")
-            if not stat.S_ISREG(st.st_mode):
-                raise ConfigError(path, "is not a regular file", field="skill_ref")
-            if st.st_size > MAX_SKILL_FILE:
-                raise ConfigError(path, f"is larger than {MAX_SKILL_FILE} bytes", field="skill_ref")
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as fh:
-                files[rel] = fh.read(MAX_SKILL_FILE + 1)
+            files[rel] = read_plain_file(path)
             if len(files) > MAX_SKILL_FILES:
                 raise ConfigError(skill_dir, f"has more than {MAX_SKILL_FILES} files", field="skill_ref")
     return files
+
+
+def plain_file_problem(st: os.stat_result) -> str | None:
+    """Why a skill-folder entry with this ``lstat``/``fstat`` is not a plain file, else None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "skill folders may not contain symlinks"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (skill folders hold only plain files and directories)"
+    if st.st_nlink != 1:
+        return (
+            f"has {st.st_nlink} hard links: a hard link is another name of a file that may live outside "
+            "the skill folder (copy the file instead of linking it)"
+        )
+    if st.st_size > MAX_SKILL_FILE:
+        return f"is larger than {MAX_SKILL_FILE} bytes"
+    return None
+
+
+def read_plain_file(path: Path) -> bytes:
+    """The bytes of one skill file, refused unless it is a plain, singly linked regular file.
+    Checked before opening (never open a FIFO or follow a link) and again on the open descriptor
+    (the entry may have been swapped in between)."""
+    before = os.lstat(path)
+    problem = plain_file_problem(before)
+    if problem:
+        raise ConfigError(path, problem, field="skill_ref")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise ConfigError(path, f"cannot be opened as a plain file: {e.strerror}", field="skill_ref") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        problem = plain_file_problem(st)
+        if problem is None and (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            problem = "was replaced while it was being read"
+        if problem:
+            raise ConfigError(path, problem, field="skill_ref")
+        data = fh.read(MAX_SKILL_FILE + 1)
+    if len(data) > MAX_SKILL_FILE:
+        raise ConfigError(path, f"is larger than {MAX_SKILL_FILE} bytes", field="skill_ref")
+    return data
 
 
 CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
@@ -71,6 +106,7 @@ CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
 def study_skill_files(study: Study) -> dict[str, bytes]:
     """The skill's files, without the experiment's own control files when they live inside the
     skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
+    check_skill_ref(study)
     own = {study.prereg_path.resolve(), study.tasks_path.resolve(), lock_path(study.prereg_path).resolve()}
     out = {}
     for rel, data in skill_files(study.skill_dir).items():
@@ -79,6 +115,20 @@ def study_skill_files(study: Study) -> dict[str, bytes]:
             continue
         out[rel] = data
     return out
+
+
+def check_skill_ref(study: Study) -> None:
+    """Refuse a ``skill_ref`` that is, or passes through, a symbolic link: what is locked, copied
+    and (on rejection) shelved must be the folder the preregistration names, inside the study's
+    own tree, never a folder elsewhere that a link happens to point at."""
+    written = Path(os.path.abspath(study.root / study.prereg.skill_ref))
+    if written.resolve() != written:
+        raise ConfigError(
+            study.prereg_path,
+            f"skill folder {written} is a symbolic link (or reached through one) to {written.resolve()}",
+            field="skill_ref",
+            hint="name the skill folder itself in skill_ref, not a link to it",
+        )
 
 
 def sha256_hex(data: bytes) -> str:
@@ -221,3 +271,32 @@ def _lock_source(study: Study) -> Path:
     """The file the study's lock was read from: the lock file, or the preregistration (earlier format)."""
     path = lock_path(study.prereg_path)
     return path if os.path.lexists(path) else study.prereg_path
+
+
+class _StudyOnCopy(Study):
+    """The same study with its skill folder replaced by the controller-owned copy."""
+
+    def __init__(self, study: Study, copy: Path) -> None:
+        super().__init__(study.prereg_path, study.prereg, study.task_file)
+        self._copy = copy
+
+    @property
+    def skill_dir(self) -> Path:
+        return self._copy
+
+
+def copy_locked_skill(study: Study, dest: Path) -> Path:
+    """Copy the skill's files once into the controller-owned ``dest``, then check *the copy*
+    against the lock; only the copy is mounted. A file swapped in the user's folder after eval's
+    first lock check either lands in the copy (and fails this check) or is never seen.
+    The preregistration and tasks are parsed once into the study, whose in-memory models are
+    both what the lock hash covers and what the run uses."""
+    copy = copy_skill(study_skill_files(study), dest)
+    try:
+        verify_lock(_StudyOnCopy(study, copy))
+    except LockError as e:
+        raise LockError(
+            f"{study.skill_dir} changed after eval checked its lock: {e.message}",
+            hint="the skill folder must not change during a run; re-run `harness lock` and evaluate into a new --out",
+        ) from None
+    return copy

@@ -46,7 +46,8 @@ class Profile:
     sidecar_image: str
     limits: Limits
     user: str
-    """uid:gid the untrusted containers run as (the host user's, or 1000 when the controller is root)."""
+    """uid:gid the untrusted containers run as (the host user's; with a root controller an id no
+    host account uses, see :mod:`harness.uids`)."""
     sidecar_user: str
     runtime: str | None = None
 

@@ -145,7 +145,9 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     phase = _phases(ctx, spec, done)
     try:
         with phase("workspace"):
-            dirs = workspace.prepare(ctx.repo, ctx.provenance.base_sha, ctx.run_root / key)
+            dirs = workspace.prepare(
+                ctx.repo, ctx.provenance.base_sha, ctx.run_root / key, workspace.parse_user(ctx.profile.user)
+            )
 
         with phase("gateway"):
             ctx.engine.create_network(network, labels, internal=True)

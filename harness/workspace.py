@@ -47,7 +47,8 @@ class TrialDirs:
 
 
 def container_user() -> tuple[int, int]:
-    """The uid:gid untrusted containers run as: the host user's own, or 1000 when the controller is root."""
+    """The default owner of a trial's directories: the host user's own, or 1000 when the controller
+    is root. A run passes its own choice to :func:`prepare` (see :mod:`harness.uids`)."""
     uid, gid = os.getuid(), os.getgid()
     return (1000, 1000) if uid == 0 else (uid, gid)
 
@@ -64,10 +65,17 @@ def _copy_base(base: Path, dest: Path) -> None:
     shutil.copytree(base, dest, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == base else [])
 
 
-def prepare(repo: Path, base_sha: str, root: Path) -> TrialDirs:
-    """Create every directory of a trial. On failure, whatever was made is removed again."""
+def parse_user(user: str) -> tuple[int, int]:
+    """``"uid:gid"`` (a profile's user) as numbers."""
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
+
+
+def prepare(repo: Path, base_sha: str, root: Path, owner: tuple[int, int] | None = None) -> TrialDirs:
+    """Create every directory of a trial. On failure, whatever was made is removed again.
+    ``owner`` is the uid:gid the untrusted containers run as (default :func:`container_user`)."""
     dirs = TrialDirs.at(root)
-    uid, gid = container_user()
+    uid, gid = owner or container_user()
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=False)
         gitops.add_worktree(repo, dirs.base, base_sha)

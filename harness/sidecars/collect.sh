@@ -9,7 +9,7 @@
 # config or .gitattributes driver) is never consulted. Outputs go to /out:
 #   patch.diff   binary diff base -> workspace, untracked files included (capped)
 #   numstat      git diff --numstat -z        raw   git diff --raw -z (modes)
-#   special      FIFOs, sockets, devices, setuid/setgid files in the workspace
+#   special      FIFOs, sockets, devices, setuid/setgid files in the workspace (found first)
 #   nested       nested repositories (.git below the top), left out of the diff
 #   status       "ok" or the reason extraction stopped
 # and /verify becomes base + patch with protected paths restored from base.
@@ -28,6 +28,15 @@ G() {
 }
 fail() { printf '%s\n' "$1" > /out/status; exit "${2:-3}"; }
 
+# Special files are found before git touches the tree: find only lstat()s, never opens them.
+find /workspace -path /workspace/.git -prune -o \
+  \( -type p -o -type s -o -type b -o -type c -o -perm -4000 -o -perm -2000 \) -print0 \
+  2>/dev/null | head -c 65536 > /out/special
+# git opens the per-directory files it reads (.gitignore, .gitattributes, .gitmodules) by name, and
+# opening a FIFO blocks for ever: a special file with such a name stops extraction before git runs.
+if tr '\0' '\n' < /out/special | grep -q '/\.git[^/]*$'; then
+  fail "special file named .git* in the workspace (not opened; git would block on it)" 0
+fi
 G init -q --bare "$GIT_DIR" || fail "git init failed"
 # Nested repositories (a .git below the top) are left out of the diff (one without a commit
 # would make `git add` fail); the host rejects a patch from a workspace that has any.
@@ -42,9 +51,6 @@ G diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color --n
   | head -c "$((CAP + 1))" > /out/patch.diff || fail "diff failed"
 G diff --cached --numstat --no-renames -z HEAD > /out/numstat || fail "numstat failed"
 G diff --cached --raw --no-renames -z --full-index HEAD > /out/raw || fail "raw diff failed"
-find /workspace -path /workspace/.git -prune -o \
-  \( -type p -o -type s -o -type b -o -type c -o -perm -4000 -o -perm -2000 \) -print0 \
-  2>/dev/null | head -c 65536 > /out/special
 
 size=$(wc -c < /out/patch.diff)
 if [ "$size" -gt "$CAP" ]; then fail "patch larger than $CAP bytes" 0; fi

@@ -11,7 +11,8 @@ Policy:
 - only ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` are forwarded;
 - the client's ``x-api-key`` / ``authorization`` are dropped and the real key injected;
 - bodies asking for ``mcp_servers``, a ``container``, or server-side tools (any tool
-  with a ``type`` other than ``custom``) are refused, as are bodies over the cap;
+  with a ``type`` other than ``custom``) are refused, as are bodies over the cap and content
+  outside an allow-list of block and source types (no URL-sourced images or documents);
 - SSE is streamed through unchanged while usage is metered; once the metered cost
   reaches the trial's budget, further requests are refused.
 
@@ -95,6 +96,61 @@ def policy_violation(body: Any) -> str | None:
     for tool in tools:
         if isinstance(tool, dict) and tool.get("type") not in (None, "custom"):
             return f"server-side tool {str(tool.get('type'))[:60]!r} is not allowed"
+    return content_violation(body)
+
+
+# The content the Claude Code CLI really sends (bare and with installed skills: see
+# shared/reference), as an allow-list: anything else is refused, not forwarded. A URL (or Files
+# API) source would make the API fetch a host of the agent's choosing server-side.
+MESSAGE_BLOCKS = frozenset({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+TOOL_RESULT_BLOCKS = frozenset({"text", "image", "document"})
+SOURCE_TYPES = {"image": frozenset({"base64"}), "document": frozenset({"base64", "text"})}
+MAX_BLOCK_DEPTH = 4
+
+
+def _blocks_violation(content: Any, allowed: frozenset[str], where: str, depth: int) -> str | None:
+    """Check a ``content`` value (a string or a list of blocks), recursing into tool results."""
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"{where} is neither a string nor a list of blocks"
+    if depth > MAX_BLOCK_DEPTH:
+        return f"{where} nests content blocks too deeply"
+    for i, block in enumerate(content):
+        at = f"{where}[{i}]"
+        if not isinstance(block, dict):
+            return f"{at} is not a content block"
+        kind = block.get("type")
+        if kind not in allowed:
+            return f"content block type {str(kind)[:40]!r} is not allowed ({at})"
+        if kind in SOURCE_TYPES:
+            source = block.get("source")
+            source_type = source.get("type") if isinstance(source, dict) else None
+            if source_type not in SOURCE_TYPES[kind]:
+                return f"{kind} source type {str(source_type)[:40]!r} is not allowed ({at}: only inline data)"
+        if kind == "tool_result" and "content" in block:
+            found = _blocks_violation(block["content"], TOOL_RESULT_BLOCKS, f"{at}.content", depth + 1)
+            if found:
+                return found
+    return None
+
+
+def content_violation(body: dict[str, Any]) -> str | None:
+    """The body's messages and system prompt hold only block and source types the CLI sends."""
+    system = body.get("system")
+    if system is not None:
+        found = _blocks_violation(system, frozenset({"text"}), "system", 0)
+        if found:
+            return found
+    messages = body.get("messages", [])
+    if not isinstance(messages, list):
+        return "messages is not a list"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            return f"messages[{i}] is not an object"
+        found = _blocks_violation(message.get("content", ""), MESSAGE_BLOCKS, f"messages[{i}].content", 0)
+        if found:
+            return found
     return None
 
 
