@@ -201,6 +201,7 @@ def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
         notes.append("results.jsonl ends in an unterminated line (a crash mid-write); it was ignored")
     if not rr.records:
         raise ResultsUnavailable(f"{path} holds no readable trial result")
+    runstate.check_unique_attempts(rr.records, path)
     return rr.records, notes
 
 

@@ -255,3 +255,43 @@ def test_judge_model_equal_to_executor_model_is_refused_or_warned() -> None:
 
 
 _ = (DecisionContext, PROV)
+
+
+# ------------------------------------------------------------ 6. duplicate attempts
+
+
+def _record(tid: str, attempt: int, status: str = "completed", exit_code: int = 0) -> object:
+    from harness.records import Provenance, TrialRecord, VerifyResult
+
+    prov = Provenance(lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c",
+                      image_digest="i", prompt_template_sha256="p", harness_version="h")  # fmt: skip
+    return TrialRecord(experiment_id="e", trial_id=tid, task_id="t", arm="skill", run_index=0, attempt=attempt,
+                       provenance=prov, status=status, started_at="x", finished_at="y",  # type: ignore[arg-type]
+                       verify=VerifyResult(exit_code=exit_code))  # fmt: skip
+
+
+def test_two_final_records_with_the_same_attempt_are_refused() -> None:
+    from harness.runstate import DuplicateAttemptError, final_attempts
+
+    fail, forged_pass = _record("x", 1, exit_code=1), _record("x", 1, exit_code=0)
+    with pytest.raises(DuplicateAttemptError) as info:
+        final_attempts([fail, forged_pass])
+    assert "attempt 1" in str(info.value) and "x" in str(info.value)
+    with pytest.raises(DuplicateAttemptError):
+        d.observations_from_records([fail, forged_pass], "verify")
+    # positive control: distinct attempts still resolve to the last one
+    finals, earlier = final_attempts([_record("x", 1, "infra_error"), _record("x", 2)])
+    assert [r.attempt for r in finals] == [2] and len(earlier["x"]) == 1
+
+
+def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from harness import report
+    from harness.errors import HarnessError
+
+    root = Path(str(tmp_path))
+    line = _record("x", 1).model_dump_json()  # type: ignore[attr-defined]
+    (root / "results.jsonl").write_text(line + "\n" + line + "\n")
+    with pytest.raises(HarnessError, match="two records with attempt 1"):
+        report._read_records(root)
