@@ -295,3 +295,38 @@ def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) ->
     (root / "results.jsonl").write_text(line + "\n" + line + "\n")
     with pytest.raises(HarnessError, match="two records with attempt 1"):
         report._read_records(root)
+
+
+# --------------------------------------------------------- 1. the amber label in every report
+
+NOISY6 = {
+    "t1": ("PFF", "PPF"), "t2": ("PPF", "PFF"), "t3": ("PFF", "PPF"),
+    "t4": ("PFF", "PFF"), "t5": ("PFF", "PPF"), "t6": ("PPF", "PPF"),
+}  # fmt: skip
+
+
+def test_every_report_shows_the_point_only_adoption_in_amber(tmp_path: object) -> None:
+    from pathlib import Path
+
+    import reportkit as kit
+
+    from harness import report, report_html
+
+    r = kit.make_input(NOISY6, rule="point")
+    assert r.decision.verdict == "adopt" and r.decision.point_only_adopt
+    label = "adopt by the point rule; not distinguishable from noise"
+    text = report.terminal_summary(r)
+    assert label.upper() in text and "preregistered): ADOPT\n" not in text + "\n"
+    md = report.markdown(r)
+    assert label.upper() in md and "✅" not in md
+    html = report_html.render(r)
+    assert label[:1].upper() + label[1:] in html
+    assert f'<header class="banner" style="background:{report_html.VERDICT_COLOURS["inconclusive"]}"' in html
+    data = report.decision_json(r)
+    assert data["label"] == label and data["point_only_adopt"] is True and data["verdict"] == "adopt"
+    exp = kit.write_experiment(Path(str(tmp_path)), NOISY6, rule="point")
+    g = report.gate(exp)
+    assert g.exit_code == 0 and g.line.startswith(label.upper())
+    # positive control: a clear win keeps the plain green ADOPT
+    clear = kit.make_input(kit.WIN, rule="point")
+    assert not clear.decision.point_only_adopt and "✅" in report.markdown(clear)
