@@ -402,8 +402,7 @@ def terminal_summary(r: ReportInput) -> str:
         lines.append(f"note: {note}")
     lines += [
         "",
-        f"point rule (the article's): {d.point_label}   interval rule: {d.interval_verdict}   "
-        f"evidence: {d.evidence}",
+        f"point rule (the article's): {d.point_label}   interval rule: {d.interval_verdict}   evidence: {d.evidence}",
     ]
     for reason in d.reasons:
         lines.append(f"  - [{reason.code}] {reason.message}")
@@ -634,9 +633,7 @@ def junit_xml(r: ReportInput) -> str:
     dec = ET.SubElement(suite, "testcase", classname=cls, name="decision", time="0")
     counts["tests"] += 1
     detail = "\n".join(f"[{x.code}] ({x.kind}) {x.message}" for x in d.reasons)
-    summary = f"{verdict_word(d)} ({d.rule} rule): " + "; ".join(
-        f"[{x.code}] {x.message}" for x in deciding_reasons(d)
-    )
+    summary = f"{verdict_word(d)} ({d.rule} rule): " + "; ".join(f"[{x.code}] {x.message}" for x in deciding_reasons(d))
     if d.verdict == "invalid":
         el = ET.SubElement(dec, "error", type="invalid", message=clean(summary))
         el.text = clean(detail)
@@ -862,6 +859,4 @@ def gate(root: Path) -> GateResult:
             hint=e.hint,
         ) from None
     reasons = tuple((x.code, x.kind, x.message) for x in r.decision.reasons)
-    return GateResult(
-        r.prereg.skill, r.decision.verdict, reasons, f"recomputed from {RESULTS}", root, r.decision.label
-    )
+    return GateResult(r.prereg.skill, r.decision.verdict, reasons, f"recomputed from {RESULTS}", root, r.decision.label)
