@@ -21,6 +21,7 @@ trial starts, running ones finish, and every trial that did not run gets a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import secrets
@@ -81,6 +82,10 @@ class RunOptions:
     tests can look for it everywhere; by default a random one. Never used in real runs."""
     workspace_limit: WorkspaceLimit | None = None
     """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.watchdog)."""
+    aa: bool = False
+    """A/A calibration (``harness calibrate``): the second arm runs exactly as the baseline (same prompt,
+    no skill mounted) and is recorded under the arm name ``skill``, so the usual analysis compares the
+    baseline with itself."""
 
 
 class Events:
@@ -602,7 +607,7 @@ class Experiment:
 
         holder: dict[str, TrialContext] = {}
         loop = TrialLoop(
-            lambda spec, attempt: self.trial_runner(holder["ctx"], spec, attempt),
+            lambda spec, attempt: run_as_planned(self.trial_runner, holder["ctx"], spec, attempt, aa=self.options.aa),
             append,
             policy,
             skipped=skipped,
@@ -767,6 +772,21 @@ def _skipped(
         shard=shard,
         stopped_by=kind,
     )
+
+
+def run_as_planned(
+    runner: Callable[[TrialContext, TrialSpec, int], TrialRecord],
+    ctx: TrialContext,
+    spec: TrialSpec,
+    attempt: int,
+    *,
+    aa: bool = False,
+) -> TrialRecord:
+    """Run one trial; in A/A mode a ``skill`` trial runs as a baseline trial and keeps its own id and arm."""
+    if not aa or spec.arm != "skill":
+        return runner(ctx, spec, attempt)
+    record = runner(ctx, dataclasses.replace(spec, arm="baseline"), attempt)
+    return record.model_copy(update={"arm": "skill", "trial_id": spec.trial_id, "baseline_fingerprint": None})
 
 
 def default_work_root() -> Path:
