@@ -89,7 +89,7 @@ def test_calibrations_are_kept_in_the_ledger_and_reuse_warns_without_a_recent_on
     assert ledger.recent_calibration(path, model="sonnet") is not None
     cli._warn_without_recent_calibration(study)
     assert capsys.readouterr().err == ""
-    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=30)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
     assert ledger.recent_calibration(path, now=later) is None
 
 
