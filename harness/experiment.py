@@ -785,8 +785,16 @@ def run_as_planned(
     """Run one trial; in A/A mode a ``skill`` trial runs as a baseline trial and keeps its own id and arm."""
     if not aa or spec.arm != "skill":
         return runner(ctx, spec, attempt)
-    record = runner(ctx, dataclasses.replace(spec, arm="baseline"), attempt)
-    return record.model_copy(update={"arm": "skill", "trial_id": spec.trial_id, "baseline_fingerprint": None})
+    # The trial's container and directory names come from (task, arm, run): an offset run index keeps
+    # the A/A twin from colliding with the baseline trial of the same task and run.
+    twin = dataclasses.replace(spec, arm="baseline", run_index=spec.run_index + AA_RUN_OFFSET)
+    record = runner(ctx, twin, attempt)
+    return record.model_copy(
+        update={"arm": "skill", "trial_id": spec.trial_id, "run_index": spec.run_index, "baseline_fingerprint": None}
+    )
+
+
+AA_RUN_OFFSET = 100_000
 
 
 def default_work_root() -> Path:

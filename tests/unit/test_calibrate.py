@@ -70,6 +70,7 @@ def test_the_aa_wrapper_runs_the_skill_arm_as_the_baseline() -> None:
     rec = run_as_planned(runner, None, spec, 1, aa=True)  # type: ignore[arg-type]
     assert seen == [f"baseline:{dataclasses.replace(spec, arm='baseline').prompt[:20]}"]
     assert rec.arm == "skill" and rec.trial_id == spec.trial_id and rec.baseline_fingerprint is None
+    assert rec.run_index == spec.run_index
     # positive control: without A/A the skill arm runs as the skill arm
     run_as_planned(runner, None, spec, 1)  # type: ignore[arg-type]
     assert seen[-1].startswith("skill:")
