@@ -76,12 +76,13 @@ def test_infra_before_reaching_the_model_stays_excluded() -> None:
 
 def test_an_infra_imbalance_between_arms_is_inconclusive_with_its_own_reason() -> None:
     settings = Decision(rule="point", max_missing_share=1.0, max_infra_imbalance=0.1)
-    r = decide(
-        analyze(_forgery("I", reached=False), settings), settings, ctx(runs=3, waive=None) if False else ctx(runs=3)
-    )
+    r = decide(analyze(_forgery("I", reached=False), settings), settings, ctx(runs=3))
     assert r.verdict == "inconclusive"
     assert d.INFRA_IMBALANCE in r.codes
     assert Decision().max_infra_imbalance == pytest.approx(0.1)
+    # positive control: the same data under a looser preregistered cap has no imbalance reason
+    loose = Decision(rule="point", max_missing_share=1.0, max_infra_imbalance=0.5)
+    assert d.INFRA_IMBALANCE not in decide(analyze(_forgery("I", reached=False), loose), loose, ctx(runs=3)).codes
 
 
 def test_records_set_reached_model_from_the_gateway_meter() -> None:
