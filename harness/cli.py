@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
@@ -25,6 +25,7 @@ typical use:
   harness lock path/to/preregistration.yaml        freeze the plan before any trial runs
   harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
   harness demo                                     the whole pipeline offline, scripted model, no key
+  harness calibrate path/to/preregistration.yaml   A/A: the baseline against itself (after model/CLI updates)
   harness gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
   harness merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
   harness report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
@@ -105,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
         "(or folders of them, e.g. harness-results) instead of re-sampling them",
     )
 
+    _calibrate_parser(sub)
+
     dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
@@ -165,6 +168,57 @@ def _image_args(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="extra CA bundle for TLS-intercepting proxies (default: the host's /etc/ssl/certs/ca-certificates.crt)",
     )
+
+
+def _calibrate_parser(sub: Any) -> None:
+    cb = sub.add_parser(
+        "calibrate",
+        help="A/A calibration: run the baseline against itself and report how often each rule is fooled",
+        description="Run the preregistration's plan with two identical baseline arms (no skill), then report "
+        "how often each rule would adopt or reject (by resampling), the judge's agreement with verify and "
+        "the drift between the arms. Writes calibration.json and records the run in the ledger. Recommended "
+        "after every model or CLI update.",
+    )
+    cb.add_argument("prereg", type=Path, help="preregistration.yaml (locked)")
+    _run_args(cb)
+    cb.add_argument("--scripted", type=Path, metavar="SCENARIO", help="use the scripted Messages API (offline)")
+    cb.add_argument("--resamples", type=int, default=400, help="resampled A/A experiments (default 400)")
+
+
+def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.calibrate import calibrate
+    from harness.config import load_study
+    from harness.experiment import RunOptions
+    from harness.lock import verify_lock
+    from harness.run import default_jobs
+
+    study = load_study(args.prereg)
+    lock_hash = verify_lock(study)
+    key = env.get("ANTHROPIC_API_KEY", "")
+    if args.scripted is None and not key:
+        raise PrerequisiteError("ANTHROPIC_API_KEY is not set; a real calibration calls the Anthropic API",
+                                hint="or run it offline with --scripted SCENARIO")  # fmt: skip
+    if args.resamples < 1:
+        raise ConfigError("--resamples", "must be >= 1")
+    out = args.out or Path("harness-results") / f"calibration-{study.prereg.skill}-{lock_hash[:12]}"
+    options = RunOptions(out=out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
+                         api_key=key or None, runtime=args.runtime, images=_image_options(args), env=env,
+                         aa=True)  # fmt: skip
+    return calibrate(study, options, resamples=args.resamples)
+
+
+def _warn_without_recent_calibration(study: Any) -> None:
+    """Baseline reuse across weeks hides drift: warn when the ledger holds no recent A/A calibration."""
+    from harness import ledger
+
+    path = ledger.ledger_path(study)
+    if ledger.recent_calibration(path, model=study.prereg.execution.model) is None:
+        print(
+            f"warning: reusing baselines, but {path.name} records no A/A calibration of model "
+            f"{study.prereg.execution.model} in the last {ledger.CALIBRATION_MAX_AGE_DAYS} days; "
+            f"run `harness calibrate {study.prereg_path.name}` to check for drift",
+            file=sys.stderr,
+        )
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
@@ -270,6 +324,8 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.experiment import RunOptions
     from harness.run import default_jobs, evaluate
 
+    if args.reuse_baseline_from:
+        _warn_without_recent_calibration(study)
     options = RunOptions(
         out=out,
         jobs=args.jobs or default_jobs(study, env),
@@ -392,6 +448,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "images": cmd_images,
     "lock": cmd_lock,
     "eval": cmd_eval,
+    "calibrate": cmd_calibrate,
     "demo": cmd_demo,
     "gc": cmd_gc,
     "merge": cmd_merge,

@@ -241,14 +241,17 @@ class Execution(Strict):
 class Decision(Strict):
     """How results become adopt / reject / inconclusive. Locked with everything else."""
 
-    rule: Literal["point", "interval"] = "point"
-    """point: the article's rule; interval: adopt only when the paired CI excludes zero."""
-    cost_increase_max: Annotated[Float, Field(ge=0, le=1e6)] = 0.5
+    rule: Literal["point", "interval"] = "interval"
+    """interval (default): adopt only when the paired CI excludes zero; point: the source article's rule
+    (adopts a skill that does nothing about 45% of the time; kept by name for fidelity)."""
+    cost_increase_max: Annotated[Float, Field(ge=0)] = 0.5
     """Largest acceptable relative cost increase (0.5 = +50%)."""
     min_worthwhile_gain: Annotated[Float, Field(ge=0, le=1)] = 0.05
     """Interval rule: reject when the upper bound of the gain is below this."""
     max_missing_share: Annotated[Float, Field(ge=0, le=1)] = 0.2
-    """Inconclusive when unknown + truncated trials exceed this share of an arm."""
+    """Inconclusive when unknown + truncated trials (and infra after reaching the model) exceed this share of an arm."""
+    max_infra_imbalance: Annotated[Float, Field(ge=0, le=1)] = 0.1
+    """Inconclusive when the arms' infra-error shares differ by more than this (0.1 = 10 points)."""
     pass_rule: Literal["verify_and_judge", "verify", "judge"] = "verify_and_judge"
     confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
     early_stop: Literal["none", "curtail"] = "none"

@@ -48,6 +48,12 @@ ReasonKind = Literal["invalid", "inconclusive", "rule", "note"]
 OUTCOMES: frozenset[str] = frozenset(get_args(Outcome))
 MIN_TASKS = 2
 """Fewer tasks with valid trials in both arms than this: no variance estimate, so no verdict."""
+MIN_ADOPT_TASKS = 6
+"""Fewer paired tasks than this: no rule may adopt (the verdict becomes inconclusive)."""
+SIGN_FLIP_BELOW_TASKS = 10
+"""Below this many paired tasks the interval rule also needs the exact sign-flip p <= alpha to adopt."""
+POINT_ONLY_LABEL = "adopt by the point rule; not distinguishable from noise"
+"""What every report shows (in amber) instead of a plain ADOPT when only the point rule adopts."""
 MDE_WARN = 0.15
 """Print a warning when the design cannot detect gains smaller than this (stats_anchors 3.7)."""
 INFRA_SHARE_WARN = 0.05
@@ -89,6 +95,12 @@ COST_UNCERTAIN = "COST_UNCERTAIN"
 EARLY_STOPPED = "EARLY_STOPPED"
 INFRA_NOISE = "INFRA_NOISE"
 MDE_LARGE = "MDE_LARGE"
+MDE_IMPOSSIBLE = "MDE_IMPOSSIBLE"
+INFRA_IMBALANCE = "INFRA_IMBALANCE"
+TOO_FEW_TASKS_TO_ADOPT = "TOO_FEW_TASKS_TO_ADOPT"
+SIGN_FLIP_REQUIRED = "SIGN_FLIP_REQUIRED"
+ADOPT_NOT_DISTINGUISHABLE = "ADOPT_NOT_DISTINGUISHABLE"
+JUDGE_NOT_INDEPENDENT = "JUDGE_NOT_INDEPENDENT"
 
 
 # ================================================================================ inputs
@@ -112,6 +124,10 @@ class Observation:
     duration_s: float | None = None
     infra_retries: int = 0
     infra_retry_cost_usd: float = 0.0
+    reached_model: bool = False
+    """For ``infra`` outcomes: the gateway forwarded at least one request upstream (GatewayMeter.forwarded > 0).
+    Such a trial reached the model, so it counts like an unknown (missing) in the fills and the missing share:
+    otherwise a skill could turn its failures into excluded infrastructure errors."""
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -159,6 +175,7 @@ def observations_from_records(records: Iterable[TrialRecord], pass_rule: PassRul
                 duration_s=_duration(rec),
                 infra_retries=len(superseded),
                 infra_retry_cost_usd=math.fsum(max(0.0, r.agent_cost_usd) for r in superseded),
+                reached_model=rec.gateway is not None and rec.gateway.forwarded > 0,
             )
         )
     return tuple(out)
@@ -272,6 +289,8 @@ class TaskArm:
     infra: int = 0
     skipped: int = 0
     infra_retries: int = 0
+    infra_reached: int = 0
+    """Infra outcomes after the gateway forwarded a request (a subset of ``infra``; counted as missing)."""
     cost_total: float = 0.0
     """Spend of the trials that reached the model (pass, fail, unknown, truncated)."""
     cost_trials: int = 0
@@ -286,12 +305,13 @@ class TaskArm:
 
     @property
     def missing(self) -> int:
-        return self.unknown + self.truncated
+        """Unknown, truncated, and infra after reaching the model: filled both ways for the bounds."""
+        return self.unknown + self.truncated + self.infra_reached
 
     @property
     def finished(self) -> int:
         """Planned trials that produced a final record (infra included; skipped excluded)."""
-        return self.valid + self.missing + self.infra
+        return self.valid + self.unknown + self.truncated + self.infra
 
     @property
     def rate(self) -> float | None:
@@ -359,6 +379,8 @@ class ArmSummary:
     waste_usd: float
     turns: stats.Summary
     duration: stats.Summary
+    infra_reached: int = 0
+    """Infra outcomes after the gateway forwarded a request (a subset of ``infra``; counted as missing)."""
 
     @property
     def rate(self) -> float | None:
@@ -366,17 +388,18 @@ class ArmSummary:
 
     @property
     def missing(self) -> int:
-        return self.unknown + self.truncated
+        """Unknown, truncated, and infra after reaching the model."""
+        return self.unknown + self.truncated + self.infra_reached
 
     @property
     def missing_share(self) -> float:
-        """(unknown + truncated) / (trials that reached the model); infra and skipped are not in the base."""
+        """missing / (trials that reached the model); infra that never reached it and skipped are not in the base."""
         base = self.valid + self.missing
         return self.missing / base if base else 0.0
 
     @property
     def infra_share(self) -> float:
-        base = self.valid + self.missing + self.infra
+        base = self.valid + self.unknown + self.truncated + self.infra
         return self.infra / base if base else 0.0
 
     @property
@@ -414,6 +437,7 @@ class FilledEstimate:
     baseline_rate: float | None
     skill_rate: float | None
     paired: stats.MeanInterval
+    sign_flip_p: float | None = None
 
     @property
     def pooled_difference(self) -> float | None:
@@ -494,6 +518,7 @@ def _task_arm(obs: Sequence[Observation]) -> TaskArm:
         infra=counts["infra"],
         skipped=counts["skipped"],
         infra_retries=sum(o.infra_retries for o in obs),
+        infra_reached=sum(1 for o in obs if o.outcome == "infra" and o.reached_model),
         cost_total=math.fsum(o.cost_usd for o in costed),
         cost_trials=len(costed),
         waste_usd=waste,
@@ -526,6 +551,7 @@ def _arm_summary(arm: Arm, rows: Sequence[TaskRow], obs: Sequence[Observation], 
         waste_usd=math.fsum(p.waste_usd for p in parts),
         turns=stats.summarize([o.turns for o in ran]),
         duration=stats.summarize([o.duration_s for o in ran]),
+        infra_reached=sum(p.infra_reached for p in parts),
     )
 
 
@@ -540,10 +566,9 @@ def _filled(rows: Sequence[TaskRow], skill_missing_pass: bool, confidence: float
         n = sum(p[1] for p in pairs)
         return sum(p[0] for p in pairs) / n if n else None
 
-    paired = stats.paired_difference(
-        [k / n if n else None for k, n in skill], [k / n if n else None for k, n in base], confidence
-    )
-    return FilledEstimate(pooled(base), pooled(skill), paired)
+    paired = stats.paired_difference_counts(skill, base, confidence)
+    diffs = [ks / ns - kb / nb for (ks, ns), (kb, nb) in zip(skill, base, strict=True) if ns and nb]
+    return FilledEstimate(pooled(base), pooled(skill), paired, stats.sign_flip_test(diffs).p_value)
 
 
 def _paired_median(rows: Sequence[TaskRow], pick: str) -> float | None:
@@ -572,7 +597,11 @@ def analyze(observations: Iterable[Observation], settings: Decision) -> Analysis
         TaskRow(task_id, _task_arm(arms["baseline"]), _task_arm(arms["skill"]))
         for task_id, arms in sorted(by_task.items())
     )
-    paired = stats.paired_difference([r.skill.rate for r in rows], [r.baseline.rate for r in rows], confidence)
+    paired = stats.paired_difference_counts(
+        [(r.skill.passes, r.skill.valid) for r in rows],
+        [(r.baseline.passes, r.baseline.valid) for r in rows],
+        confidence,
+    )
     diffs = [r.difference for r in rows if r.difference is not None]
     sign_flip = stats.sign_flip_test(diffs)
 
@@ -663,6 +692,23 @@ class DecisionResult:
     def codes(self) -> tuple[str, ...]:
         return tuple(r.code for r in self.reasons)
 
+    @property
+    def point_only_adopt(self) -> bool:
+        """The verdict is adopt by the point rule while the interval rule does not adopt: shown amber."""
+        return self.verdict == "adopt" and self.rule == "point" and self.interval_verdict != "adopt"
+
+    @property
+    def label(self) -> str:
+        """The verdict as every report words it: ``adopt``, or :data:`POINT_ONLY_LABEL` (amber)."""
+        return POINT_ONLY_LABEL if self.point_only_adopt else self.verdict
+
+    @property
+    def point_label(self) -> str:
+        """The point rule's own verdict for display: never a plain adopt when the interval rule disagrees."""
+        if self.point_verdict == "adopt" and self.interval_verdict != "adopt":
+            return POINT_ONLY_LABEL
+        return self.point_verdict or "n/a"
+
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
@@ -746,13 +792,31 @@ def _point_rule(
 
 
 def _interval_rule(
-    paired: stats.MeanInterval, cost: stats.CostRatio, mde: float, settings: Decision
+    paired: stats.MeanInterval,
+    cost: stats.CostRatio,
+    mde: float,
+    settings: Decision,
+    sign_flip_p: float | None = None,
 ) -> tuple[IntervalVerdict, list[Reason]]:
     threshold = 1.0 + settings.cost_increase_max
     level = f"{100 * settings.confidence:g}%"
     reasons: list[Reason] = []
     iv = paired.interval
     gain_sig = paired.mean is not None and iv.low > 0
+    alpha = 1.0 - settings.confidence
+    if gain_sig and paired.n < SIGN_FLIP_BELOW_TASKS and (sign_flip_p is None or sign_flip_p > alpha):
+        # Below 10 tasks the t-interval alone is not trusted: the exact sign-flip test must agree.
+        gain_sig = False
+        reasons.append(
+            Reason(
+                SIGN_FLIP_REQUIRED,
+                f"the interval of the gain {_ci(iv)} excludes 0, but with {paired.n} tasks (< {SIGN_FLIP_BELOW_TASKS}) "
+                f"adoption also needs the exact sign-flip p <= {alpha:g} (p = "
+                + ("n/a" if sign_flip_p is None else f"{sign_flip_p:.3f}")
+                + ")",
+                "rule",
+            )
+        )
     gain_small = paired.mean is not None and iv.high < settings.min_worthwhile_gain
     if gain_sig:
         reasons.append(Reason(GAIN_SIGNIFICANT, f"the {level} interval of the gain {_ci(iv)} excludes 0", "rule"))
@@ -765,7 +829,7 @@ def _interval_rule(
                 "rule",
             )
         )
-    if not gain_sig and not gain_small:
+    if not gain_sig and not gain_small and not reasons:
         reasons.append(
             Reason(
                 UNDERPOWERED,
@@ -804,10 +868,51 @@ def _rule_verdict(
     paired: stats.MeanInterval,
     cost: stats.CostRatio,
     mde: float,
+    sign_flip_p: float | None = None,
 ) -> str | None:
     if settings.rule == "point":
         return _point_rule(skill_rate, baseline_rate, cost, settings)[0]
-    return _interval_rule(paired, cost, mde, settings)[0]
+    return _interval_rule(paired, cost, mde, settings, sign_flip_p)[0]
+
+
+_MODEL_FAMILIES = ("opus", "sonnet", "haiku")
+
+
+def judge_independence_warning(model: str | None, judge_model: str | None) -> str | None:
+    """A sentence when the judge is not independent of the executor (same model or same family), else None."""
+    if not model or not judge_model:
+        return None
+    a, b = model.strip().lower(), judge_model.strip().lower()
+    if a == b:
+        return f"the judge model is the executor model ({model}): its verdicts are not independent"
+    fam_a = {f for f in _MODEL_FAMILIES if f in a}
+    fam_b = {f for f in _MODEL_FAMILIES if f in b}
+    if fam_a & fam_b:
+        return (
+            f"the judge model ({judge_model}) is of the same family as the executor model ({model}): "
+            "its verdicts may share the executor's blind spots"
+        )
+    return None
+
+
+def _judge_reasons(context: DecisionContext) -> list[Reason]:
+    models: set[str] = set()
+    judges: set[str] = set()
+    for keys in context.normalized_provenance.values():
+        for key in keys:
+            fields = dict(key)
+            for name in ("model", "resolved_model"):
+                if fields.get(name):
+                    models.add(str(fields[name]))
+            if fields.get("judge_model"):
+                judges.add(str(fields["judge_model"]))
+    out: list[Reason] = []
+    for m in sorted(models):
+        for j in sorted(judges):
+            why = judge_independence_warning(m, j)
+            if why is not None:
+                out.append(Reason(JUDGE_NOT_INDEPENDENT, why, "note"))
+    return out[:1]
 
 
 def _provenance_reasons(context: DecisionContext) -> list[Reason]:
@@ -942,7 +1047,9 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
         settings,
         (_count_text(analysis.skill), _count_text(analysis.baseline)),
     )
-    interval_v, interval_reasons = _interval_rule(analysis.paired, cost, analysis.mde, settings)
+    interval_v, interval_reasons = _interval_rule(
+        analysis.paired, cost, analysis.mde, settings, analysis.sign_flip.p_value
+    )
 
     early: PointVerdict | None = None
     legit_early = False
@@ -985,7 +1092,8 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
             reasons.append(
                 Reason(
                     TOO_MANY_MISSING,
-                    f"{arm.arm}: {arm.missing} of {arm.valid + arm.missing} trials unknown or truncated "
+                    f"{arm.arm}: {arm.missing} of {arm.valid + arm.missing} trials unknown, truncated or "
+                    "infra after reaching the model "
                     f"({_pct(arm.missing_share)} > {_pct(settings.max_missing_share)})",
                     "inconclusive",
                 )
@@ -1002,8 +1110,12 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
 
     observed = point_v if settings.rule == "point" else interval_v
     worst, best = analysis.worst_case, analysis.best_case
-    v_worst = _rule_verdict(settings, worst.skill_rate, worst.baseline_rate, worst.paired, cost, analysis.mde)
-    v_best = _rule_verdict(settings, best.skill_rate, best.baseline_rate, best.paired, cost, analysis.mde)
+    v_worst = _rule_verdict(
+        settings, worst.skill_rate, worst.baseline_rate, worst.paired, cost, analysis.mde, worst.sign_flip_p
+    )
+    v_best = _rule_verdict(
+        settings, best.skill_rate, best.baseline_rate, best.paired, cost, analysis.mde, best.sign_flip_p
+    )
     if len({observed, v_worst, v_best}) > 1:
         shown = "pooled difference" if settings.rule == "point" else "task-weighted gain"
         w_gain = worst.pooled_difference if settings.rule == "point" else worst.paired.mean
@@ -1028,17 +1140,49 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
             )
         )
 
+    gap = abs(analysis.baseline.infra_share - analysis.skill.infra_share)
+    if gap > settings.max_infra_imbalance:
+        reasons.append(
+            Reason(
+                INFRA_IMBALANCE,
+                f"infra-error shares differ by {fmt_pp(gap).lstrip('+')} between arms (baseline "
+                f"{_pct(analysis.baseline.infra_share)}, skill {_pct(analysis.skill.infra_share)}; preregistered "
+                f"limit {fmt_pp(settings.max_infra_imbalance).lstrip('+')}): the arms did not run alike",
+                "inconclusive",
+            )
+        )
+    if observed == "adopt" and analysis.n_paired_tasks < MIN_ADOPT_TASKS:
+        reasons.append(
+            Reason(
+                TOO_FEW_TASKS_TO_ADOPT,
+                f"only {analysis.n_paired_tasks} task(s) have valid trials in both arms; adoption needs at least "
+                f"{MIN_ADOPT_TASKS}",
+                "inconclusive",
+            )
+        )
+
     reasons.extend(point_reasons if settings.rule == "point" else interval_reasons)
+    reasons.extend(_judge_reasons(context))
 
     for arm in (analysis.baseline, analysis.skill):
         if arm.infra_share > INFRA_SHARE_WARN:
             reasons.append(
                 Reason(INFRA_NOISE, f"{arm.arm}: {_pct(arm.infra_share)} of trials ended in infra errors", "note")
             )
-    gap = abs(analysis.baseline.infra_share - analysis.skill.infra_share)
     if gap > INFRA_GAP_WARN:
         reasons.append(Reason(INFRA_NOISE, f"infra-error shares differ by {fmt_pp(gap)} between arms", "note"))
-    if analysis.mde > MDE_WARN:
+    headroom = 1.0 - (analysis.baseline.rate if analysis.baseline.rate is not None else 0.0)
+    if analysis.mde >= 1.0 or (analysis.baseline.rate is not None and analysis.mde > headroom):
+        reasons.append(
+            Reason(
+                MDE_IMPOSSIBLE,
+                f"the smallest detectable effect ({fmt_pp(analysis.mde).lstrip('+')}) exceeds what this design can "
+                f"show at all (a gain of at most {fmt_pp(min(1.0, headroom)).lstrip('+')} over the baseline's "
+                "pass rate): no result of this size can support adoption; add tasks",
+                "note",
+            )
+        )
+    elif analysis.mde > MDE_WARN:
         reasons.append(
             Reason(
                 MDE_LARGE,
@@ -1056,6 +1200,15 @@ def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> 
         verdict = point_v if point_v is not None else "inconclusive"
     else:
         verdict = interval_v
+    if verdict == "adopt" and settings.rule == "point" and interval_v != "adopt":
+        reasons.append(
+            Reason(
+                ADOPT_NOT_DISTINGUISHABLE,
+                f"{POINT_ONLY_LABEL}: the interval rule says {interval_v} (paired gain {fmt_pp(analysis.paired.mean)} "
+                f"{_ci(analysis.paired.interval)})",
+                "note",
+            )
+        )
     return DecisionResult(
         verdict=verdict,
         rule=settings.rule,
@@ -1154,20 +1307,100 @@ def curtailment(
     rem_b = sum(remaining_by_arm.get("baseline", {}).values())
     if min(rem_s, rem_b) < 0 or any(v < 0 for arm in remaining_by_arm.values() for v in arm.values()):
         raise ValueError("remaining trial counts must be >= 0")
-    ks, ns = analysis.skill.passes, analysis.skill.valid
-    kb, nb = analysis.baseline.passes, analysis.baseline.valid
+    S, B = analysis.skill, analysis.baseline
+    ks, ns, ms = S.passes, S.valid, S.missing
+    kb, nb, mb = B.passes, B.valid, B.missing
     if ns == 0 or nb == 0:
         return None
     cap = math.inf if max_cost_per_trial is None else max_cost_per_trial
     threshold = 1.0 + settings.cost_increase_max
     cost_low, cost_high = _cost_bounds(analysis, remaining_by_arm, cap)
 
-    skill_max = Fraction(ks + rem_s, ns + rem_s)
-    base_min = Fraction(kb, nb + rem_b)
-    if skill_max <= base_min or cost_low > threshold:
+    # Gates that any completion could trip make the final verdict uncertain: every remaining
+    # trial may pass, fail, or end missing (unknown, truncated, infra after reaching the model)
+    # or as infra before it (leaving every denominator).
+    for arm, rem in ((S, rem_s), (B, rem_b)):
+        worst_missing = (arm.missing + rem) / (arm.valid + arm.missing + rem)
+        if worst_missing > settings.max_missing_share:
+            return None
+    if _max_infra_gap(analysis, rem_s, rem_b) > settings.max_infra_imbalance:
+        return None
+    certain_pairs = analysis.n_paired_tasks
+    if certain_pairs < MIN_TASKS:
+        return None
+    t_lo, t_hi = _task_mean_bounds(analysis, remaining_by_arm)
+    p_lo = Fraction(ks, ns + rem_s) - Fraction(kb + rem_b, nb + rem_b)
+    p_hi = Fraction(ks + rem_s, ns + rem_s) - Fraction(kb, nb + rem_b)
+    signs_agree = (p_lo >= 0 and t_lo >= 0) or (p_hi <= 0 and t_hi <= 0)
+    if not signs_agree:
+        return None
+
+    # The rule's verdict as observed and under both missing-data fills: remaining trials count as
+    # missing in the fills, so the fills bound every completion.
+    best_skill = Fraction(ks + ms + rem_s, ns + ms + rem_s)
+    best_base = Fraction(kb, nb + mb + rem_b)
+    if best_skill <= best_base or cost_low > threshold:
         return "reject"
-    skill_min = Fraction(ks, ns + rem_s)
-    base_max = Fraction(kb + rem_b, nb + rem_b)
-    if skill_min > base_max and cost_high <= threshold:
+    worst_skill = Fraction(ks, ns + ms + rem_s)
+    worst_base = Fraction(kb + mb + rem_b, nb + mb + rem_b)
+    if worst_skill > worst_base and cost_high <= threshold and certain_pairs >= MIN_ADOPT_TASKS:
         return "adopt"
     return None
+
+
+def _max_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> float:
+    """The largest gap between the arms' infra shares any completion can produce."""
+
+    def share_range(arm: ArmSummary, rem: int) -> tuple[float, float]:
+        base = arm.valid + arm.unknown + arm.truncated + arm.infra
+        if base + rem == 0:
+            return 0.0, 0.0
+        low = arm.infra / (base + rem) if base else 0.0
+        return low, (arm.infra + rem) / (base + rem)
+
+    s_lo, s_hi = share_range(analysis.skill, rem_s)
+    b_lo, b_hi = share_range(analysis.baseline, rem_b)
+    return max(s_hi - b_lo, b_hi - s_lo, abs(analysis.skill.infra_share - analysis.baseline.infra_share))
+
+
+def _task_mean_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, int]]) -> tuple[float, float]:
+    """Lowest and highest task-weighted mean difference any completion can produce.
+
+    A task with valid trials in both arms stays paired with d_i in a known range; a task that
+    could still become paired may or may not enter the mean, so it is added only while it pulls
+    the mean further (greedy, exact for a mean over a fixed set plus optional members)."""
+    rows = {r.task_id: r for r in analysis.tasks}
+    ids = set(rows) | set(remaining.get("skill", {})) | set(remaining.get("baseline", {}))
+    certain_lo: list[float] = []
+    certain_hi: list[float] = []
+    maybe_lo: list[float] = []
+    maybe_hi: list[float] = []
+    for tid in ids:
+        row = rows.get(tid)
+        s = row.skill if row else TaskArm()
+        b = row.baseline if row else TaskArm()
+        rs = remaining.get("skill", {}).get(tid, 0)
+        rb = remaining.get("baseline", {}).get(tid, 0)
+        if (s.valid == 0 and rs == 0) or (b.valid == 0 and rb == 0):
+            continue
+        s_min = s.passes / (s.valid + rs) if s.valid else 0.0
+        s_max = (s.passes + rs) / (s.valid + rs)
+        b_min = b.passes / (b.valid + rb) if b.valid else 0.0
+        b_max = (b.passes + rb) / (b.valid + rb)
+        lo, hi = s_min - b_max, s_max - b_min
+        if s.valid and b.valid:
+            certain_lo.append(lo)
+            certain_hi.append(hi)
+        else:
+            maybe_lo.append(lo)
+            maybe_hi.append(hi)
+
+    def extreme(fixed: list[float], optional: list[float], lowest: bool) -> float:
+        values = list(fixed)
+        for v in sorted(optional, reverse=not lowest):
+            mean = math.fsum(values) / len(values) if values else None
+            if mean is None or (v < mean if lowest else v > mean):
+                values.append(v)
+        return math.fsum(values) / len(values) if values else 0.0
+
+    return extreme(certain_lo, maybe_lo, True), extreme(certain_hi, maybe_hi, False)

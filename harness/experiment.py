@@ -21,6 +21,7 @@ trial starts, running ones finish, and every trial that did not run gets a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import secrets
@@ -81,6 +82,10 @@ class RunOptions:
     tests can look for it everywhere; by default a random one. Never used in real runs."""
     workspace_limit: WorkspaceLimit | None = None
     """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.watchdog)."""
+    aa: bool = False
+    """A/A calibration (``harness calibrate``): the second arm runs exactly as the baseline (same prompt,
+    no skill mounted) and is recorded under the arm name ``skill``, so the usual analysis compares the
+    baseline with itself."""
 
 
 class Events:
@@ -606,7 +611,7 @@ class Experiment:
 
         holder: dict[str, TrialContext] = {}
         loop = TrialLoop(
-            lambda spec, attempt: self.trial_runner(holder["ctx"], spec, attempt),
+            lambda spec, attempt: run_as_planned(self.trial_runner, holder["ctx"], spec, attempt, aa=self.options.aa),
             append,
             policy,
             skipped=skipped,
@@ -799,6 +804,29 @@ def _skipped(
         shard=shard,
         stopped_by=kind,
     )
+
+
+def run_as_planned(
+    runner: Callable[[TrialContext, TrialSpec, int], TrialRecord],
+    ctx: TrialContext,
+    spec: TrialSpec,
+    attempt: int,
+    *,
+    aa: bool = False,
+) -> TrialRecord:
+    """Run one trial; in A/A mode a ``skill`` trial runs as a baseline trial and keeps its own id and arm."""
+    if not aa or spec.arm != "skill":
+        return runner(ctx, spec, attempt)
+    # The trial's container and directory names come from (task, arm, run): an offset run index keeps
+    # the A/A twin from colliding with the baseline trial of the same task and run.
+    twin = dataclasses.replace(spec, arm="baseline", run_index=spec.run_index + AA_RUN_OFFSET)
+    record = runner(ctx, twin, attempt)
+    return record.model_copy(
+        update={"arm": "skill", "trial_id": spec.trial_id, "run_index": spec.run_index, "baseline_fingerprint": None}
+    )
+
+
+AA_RUN_OFFSET = 100_000
 
 
 def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:

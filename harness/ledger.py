@@ -90,9 +90,30 @@ class SkillEntry(_Model):
     transitions: tuple[Transition, ...] = ()
 
 
+class CalibrationEntry(_Model):
+    """One A/A calibration run (``harness calibrate``): the baseline against itself."""
+
+    date: str
+    run: str
+    model: str
+    cli_version: str
+    judge_model: str | None = None
+    resolved_model: str | None = None
+    tasks: int = 0
+    runs_per_arm: int = 0
+    point_adopt: float | None = None
+    """Share of resampled A/A experiments the point rule would have adopted (a false adoption)."""
+    interval_adopt: float | None = None
+    judge_agreement: float | None = None
+    drift: str = ""
+    """The A/A paired difference with its interval, ``+1.2 pp [-4.0 pp, +6.4 pp]``."""
+
+
 class Ledger(_Model):
     schema_version: int = 1
     skills: dict[str, SkillEntry] = {}
+    calibrations: tuple[CalibrationEntry, ...] = ()
+    """A/A calibration runs, newest last (recommended after every model or CLI update)."""
 
 
 @dataclass(frozen=True)
@@ -381,3 +402,39 @@ def record(study: Study, r: ReportInput, *, now: dt.datetime | None = None) -> L
         raise HarnessError(f"the ledger {path} was updated, but the rejected skill was not shelved: {failure}",
                            hint="move the skill folder by hand, or set shelf: in the preregistration")  # fmt: skip
     return LedgerUpdate(path, run.skill, entry, before.status if before else None, shelved)
+
+
+CALIBRATION_MAX_AGE_DAYS = 14
+"""A calibration older than this is not recent: baseline reuse warns."""
+
+
+def record_calibration(path: Path, entry: CalibrationEntry) -> None:
+    """Append an A/A calibration run to the ledger at ``path`` (under the ledger's lock)."""
+    with _locked(path):
+        ledger = load(path)
+        save(path, ledger.model_copy(update={"calibrations": (*ledger.calibrations, entry)}))
+
+
+def recent_calibration(
+    path: Path,
+    *,
+    model: str | None = None,
+    now: dt.datetime | None = None,
+    max_age_days: int = CALIBRATION_MAX_AGE_DAYS,
+) -> CalibrationEntry | None:
+    """The newest calibration in the ledger at ``path`` no older than ``max_age_days`` (and for ``model``
+    when given), else None."""
+    now = now or dt.datetime.now(dt.UTC)
+    best: CalibrationEntry | None = None
+    for entry in load(path).calibrations:
+        if model is not None and entry.model != model:
+            continue
+        try:
+            when = dt.datetime.fromisoformat(entry.date.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        if now - when <= dt.timedelta(days=max_age_days):
+            best = entry
+    return best

@@ -201,6 +201,7 @@ def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
         notes.append("results.jsonl ends in an unterminated line (a crash mid-write); it was ignored")
     if not rr.records:
         raise ResultsUnavailable(f"{path} holds no readable trial result")
+    runstate.check_unique_attempts(rr.records, path)
     return rr.records, notes
 
 
@@ -401,14 +402,13 @@ def terminal_summary(r: ReportInput) -> str:
         lines.append(f"note: {note}")
     lines += [
         "",
-        f"point rule (the article's): {d.point_verdict or 'n/a'}   interval rule: {d.interval_verdict}   "
-        f"evidence: {d.evidence}",
+        f"point rule (the article's): {d.point_label}   interval rule: {d.interval_verdict}   evidence: {d.evidence}",
     ]
     for reason in d.reasons:
         lines.append(f"  - [{reason.code}] {reason.message}")
     lines += [
         "",
-        f"DECISION ({d.rule} rule, preregistered): {d.verdict.upper()}",
+        f"DECISION ({d.rule} rule, preregistered): {verdict_word(d)}",
         f"spent {fmt_usd(r.spent_usd)}   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
     ]
     return clean("\n".join(lines))
@@ -417,6 +417,13 @@ def terminal_summary(r: ReportInput) -> str:
 # ========================================================================= markdown
 
 VERDICT_MARK = {"adopt": "✅", "reject": "❌", "inconclusive": "⚠️", "invalid": "⛔"}
+AMBER_MARK = "🟠"
+"""Shown instead of the green mark when only the point rule adopts (:attr:`DecisionResult.point_only_adopt`)."""
+
+
+def verdict_word(d: DecisionResult) -> str:
+    """The verdict in capitals, or the amber point-only label: never a plain ADOPT the interval rule does not back."""
+    return d.label.upper() if d.point_only_adopt else d.verdict.upper()
 
 
 def md_escape(text: str) -> str:
@@ -466,7 +473,8 @@ def markdown(r: ReportInput) -> str:
     first, last = run_dates(r)
     p = a.paired
     lines = [
-        f"## {VERDICT_MARK.get(d.verdict, '')} `{r.prereg.skill}`: **{d.verdict.upper()}** "
+        f"## {AMBER_MARK if d.point_only_adopt else VERDICT_MARK.get(d.verdict, '')} `{r.prereg.skill}`: "
+        f"**{verdict_word(d)}** "
         f"({d.rule} rule, preregistered)",
         "",
         f"> {md_escape(headline(r))}",
@@ -520,10 +528,10 @@ def markdown(r: ReportInput) -> str:
     lines += _md_table(
         ["rule", "verdict"],
         [
-            [f"point (the article's){' · **preregistered**' if d.rule == 'point' else ''}", d.point_verdict or "n/a"],
+            [f"point (the article's){' · **preregistered**' if d.rule == 'point' else ''}", d.point_label],
             [f"interval{' · **preregistered**' if d.rule == 'interval' else ''}", d.interval_verdict],
             ["evidence from the paired interval", d.evidence],
-            ["**decision**", f"**{d.verdict}**"],
+            ["**decision**", f"**{d.label}**"],
         ],
         align="ll",
     )
@@ -625,9 +633,7 @@ def junit_xml(r: ReportInput) -> str:
     dec = ET.SubElement(suite, "testcase", classname=cls, name="decision", time="0")
     counts["tests"] += 1
     detail = "\n".join(f"[{x.code}] ({x.kind}) {x.message}" for x in d.reasons)
-    summary = f"{d.verdict.upper()} ({d.rule} rule): " + "; ".join(
-        f"[{x.code}] {x.message}" for x in deciding_reasons(d)
-    )
+    summary = f"{verdict_word(d)} ({d.rule} rule): " + "; ".join(f"[{x.code}] {x.message}" for x in deciding_reasons(d))
     if d.verdict == "invalid":
         el = ET.SubElement(dec, "error", type="invalid", message=clean(summary))
         el.text = clean(detail)
@@ -701,6 +707,8 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "cli_version": prov["cli_version"],
         "rule": d.rule,
         "verdict": d.verdict,
+        "label": d.label,
+        "point_only_adopt": d.point_only_adopt,
         "point_verdict": d.point_verdict,
         "interval_verdict": d.interval_verdict,
         "evidence": d.evidence,
@@ -791,6 +799,8 @@ class GateResult:
     source: str
     """``decision.json`` or ``recomputed from results.jsonl``."""
     experiment_dir: Path
+    label: str = ""
+    """The report's wording of the verdict (the amber point-only label when only the point rule adopts)."""
 
     @property
     def exit_code(self) -> int:
@@ -800,7 +810,8 @@ class GateResult:
     def line(self) -> str:
         ordered = sorted(self.reasons, key=lambda x: x[1] == "note")
         why = "; ".join(f"[{code}] {message}" for code, _, message in ordered) or "no reasons recorded"
-        return clean(f"{self.verdict.upper()} (exit {self.exit_code}) {self.skill}: {why}")
+        word = self.label.upper() if self.label and self.label != self.verdict else self.verdict.upper()
+        return clean(f"{word} (exit {self.exit_code}) {self.skill}: {why}")
 
 
 def fresh_decision(root: Path, meta: dict[str, Any], lines: int) -> dict[str, Any] | None:
@@ -840,7 +851,7 @@ def gate(root: Path) -> GateResult:
             if isinstance(x, dict)
         )
         return GateResult(str(data.get("skill", meta.get("skill", "?"))), str(data["verdict"]), reasons,
-                          DECISION_JSON, root)  # fmt: skip
+                          DECISION_JSON, root, str(data.get("label") or ""))  # fmt: skip
     try:
         r = load_experiment(root)
     except HarnessError as e:
@@ -849,4 +860,4 @@ def gate(root: Path) -> GateResult:
             hint=e.hint,
         ) from None
     reasons = tuple((x.code, x.kind, x.message) for x in r.decision.reasons)
-    return GateResult(r.prereg.skill, r.decision.verdict, reasons, f"recomputed from {RESULTS}", root)
+    return GateResult(r.prereg.skill, r.decision.verdict, reasons, f"recomputed from {RESULTS}", root, r.decision.label)

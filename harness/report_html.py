@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness import __version__
-from harness.decision import ArmSummary, fmt_pp
+from harness.decision import ArmSummary, DecisionResult, fmt_pp
 from harness.records import TrialRecord, outcome
 from harness.report import (
     ReportInput,
@@ -392,13 +392,16 @@ def _banner_reasons(r: ReportInput) -> str:
 
 def _banner(r: ReportInput) -> str:
     d = r.decision
-    colour = VERDICT_COLOURS.get(d.verdict, NEUTRAL)
+    amber = d.point_only_adopt  # only the point rule adopts: never a plain green ADOPT
+    colour = VERDICT_COLOURS["inconclusive"] if amber else VERDICT_COLOURS.get(d.verdict, NEUTRAL)
+    word = "ADOPT?" if amber else d.verdict.upper()
+    title = d.label[:1].upper() + d.label[1:] + ":" if amber else VERDICT_TEXT.get(d.verdict, d.verdict)
     reasons = _banner_reasons(r)
     return (
         f'<header class="banner" style="background:{colour}">'
-        f'<div><div class="word">{esc(d.verdict.upper())}</div>'
+        f'<div><div class="word">{esc(word)}</div>'
         f'<div class="sub">{esc(d.rule)} rule, preregistered</div></div>'
-        f"<div><h1>{esc(VERDICT_TEXT.get(d.verdict, d.verdict))} {esc(r.prereg.skill)}</h1>"
+        f"<div><h1>{esc(title)} {esc(r.prereg.skill)}</h1>"
         f'<div class="sub" style="font-size:14px;opacity:1">{esc(_summary_sentence(r))}</div>'
         f"<ul>{reasons}</ul></div></header>"
     )
@@ -427,15 +430,24 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _point_class(d: DecisionResult) -> str:
+    """CSS class of the point rule's verdict: amber (the inconclusive colour) when the interval rule disagrees."""
+    return "inconclusive" if d.point_label != (d.point_verdict or "n/a") else (d.point_verdict or "")
+
+
+def _decision_class(d: DecisionResult) -> str:
+    return "inconclusive" if d.point_only_adopt else d.verdict
+
+
 def _verdicts_card(r: ReportInput) -> str:
     d = r.decision
     rows = [
         [esc("point (the article's)") + (" · <b>preregistered</b>" if d.rule == "point" else ""),
-         f'<span class="v-{esc(d.point_verdict or "")}">{esc(d.point_verdict or "n/a")}</span>'],
+         f'<span class="v-{esc(_point_class(d))}">{esc(d.point_label)}</span>'],
         ["interval" + (" · <b>preregistered</b>" if d.rule == "interval" else ""),
          f'<span class="v-{esc(d.interval_verdict)}">{esc(d.interval_verdict)}</span>'],
         ["evidence from the paired interval", esc(d.evidence)],
-        ["<b>decision</b>", f'<span class="v-{esc(d.verdict)}">{esc(d.verdict)}</span>'],
+        ["<b>decision</b>", f'<span class="v-{esc(_decision_class(d))}">{esc(d.label)}</span>'],
     ]  # fmt: skip
     a = r.analysis
     extra = ""

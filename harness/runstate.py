@@ -12,14 +12,44 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from harness.config import Preregistration
+from harness.errors import HarnessError
 from harness.records import TrialRecord
+
+
+class DuplicateAttemptError(HarnessError):
+    """Two records claim the same attempt of one trial: which one counts cannot be settled by file order."""
+
+    exit_code = 4
+
+
+def check_unique_attempts(records: Iterable[TrialRecord], source: object = "results") -> None:
+    """Raise :class:`DuplicateAttemptError` when two records share a trial id and an attempt number.
+
+    The log is append-only and every attempt gets the next number, so a repeated (trial, attempt)
+    means a forged, duplicated or wrongly merged line; letting the later line win would let whoever
+    appends last choose the outcome."""
+    seen: dict[tuple[str, int], TrialRecord] = {}
+    for rec in records:
+        key = (rec.trial_id, rec.attempt)
+        prev = seen.get(key)
+        if prev is not None:
+            same = "identical records" if prev == rec else f"statuses {prev.status} and {rec.status}"
+            raise DuplicateAttemptError(
+                f"{source}: trial {rec.trial_id} has two records with attempt {rec.attempt} ({same}); "
+                "refusing to pick one by file order",
+                hint="remove the forged or duplicated line (or rerun the experiment into a fresh directory)",
+            )
+        seen[key] = rec
 
 
 def final_attempts(records: Iterable[TrialRecord]) -> tuple[list[TrialRecord], dict[str, list[TrialRecord]]]:
     """The last attempt of every trial id, in first-seen order, and the superseded attempts per trial.
 
-    On equal attempt numbers the later line wins (append-only log order). Trial ids are
+    Two records with the same trial id and attempt number are refused
+    (:class:`DuplicateAttemptError`), never settled by file order. Trial ids are
     unique within an experiment: merge refuses shards that share one."""
+    records = list(records)
+    check_unique_attempts(records)
     last: dict[str, TrialRecord] = {}
     earlier: dict[str, list[TrialRecord]] = defaultdict(list)
     for rec in records:

@@ -312,7 +312,11 @@ def early_stop_savings(bench: Bench) -> list[Row]:
     verdicts: dict[str, str] = {}
     for mode in ("none", "curtail"):
         prereg = bench.experiment(
-            skill="careful-fixer", tasks=tasks, runs=runs, scenario=scen, decision_settings={"early_stop": mode}
+            skill="careful-fixer",
+            tasks=tasks,
+            runs=runs,
+            scenario=scen,
+            decision_settings={"rule": "point", "early_stop": mode},
         )
         result, _ = bench.run(prereg, jobs=2, out=f"early-{mode}")
         spent[mode] = spent_usd(result.records)
@@ -350,7 +354,7 @@ def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 2
     from harness.config import Task
     from harness.plan import plan_trials
 
-    settings = Decision(early_stop="curtail")
+    settings = Decision(rule="point", early_stop="curtail")
     rng = random.Random(seed)
     task_objs = [Task(id=f"t{i}", prompt=f"p{i}", verify_cmd="true") for i in range(tasks)]
     task_ids = [t.id for t in task_objs]

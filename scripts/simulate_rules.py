@@ -14,6 +14,9 @@ binds and the table shows the pass-rate logic). Every cell has its own seeded
 
 Prints a Markdown table: P(adopt) / P(reject) / P(inconclusive) per rule.
 At effect 0 P(adopt) is the false-adoption rate; at positive effects it is power.
+The small-suite rows (3-6 tasks) show the small-sample gates at work. A second table
+gives the coverage of the cost-ratio interval (``harness.stats.cost_ratio``, Fieller)
+for a skill whose true cost ratio is ``--coverage-ratio``.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from harness.records import Arm, Outcome
 
 DEFAULT_REPS = 2000
 DEFAULT_SEED = 20261130
-TASKS = (10, 20, 50)
+TASKS = (3, 5, 6, 10, 20, 50)
 RUNS = 3
 EFFECTS = (0.0, 0.06, 0.125, 0.24)
 _GRID = 4000
@@ -147,6 +150,54 @@ def run_cell(cell: Cell) -> CellResult:
     return CellResult(cell, dict(point), dict(interval), mde_sum / cell.reps, time.perf_counter() - start)
 
 
+COVERAGE_TASKS = (6, 10, 20, 50)
+COVERAGE_RATIO = 1.2
+
+
+@dataclass(frozen=True)
+class CoverageCell:
+    tasks: int
+    runs: int
+    ratio: float
+    reps: int
+    seed: int
+
+
+def cost_coverage(cell: CoverageCell) -> tuple[CoverageCell, float, float]:
+    """Share of simulated experiments whose cost-ratio interval covers the true ratio, and the mean width."""
+    from harness import stats
+
+    rng = random.Random(f"{cell.seed}:cost:{cell.tasks}:{cell.runs}:{cell.ratio}")
+    hits = 0
+    width = 0.0
+    finite = 0
+    for _ in range(cell.reps):
+        skill: list[float | None] = []
+        base: list[float | None] = []
+        for _t in range(cell.tasks):
+            task_cost = math.exp(rng.gauss(math.log(0.30), 0.5))
+            base.append(sum(task_cost * math.exp(rng.gauss(0.0, 0.3)) for _ in range(cell.runs)) / cell.runs)
+            skill.append(
+                sum(task_cost * cell.ratio * math.exp(rng.gauss(0.0, 0.3)) for _ in range(cell.runs)) / cell.runs
+            )
+        iv = stats.cost_ratio(skill, base).interval
+        hits += iv.low <= cell.ratio <= iv.high
+        if math.isfinite(iv.high):
+            width += iv.high - iv.low
+            finite += 1
+    return cell, hits / cell.reps, width / finite if finite else math.inf
+
+
+def render_coverage(rows: Sequence[tuple[CoverageCell, float, float]]) -> str:
+    lines = [
+        "| tasks x runs | true cost ratio | coverage of the 95% cost-ratio interval (Fieller) | mean width |",
+        "|---|---|---|---|",
+    ]
+    for cell, cov, width in rows:
+        lines.append(f"| {cell.tasks} x {cell.runs} | {cell.ratio:.2f} | {cov:.3f} | {width:.3f} |")
+    return "\n".join(lines)
+
+
 def _share(counts: dict[str, int], verdict: str, reps: int) -> str:
     return f"{counts.get(verdict, 0) / reps:.3f}"
 
@@ -207,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--effects", type=float, nargs="+", default=list(EFFECTS), help="true mean gains")
     parser.add_argument("--cost-ratio", type=float, default=1.0, help="true skill/baseline cost ratio (default 1.0)")
     parser.add_argument("--unknown-rate", type=float, default=0.0, help="share of trials with no verdict (default 0)")
+    parser.add_argument("--coverage-reps", type=int, default=4000, help="experiments per cost-coverage row (0: skip)")
+    parser.add_argument("--coverage-ratio", type=float, default=COVERAGE_RATIO, help="true cost ratio for coverage")
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.reps < 1 or args.runs < 1 or args.jobs < 1 or min(args.tasks) < 1:
         parser.error("--reps, --runs, --jobs and --tasks must be >= 1")
@@ -227,6 +280,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = list(pool.map(run_cell, cells))
     command = "python3 scripts/simulate_rules.py " + " ".join(list(argv) if argv is not None else sys.argv[1:])
     print(render(results, args.reps, args.seed, command.strip()))
+    if args.coverage_reps > 0:
+        cov_cells = [
+            CoverageCell(t, args.runs, args.coverage_ratio, args.coverage_reps, args.seed) for t in COVERAGE_TASKS
+        ]
+        if args.jobs == 1 or not _picklable(cost_coverage):
+            cov = [cost_coverage(c) for c in cov_cells]
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                cov = list(pool.map(cost_coverage, cov_cells))
+        print()
+        print(f"Cost-ratio interval coverage ({args.coverage_reps} experiments per row, log-normal task costs):")
+        print()
+        print(render_coverage(cov))
     print(f"\nreps used: {args.reps} per row; {len(cells)} rows; {time.perf_counter() - start:.1f} s wall")
     return 0
 

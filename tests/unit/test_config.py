@@ -156,7 +156,7 @@ def test_minimal_preregistration_defaults(tmp_path: Path) -> None:
     p = parse_preregistration(tmp_path / "p.yaml", "skill: tidy\nskill_ref: skill\n")
     assert p.target_tasks == "all"
     assert p.execution.model != p.execution.judge_model
-    assert p.decision.rule == "point"
+    assert p.decision.rule == "interval"
     assert p.lock is None
 
 

@@ -75,6 +75,8 @@ CLEAR_WIN = spec_from([0, 1, 2, 1, 0, 2], [2, 2, 3, 2, 1, 3])
 CLEAR_LOSS = spec_from([2, 2, 3, 2, 1, 3], [0, 1, 2, 1, 0, 2])
 # Four tasks: d = (1/3, -1/3, 1/3, 0); pooled 6/12 vs 5/12.
 NOISY_WIN = spec_from([1, 2, 1, 1], [2, 1, 2, 1])
+# Six tasks: d = (1/3, -1/3, 1/3, 0, 1/3, 0); pooled 10/18 vs 8/18: the point rule adopts on noise.
+NOISY_WIN6 = spec_from([1, 2, 1, 1, 1, 2], [2, 1, 2, 1, 2, 2])
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -87,8 +89,12 @@ def test_analysis_of_clear_win() -> None:
     assert a.n_paired_tasks == 6
     assert a.pooled_difference == pytest.approx(7 / 18)
     assert a.paired.mean == pytest.approx(7 / 18)
-    # deviations 5/18 once and -1/18 five times: variance (25 + 5)/324/5 = 1/54
-    half = T5_975 * math.sqrt(1 / 54) / math.sqrt(6)
+    # deviations 5/18 once and -1/18 five times: variance (25 + 5)/324/5 = 1/54, below the floor:
+    # the mean Jeffreys within-task variance p(1-p)/3 with p = (k + 1/2)/4 in each arm.
+    assert a.paired.floored and a.paired.sd == pytest.approx(math.sqrt(1 / 54))
+    jv = {k: (k + 0.5) / 4 * (1 - (k + 0.5) / 4) / 3 for k in range(4)}
+    floor = sum(jv[b] + jv[s] for b, s in zip([0, 1, 2, 1, 0, 2], [2, 2, 3, 2, 1, 3], strict=True)) / 6
+    half = T5_975 * math.sqrt(floor) / math.sqrt(6)
     assert a.paired.interval.low == pytest.approx(7 / 18 - half)
     assert a.paired.interval.high == pytest.approx(7 / 18 + half)
     assert a.sign_flip.p_value == pytest.approx(2 / 64)
@@ -199,8 +205,9 @@ def test_point_rule_ties_reject() -> None:
 
 
 def test_noisy_win_point_adopts_interval_inconclusive() -> None:
-    a = analyze(build(NOISY_WIN), POINT)
+    a = analyze(build(NOISY_WIN6), POINT)
     assert decide(a, POINT, ctx()).verdict == "adopt"
+    assert decide(analyze(build(NOISY_WIN), POINT), POINT, ctx()).verdict == "inconclusive"  # 4 tasks < 6
     r = decide(a, INTERVAL, ctx())
     assert r.verdict == "inconclusive"
     assert r.point_verdict == "adopt"
@@ -239,13 +246,13 @@ def test_interval_rule_cost_uncertain_is_inconclusive() -> None:
 
 
 def test_interval_rule_small_certain_gain_rejects() -> None:
-    # 100 runs per task: the gain is certainly > 0 but certainly below the 5-point minimum.
-    base = [50, 50, 50, 50, 50, 50]
-    skill = [53, 53, 54, 52, 53, 53]
-    a = analyze(build(spec_from(base, skill, n=100)), INTERVAL)
+    # 1000 runs per task: the gain is certainly > 0 but certainly below the 5-point minimum.
+    base = [500] * 6
+    skill = [525, 524, 526, 525, 525, 525]
+    a = analyze(build(spec_from(base, skill, n=1000)), INTERVAL)
     assert a.paired.interval.low > 0
     assert a.paired.interval.high < 0.05
-    r = decide(a, INTERVAL, ctx(runs=100))
+    r = decide(a, INTERVAL, ctx(runs=1000))
     assert r.verdict == "reject"
     assert d.GAIN_SIGNIFICANT in r.codes
     assert d.GAIN_BELOW_MINIMUM in r.codes
@@ -328,7 +335,7 @@ def test_no_missing_means_not_sensitive() -> None:
 
 def test_too_few_tasks_is_inconclusive_without_crashing() -> None:
     a = analyze(build({"only": ("FFF", "PPP")}), POINT)
-    assert a.paired.interval == stats.Interval(-math.inf, math.inf)
+    assert a.paired.interval == stats.Interval(-1.0, 1.0)  # no variance estimate: the whole range, clipped
     assert a.mde == math.inf
     r = decide(a, POINT, ctx())
     assert r.point_verdict == "adopt"
@@ -491,7 +498,9 @@ def test_observation_validation() -> None:
 
 # ------------------------------------------------------------------------- curtailment
 
-CURTAIL = Decision(rule="point", early_stop="curtail")
+CURTAIL = Decision(rule="point", early_stop="curtail", max_missing_share=0.5, max_infra_imbalance=1.0)
+"""Caps loose enough that the remaining trials ending missing or infra cannot trip those gates here
+(test_decision_gaming covers the gates)."""
 
 
 def remaining(pairs: Iterable[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
@@ -509,9 +518,9 @@ def test_curtailment_rejects_when_the_gap_cannot_close() -> None:
 
 
 def test_curtailment_rejects_a_certain_tie() -> None:
-    obs = build({"A": ("PPF", "PF")})
+    obs = build({"A": ("PPF", "PF"), "B": ("PF", "PF")})
     rem = remaining([("skill", "A", 1)])
-    # at best the skill ties the baseline at 2/3, and ties reject
+    # at best the skill ties the baseline at 3/5, and ties reject (one task alone would be too few)
     assert curtailment(obs, rem, CURTAIL) == "reject"
 
 
@@ -523,14 +532,17 @@ def test_curtailment_waits_while_the_comparison_can_change() -> None:
 
 
 def test_curtailment_adopts_only_when_cost_is_settled() -> None:
-    obs = build({"A": ("FFF", "PPP"), "B": ("FF", "PP")})
+    obs = build({**{t: ("FFF", "PPP") for t in "ACDEF"}, "B": ("FF", "PP")})
     rem = remaining([("baseline", "B", 1), ("skill", "B", 1)])
-    # the pass-rate comparison is settled (5/6 vs 1/6) but a remaining skill trial could cost anything
+    # the pass-rate comparison is settled (17/18 vs 1/18) but a remaining skill trial could cost anything
     assert curtailment(obs, rem, CURTAIL) is None
-    # with a hard cap of $1 per trial the worst cost ratio is (1 + 1) / (1 + 2/3) = 1.2 <= 1.5
-    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=1.0) == "adopt"
-    # with $3: skill task B could reach (2 + 3)/3, ratio (1 + 5/3) / (1 + 2/3) = 1.6 > 1.5
-    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=3.0) is None
+    # with a hard cap of $3 per trial the worst cost ratio is (5 + 5/3) / (5 + 2/3) = 1.18 <= 1.5
+    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=3.0) == "adopt"
+    # with $30: skill task B could reach (2 + 30)/3, ratio (5 + 32/3) / (5 + 2/3) = 2.8 > 1.5
+    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=30.0) is None
+    # fewer than 6 paired tasks: adoption is refused, so it is never certified
+    few = build({"A": ("FFF", "PPP"), "B": ("FF", "PP")})
+    assert curtailment(few, rem, CURTAIL, max_cost_per_trial=1.0) is None
 
 
 def test_curtailment_rejects_on_cost_alone() -> None:

@@ -19,7 +19,7 @@ from harness.store import read_results
 
 
 def _setup(make_study: Any, tmp_path: Path, n: int = 2) -> tuple[Any, str, dict[int, list[TrialRecord]]]:
-    files = make_study(tasks=[{"id": f"task{i}", "prompt": f"do {i}", "verify_cmd": "true"} for i in range(5)])
+    files = make_study(tasks=[{"id": f"task{i}", "prompt": f"do {i}", "verify_cmd": "true"} for i in range(6)])
     digest, _ = lock(files.prereg)
     study = load_study(files.prereg)
     specs = plan_trials(study.target_tasks(), study.prereg.execution.runs_per_arm, study.prereg.execution.seed)

@@ -17,7 +17,7 @@ from harness.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_ro
 from harness.lock import lock
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
-from harness.runstate import is_final, latest_by_trial, spent_usd, stops
+from harness.runstate import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
 
 
 class NoEngine:
@@ -95,13 +95,14 @@ def test_final_means_an_outcome_or_retries_used_up() -> None:
     assert is_final(make_record(spec, 1, "skipped"), 2)
 
 
-def test_latest_attempt_wins_and_later_lines_win_ties() -> None:
+def test_latest_attempt_wins_and_ties_are_refused() -> None:
     spec = plan_trials(TASKS, 1, seed=1)[0]
     a1 = make_record(spec, 1, "infra_error")
     a2 = make_record(spec, 2, "completed")
     assert latest_by_trial([a2, a1])[spec.trial_id] is a2
     dup = make_record(spec, 2, "agent_error")
-    assert latest_by_trial([a1, a2, dup])[spec.trial_id] is dup
+    with pytest.raises(DuplicateAttemptError, match="attempt 2"):  # issue 12: never settled by file order
+        latest_by_trial([a1, a2, dup])
 
 
 def test_stops_and_spend_are_read_from_the_records() -> None:

@@ -174,7 +174,8 @@ def _decision_with(records: list[TrialRecord]) -> str:
 def test_reuse_does_not_make_the_decision_invalid_but_real_provenance_differences_still_do() -> None:
     new_lock = "N" * 64
     records = []
-    for spec in plan_trials(TASKS, 1, seed=1):
+    six = [Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(7)]  # adoption needs >= 6 tasks
+    for spec in plan_trials(six, 1, seed=1):
         rec = make_record(spec, 1, passed=spec.arm == "skill" or spec.task.id == "t0")
         if spec.arm == "baseline":
             rec = reuse.adopt(reuse.Match(rec, Path("/src")), experiment_id="new", lock_hash=new_lock)

@@ -88,7 +88,7 @@ def test_editing_the_preregistration_is_noticed(locked: StudyFiles) -> None:
 
 
 def test_editing_the_decision_rule_names_analysis(locked: StudyFiles) -> None:
-    text = locked.prereg.read_text().replace("expected_effect:", "decision:\n  rule: interval\nexpected_effect:")
+    text = locked.prereg.read_text().replace("expected_effect:", "decision:\n  rule: point\nexpected_effect:")
     locked.prereg.write_text(text)
     msg = changed_names(locked)
     assert "analysis" in msg and "preregistration" in msg

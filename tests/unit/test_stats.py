@@ -154,19 +154,24 @@ def test_newcombe_degenerate_tables() -> None:
     assert all_pass.interval.low < 0 < all_pass.interval.high
 
 
-def test_cost_ratio_delta_method_by_hand() -> None:
+def test_cost_ratio_fieller_by_hand() -> None:
     skill = [1.0, 2.0, 3.0]
     base = [1.0, 1.5, 2.0]
-    # mu_S = 2, mu_B = 1.5, R = 4/3; z = (-1/6, 0, 1/6) -> sd 1/6, SE(log R) = (1/6)/sqrt(3)
-    half = T2_975 * (1 / 6) / math.sqrt(3)
+    # mu_S = 2, mu_B = 1.5, R = 4/3; Var(mean s) = 1/3, Var(mean b) = 1/12, Cov = 1/6.
     r = stats.cost_ratio(skill, base)
     assert r.ratio == pytest.approx(4 / 3)
     assert r.mean_skill == pytest.approx(2.0)
     assert r.mean_baseline == pytest.approx(1.5)
-    assert r.interval.low == pytest.approx(4 / 3 * math.exp(-half))
-    assert r.interval.high == pytest.approx(4 / 3 * math.exp(half))
-    assert round(r.interval.low, 4) == 0.8813
-    assert round(r.interval.high, 4) == 2.0172
+    t2 = T2_975**2
+    # The lower root is negative (three tasks, t(2) = 4.30): costs are never negative, so it is clipped to 0.
+    assert r.interval.low == 0.0
+    for bound in (r.interval.high,):
+        # The bound solves (mu_S - R mu_B)^2 = t^2 Var(mean s - R mean b).
+        lhs = (2.0 - bound * 1.5) ** 2
+        rhs = t2 * (1 / 3 - 2 * bound / 6 + bound * bound / 12)
+        assert lhs == pytest.approx(rhs)
+    assert r.interval.low < 4 / 3 < r.interval.high
+    assert round(r.interval.high, 4) == 1.6353
 
 
 def test_cost_ratio_conventions() -> None:
@@ -178,7 +183,8 @@ def test_cost_ratio_conventions() -> None:
     assert one.n == 1
     assert one.dropped == 1
     assert one.interval == stats.Interval(0.0, math.inf)
-    same = stats.cost_ratio([2.0, 4.0], [1.0, 2.0])  # every task exactly doubles
+    assert stats.cost_ratio([2.0, 4.0], [1.0, 2.0]).interval.high == math.inf  # two tasks: t(1) is too wide
+    same = stats.cost_ratio([2.0, 4.0, 3.0, 5.0, 1.0], [1.0, 2.0, 1.5, 2.5, 0.5])  # every task exactly doubles
     assert same.interval.low == pytest.approx(2.0)
     assert same.interval.high == pytest.approx(2.0)
     assert stats.cost_ratio([None], [None]).ratio is None

@@ -1,0 +1,102 @@
+"""Issue 12 item 7: A/A calibration (pure parts, the A/A trial wrapper, the ledger and the reuse warning)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import reportkit as kit
+from trialkit import TASKS, make_record
+
+from harness import calibrate, cli, ledger
+from harness.experiment import run_as_planned
+from harness.plan import plan_trials
+
+AA = {f"t{i}": ("PPF", "PFP") for i in range(6)} | {"t6": ("FFF", "FFF"), "t7": ("PPP", "PPP")}
+
+
+def _study(tmp_path: Path, spec: dict[str, tuple[str, str]]) -> Any:
+    from harness.config import load_study
+
+    kit.write_experiment(tmp_path, spec, rule="interval")
+    return load_study(tmp_path / "study" / "preregistration.yaml")
+
+
+def test_summary_reports_rule_rates_judge_agreement_and_drift(tmp_path: Path) -> None:
+    study = _study(tmp_path, AA)
+    recs = kit.records(AA)
+    s = calibrate.summarize(study, recs, resamples=60, seed=1)
+    assert set(s["rules"]) == {"point", "interval"}
+    for rates in s["rules"].values():
+        assert sum(rates.values()) == pytest.approx(1.0)
+    assert s["rules"]["interval"]["adopt"] <= s["rules"]["point"]["adopt"]
+    assert s["drift"]["mean"] == pytest.approx(0.0) and not s["drift"]["detected"]
+    assert s["judge"]["trials"] == 48 and s["judge"]["agreement"] == pytest.approx(1.0)
+    assert "would adopt a do-nothing skill" in calibrate.render(s)
+    path = calibrate.write(tmp_path, s)
+    assert json.loads(path.read_text())["kind"] == "aa_calibration"
+
+
+def test_drift_between_identical_arms_is_flagged(tmp_path: Path) -> None:
+    drifted = {f"t{i}": ("PPP", "FFF") for i in range(8)}
+    study = _study(tmp_path, drifted)
+    s = calibrate.summarize(study, kit.records(drifted), resamples=20)
+    assert s["drift"]["detected"]
+    assert any("differ beyond noise" in w for w in s["warnings"])
+
+
+def test_judge_disagreement_is_measured() -> None:
+    recs = kit.records({"t": ("PU", "PF")})
+    # U: verify passes, judge unknown (left out); the judge agrees on the rest
+    j = calibrate.judge_agreement(recs)
+    assert j["trials"] == 3
+    flipped = [r.model_copy(update={"judge": r.judge.model_copy(update={"verdict": "fail"})})  # type: ignore[union-attr]
+               if r.trial_id == "t.baseline.0" else r for r in recs]  # fmt: skip
+    assert calibrate.judge_agreement(flipped)["agreement"] == pytest.approx(2 / 3)
+
+
+def test_the_aa_wrapper_runs_the_skill_arm_as_the_baseline() -> None:
+    seen: list[str] = []
+
+    def runner(ctx: Any, spec: Any, attempt: int) -> Any:
+        seen.append(f"{spec.arm}:{spec.prompt[:20]}")
+        return make_record(spec, attempt)
+
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "skill")
+    rec = run_as_planned(runner, None, spec, 1, aa=True)  # type: ignore[arg-type]
+    assert seen == [f"baseline:{dataclasses.replace(spec, arm='baseline').prompt[:20]}"]
+    assert rec.arm == "skill" and rec.trial_id == spec.trial_id and rec.baseline_fingerprint is None
+    assert rec.run_index == spec.run_index
+    # positive control: without A/A the skill arm runs as the skill arm
+    run_as_planned(runner, None, spec, 1)  # type: ignore[arg-type]
+    assert seen[-1].startswith("skill:")
+
+
+def test_calibrations_are_kept_in_the_ledger_and_reuse_warns_without_a_recent_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study = _study(tmp_path, AA)
+    path = ledger.ledger_path(study)
+    assert ledger.recent_calibration(path) is None
+    cli._warn_without_recent_calibration(study)
+    assert "no A/A calibration" in capsys.readouterr().err
+    s = calibrate.summarize(study, kit.records(AA), resamples=10)
+    ledger.record_calibration(path, calibrate.ledger_entry(s, "abc"))
+    assert "calibrations:" in path.read_text()
+    assert ledger.recent_calibration(path, model="sonnet") is not None
+    cli._warn_without_recent_calibration(study)
+    assert capsys.readouterr().err == ""
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
+    assert ledger.recent_calibration(path, now=later) is None
+
+
+def test_calibrate_is_a_command_with_scripted_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["calibrate", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--scripted" in out and "--resamples" in out and "A/A" in out
