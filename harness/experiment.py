@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
+from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, upstream
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -49,6 +49,7 @@ from harness.retry import retrying
 from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
 from harness.store import ExperimentDir
 from harness.trial import TrialContext, run_trial
+from harness.upstream import Upstream
 from harness.watchdog import WorkspaceLimit
 from harness.workspace import container_user, copy_skill, remove_tree
 
@@ -81,6 +82,8 @@ class RunOptions:
     tests can look for it everywhere; by default a random one. Never used in real runs."""
     workspace_limit: WorkspaceLimit | None = None
     """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.watchdog)."""
+    route: Upstream | None = None
+    """Real runs: the gateway's upstream route (URL, proxy, extra CA, network); default: ``upstream``, direct."""
 
 
 class Events:
@@ -381,7 +384,7 @@ class Experiment:
         specs = plan.select_shard(
             plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
         )
-        redactor = Redactor([self.options.api_key or ""])
+        redactor = Redactor([self.options.api_key or "", *self._route().secrets()])
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
@@ -404,6 +407,7 @@ class Experiment:
                 image_digest=images.trial_id,
                 prompt_template_sha256=plan.prompt_template_sha256(),
                 harness_version=__version__,
+                **self._route_provenance(),
             )
             compiled = self._compiled_scenario()
             fingerprints = self._fingerprints(provenance, images, compiled)
@@ -521,17 +525,17 @@ class Experiment:
         views: dict[str, object] = {}
         if compiled is not None:
             global_sha, views_ = reuse.scripted_views(compiled)
-            upstream = f"scripted:{global_sha}"
+            server = f"scripted:{global_sha}"
             views = dict(views_)
         else:
-            upstream = self.options.upstream
+            server = self._route().url
         settings = reuse.baseline_settings(
             self.study.prereg.execution,
             provenance=provenance,
             pass_rule=self.study.prereg.decision.pass_rule,
             sidecar_image=images.sidecar_id,
             runtime=self.options.runtime,
-            upstream=upstream,
+            upstream=server,
         )
         return {t.id: reuse.fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
 
@@ -646,10 +650,26 @@ class Experiment:
             store.redactor.add(api_key)
             key_file = self._write_key(run_root, api_key, sidecar_uid)
             skill_copy = copy_skill(skill_files(self.study.skill_dir), run_root / "skill")
-            self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
-            upstream = self.options.upstream
+            route, route_mounts = self._route(), upstream.stage_ca(self._route(), run_root)
+            if compiled is None and route.network:
+                upstream_net = route.network  # the user's own network (their LLM gateway, proxy): used, never made
+            else:
+                self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
+            up_url = route.url
             if compiled is not None:
-                upstream = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
+                up_url = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
+                route, route_mounts = upstream.Upstream(url=up_url), ()
+            else:
+                upstream.preflight(
+                    self.engine,
+                    route,
+                    name=f"hx-{self.run_id}-preflight",
+                    image=images.sidecar,
+                    user=profile.sidecar_user,
+                    network=upstream_net,
+                    labels=run_labels,
+                    mounts=route_mounts,
+                )
             holder["ctx"] = TrialContext(
                 engine=self.engine,
                 profile=profile,
@@ -661,14 +681,16 @@ class Experiment:
                 provenance=provenance,
                 skill_copy=skill_copy,
                 key_file=key_file,
-                upstream=upstream,
+                upstream=up_url,
                 upstream_network=upstream_net,
                 artifacts=store.artifacts,
-                redactor=Redactor([api_key]),
+                redactor=Redactor([api_key, *self._route().secrets()]),
                 stop=self.stop,
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+                route_env=route.gateway_env() if compiled is None else {},
+                route_mounts=route_mounts,
             )
             return loop.run(todo).ran
         finally:
@@ -677,11 +699,21 @@ class Experiment:
             # everything the run made carries its label: trials' leftovers, the scripted API, the network
             try:
                 _, errors = self.engine.remove_labelled({RUN: self.run_id})
-            except HarnessError:  # cannot list: what this run made by name
-                _, errors = self.engine.remove_objects([("container", scripted_name), ("network", upstream_net)])
+            except HarnessError:  # cannot list: what this run made by name (never the user's network)
+                made = [] if upstream_net == self._route().network else [("network", upstream_net)]
+                _, errors = self.engine.remove_objects([("container", scripted_name), *made])
             for error in errors:
                 self.events.message(f"cleanup: {error}")
             remove_tree(run_root)
+
+    def _route(self) -> upstream.Upstream:
+        return self.options.route or upstream.Upstream(url=self.options.upstream)
+
+    def _route_provenance(self) -> dict[str, str]:
+        """The route's provenance fields: where the model traffic went (scripted: the scripted model)."""
+        if self.options.scripted is not None:
+            return {"upstream_host": "scripted", "upstream_proxy": "no"}
+        return self._route().provenance()
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
