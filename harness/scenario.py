@@ -46,7 +46,7 @@ class InjectedError(M):
     """An HTTP status, a stream cut off mid-way, or a TCP reset mid-stream."""
     times: Annotated[int, Field(ge=1)] = 1
     """How many conversations of this task and arm get the error (then it stops)."""
-    retry_after_s: Annotated[int, Field(ge=0, le=3600)] | None = None
+    retry_after_s: Annotated[float, Field(ge=0, le=3600)] | None = None
     """Send ``retry-after`` with the error, as the real API does on 429 and 529."""
 
 

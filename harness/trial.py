@@ -312,21 +312,27 @@ def classify_agent(
     oom = run.oom_killed
     if _self_terminated(run, result, timeout_s):
         return "agent_error"
+    _raise_if_api_failed(run, result, meter)
     if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
         return "timeout"
     if cli.cli_says_budget_exceeded(result) or meter.budget_stopped:
         return "budget_exceeded"
-    upstream = apihealth.api_failure(meter)
     if result.subtype is None and meter.forwarded == 0 and not oom:
         # the CLI never got an answer through: the environment, not the agent
-        why = f": {upstream}" if upstream else ""
+        why = f": {upstream}" if (upstream := apihealth.api_failure(meter)) else ""
         raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code}){why}")
-    unfinished = result.is_error or result.subtype is None or run.exit_code not in (0, None)
-    if upstream and unfinished and not oom:
-        raise InfraError(f"the model API kept failing: {upstream}")
     if oom or run.exit_code not in (0, None) or result.is_error:
         return "agent_error"
     return "completed"
+
+
+def _raise_if_api_failed(run: ExitInfo, result: AgentResult, meter: GatewayMeter) -> None:
+    """The CLI did not finish (an error, no result, a deadline) and the gateway's last upstream
+    answer was a failure: the API kept failing, whatever the agent's stdout says."""
+    upstream = apihealth.api_failure(meter)
+    unfinished = result.is_error or result.subtype is None or run.exit_code not in (0, None) or run.timed_out
+    if upstream and unfinished and not run.oom_killed:
+        raise InfraError(f"the model API kept failing: {upstream}")
 
 
 def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:

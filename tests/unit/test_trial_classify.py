@@ -130,7 +130,7 @@ def test_no_answer_names_the_upstream_problem() -> None:
         upstream_statuses=("unreachable",),
         upstream_errors=("TLS certificate verification failed for api:443: unable to get local issuer certificate",),
     )
-    with pytest.raises(InfraError, match=r"no API call got through.*certificate verification failed"):
+    with pytest.raises(InfraError, match=r"model API kept failing.*certificate verification failed"):
         classify_agent(run(1), NO_RESULT, meter)
 
 
