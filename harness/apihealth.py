@@ -111,3 +111,12 @@ def summary(records: Iterable[TrialRecord]) -> str | None:
         f"{arm} " + (", ".join(f"{k} x{v}" for k, v in sorted(c.items())) if c else "none") for arm, c in counts.items()
     ]
     return "API failures the gateway saw upstream (every attempt): " + "; ".join(parts)
+
+
+def report_notes(records: Iterable[TrialRecord]) -> list[str]:
+    """What the report says about the API's health and pricing (per arm), where there is something to say."""
+    notes: list[str] = []
+    line = summary(records)
+    if line:
+        notes.append(line)
+    return notes

@@ -248,6 +248,11 @@ def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     digest, base = lock(args.prereg)
     print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
+    from harness.config import load_study
+    from harness.prices import missing_notes
+
+    for note in missing_notes(load_study(args.prereg).prereg.execution):
+        print(f"warning: {note}", file=sys.stderr)
     return 0
 
 

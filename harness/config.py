@@ -144,6 +144,9 @@ class Resources(Strict):
         return v.lower()
 
 
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
 class Execution(Strict):
     runs_per_arm: Annotated[int, Field(ge=1, le=100)] = 3
     model: str = "sonnet"
@@ -158,6 +161,9 @@ class Execution(Strict):
     base_ref: str = "HEAD"
     """Commit the trials start from; resolved to a SHA by ``harness lock``."""
     max_infra_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
+    """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
+    the shipped price table the gateway meters with (see :mod:`harness.prices`)."""
 
     @field_validator("allowed_tools")
     @classmethod

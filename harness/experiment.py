@@ -27,13 +27,14 @@ import secrets
 import socket
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario, upstream
+from harness import __version__, apihealth, decision, gitops, plan, prices, retry, reuse, sandbox, scenario, upstream
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -209,6 +210,9 @@ class TrialLoop:
         self.events = events or Events()
         self.early_reason: str | None = None
         self._lock = threading.Lock()
+        self._quiet_until = 0.0
+        self.backoffs: list[float] = []
+        """Every hold-off the upstream asked for (retry-after of a failed trial), in seconds."""
 
     # ---------------------------------------------------------------- state
     def append(self, record: TrialRecord) -> None:
@@ -248,11 +252,14 @@ class TrialLoop:
             while pending or running:
                 while pending and len(running) < jobs and not self.stop.is_set():
                     halted = self.stop_reason()
-                    if halted is not None:
+                    if halted is not None or self.quiet_left() > 0:
                         break
                     spec = pending.popleft()
                     running[pool.submit(self._attempts, spec)] = spec
                 if not running:
+                    if pending and halted is None and self.quiet_left() > 0 and not self.stop.is_set():
+                        self.stop.wait(min(self.quiet_left(), 0.5))  # the API asked for a pause
+                        continue
                     break
                 finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -321,8 +328,22 @@ class TrialLoop:
         self.append(record)
         if record.status == "infra_error" and not self.stop.is_set():
             self.events.message(f"{spec.trial_id}: infrastructure failure (attempt {number}): {record.error}")
+            self.hold_off(apihealth.backoff_s(record))
             raise _RetryInfra(record)
         return record
+
+    def hold_off(self, seconds: float) -> None:
+        """The upstream asked for a pause (retry-after): no trial starts or retries before it ends."""
+        if seconds <= 0:
+            return
+        with self._lock:
+            self.backoffs.append(seconds)
+            self._quiet_until = max(self._quiet_until, time.monotonic() + seconds * retry.WAIT_SCALE)
+        self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
+
+    def quiet_left(self) -> float:
+        with self._lock:
+            return max(0.0, self._quiet_until - time.monotonic())
 
     def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
         if self.stop.is_set():
@@ -331,7 +352,7 @@ class TrialLoop:
         return self.run_one(spec, number)
 
     def _sleep(self, seconds: float) -> None:
-        if self.stop.wait(seconds):
+        if self.stop.wait(max(seconds, self.quiet_left())):
             raise Interrupted("interrupted while waiting to retry")
 
 
@@ -689,7 +710,10 @@ class Experiment:
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
-                route_env=route.gateway_env() if compiled is None else {},
+                route_env={
+                    **(route.gateway_env() if compiled is None else {}),
+                    **prices.gateway_env(prices.effective(ex)),
+                },
                 route_mounts=route_mounts,
             )
             return loop.run(todo).ran
@@ -711,9 +735,10 @@ class Experiment:
 
     def _route_provenance(self) -> dict[str, str]:
         """The route's provenance fields: where the model traffic went (scripted: the scripted model)."""
+        table = {"price_table_sha256": prices.table_sha256(prices.effective(self.study.prereg.execution))}
         if self.options.scripted is not None:
-            return {"upstream_host": "scripted", "upstream_proxy": "no"}
-        return self._route().provenance()
+            return {"upstream_host": "scripted", "upstream_proxy": "no", **table}
+        return {**self._route().provenance(), **table}
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""

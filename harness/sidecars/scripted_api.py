@@ -367,9 +367,7 @@ class Handler(BaseHTTPRequestHandler):
             arm_cfg = task.get("arms", {}).get(info["arm"], {})
             latency = float(arm_cfg.get("latency_ms", sc.defaults.get("latency_ms", 0)))
             for err in arm_cfg.get("errors", []):
-                if int(err.get("at_turn", 0)) == info.get("turn") and sc.take_error(
-                    f"{info['task']}:{info['arm']}:{err.get('at_turn')}:{err.get('status')}", int(err.get("times", 1))
-                ):
+                if int(err.get("at_turn", 0)) == info.get("turn") and error_applies(sc, err, info):
                     log("injected_error", task=info["task"], arm=info["arm"], status=err.get("status"))
                     if err.get("status") in ("broken_stream", "reset"):
                         self.stream(reply, model, broken=True, reset=err.get("status") == "reset")
@@ -454,6 +452,15 @@ def message_json(reply: Reply, model: str) -> dict[str, Any]:
             "cache_read_input_tokens": int(reply.usage.get("cache_read_input_tokens", 0)),
         },
     }
+
+
+def error_applies(sc: Scenario, err: dict[str, Any], info: dict[str, Any]) -> bool:
+    """``conversations: N``: every request (the CLI's retries included) of the first N conversations
+    of this task and arm; else the next ``times`` requests."""
+    if err.get("conversations") is not None:
+        return int(info.get("index", 0)) < int(err["conversations"])
+    key = f"{info['task']}:{info['arm']}:{err.get('at_turn')}:{err.get('status')}"
+    return sc.take_error(key, int(err.get("times", 1)))
 
 
 REQUIRED_KEY_SHA256 = os.environ.get("SCRIPTED_REQUIRE_KEY_SHA256", "")

@@ -51,7 +51,7 @@ def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
                 "skill": {
                     "p_success": 0,
                     "read_skill": False,
-                    "errors": [{"at_turn": 0, "status": 529, "times": 1000, "retry_after_s": 0.01}],
+                    "errors": [{"at_turn": 0, "status": 529, "conversations": 1, "retry_after_s": 0.01}],
                 },
             },
         },
