@@ -131,3 +131,41 @@ def test_route_ca_hash_differs_with_the_bundle(tmp_path: Path) -> None:
 def test_bad_routes_name_the_setting(env: dict[str, str], url: str | None, field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         upstream.from_env(env, url=url)
+
+
+def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
+    from trialkit import PROV
+
+    from harness import reuse
+    from harness.config import Execution
+
+    def fp(**route: str) -> str:
+        settings = reuse.baseline_settings(
+            Execution(), provenance=PROV.model_copy(update=route), pass_rule="verify_and_judge",
+            sidecar_image="s", runtime=None, upstream="https://api.anthropic.com",
+        )  # fmt: skip
+        return reuse.fingerprint(settings, TASKS[0])
+
+    direct = fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="a")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="yes", upstream_ca_sha256="a")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="b")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="a",
+                        price_table_sha256="p")  # fmt: skip
+    assert fp() == fp(), "records without a route keep their old fingerprint"
+
+
+def test_arms_that_went_different_ways_are_invalid() -> None:
+    from trialkit import PROV
+
+    from harness import decision
+
+    ctx = decision.DecisionContext(
+        budget_stopped=False,
+        provenance_by_arm={
+            "baseline": [PROV.model_copy(update={"upstream_proxy": "no"}).model_dump()],
+            "skill": [PROV.model_copy(update={"upstream_proxy": "yes"}).model_dump()],
+        },
+        planned_runs_per_arm=1,
+    )
+    reasons = decision._provenance_reasons(ctx)
+    assert [r.kind for r in reasons] == ["invalid"] and "upstream_proxy" in reasons[0].message
