@@ -125,7 +125,7 @@ def test_infra_failures_are_retried_with_every_attempt_kept(
         "infra",
         tasks=["fix-mean", "fix-slugify"],
         scenario=scenario,
-        extra={"execution": {"max_infra_retries": 1, "budgets": {"timeout_s": 60}}},
+        extra={"execution": {"max_infra_retries": 1}},
     )
     result = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=2)
     attempts: dict[str, list[tuple[int, str]]] = {}

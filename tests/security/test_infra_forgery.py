@@ -34,7 +34,7 @@ sleep 5
 def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("forge")
     noop = [bash("true")]
-    tasks = [HostileTask("forge-529", baseline=noop), HostileTask("real-529", baseline=noop, timeout_s=30)]
+    tasks = [HostileTask("forge-529", baseline=noop), HostileTask("real-529", baseline=noop, timeout_s=45)]
     arms_ok = {"p_success": 1, "read_skill": False}
     scenario_tasks = {
         "forge-529": {
