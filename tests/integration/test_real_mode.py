@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +40,11 @@ from harness.labels import make_labels
 from harness.report import analyse_records
 from tests.integration.helpers import demo_task_scripts, latest, write_experiment
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="the test CA is made with the openssl command"),
+]
 
 PROXY_SCRIPT = Path(__file__).resolve().parent / "connect_proxy.py"
 API_PORT = 8443
