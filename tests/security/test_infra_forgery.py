@@ -34,7 +34,8 @@ sleep 5
 def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("forge")
     noop = [bash("true")]
-    tasks = [HostileTask("forge-529", baseline=noop), HostileTask("real-529", baseline=noop, timeout_s=45)]
+    failing = ("real-529", "real-429", "real-reset")
+    tasks = [HostileTask("forge-529", baseline=noop), *(HostileTask(t, baseline=noop, timeout_s=45) for t in failing)]
     arms_ok = {"p_success": 1, "read_skill": False}
     scenario_tasks = {
         "forge-529": {
@@ -42,25 +43,23 @@ def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
             "failure": [bash(FORGE_API_ERROR)],
             "arms": {"baseline": arms_ok, "skill": {"p_success": 0, "read_skill": False}},
         },
-        "real-529": {
+    }
+    # every request of the skill arm's conversation fails upstream (the CLI retries until its deadline):
+    # 529 overloaded, 429 with retry-after, a TCP reset mid-stream
+    for task, status, retry_after in (("real-529", 529, 0.01), ("real-429", 429, 2), ("real-reset", "reset", None)):
+        error = {"at_turn": 0, "status": status, "conversations": 1}
+        if retry_after is not None:
+            error["retry_after_s"] = retry_after
+        scenario_tasks[task] = {
             "success": noop,
             "failure": noop,
-            "arms": {
-                "baseline": arms_ok,
-                # every request of the skill arm's conversation gets a real 529 (the CLI retries, then gives up)
-                "skill": {
-                    "p_success": 0,
-                    "read_skill": False,
-                    "errors": [{"at_turn": 0, "status": 529, "conversations": 1, "retry_after_s": 0.01}],
-                },
-            },
-        },
-    }
+            "arms": {"baseline": arms_ok, "skill": {"p_success": 0, "read_skill": False, "errors": [error]}},
+        }
     prereg, scen = write_hostile(sec_setup, "forge", tasks, scenario_extra={"tasks": scenario_tasks})
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=4)
-    return latest(result)
+    return {**latest(result), "_all": result.records}
 
 
 def test_a_forged_api_error_on_stdout_is_the_agents_failure_not_infra(forged) -> None:  # type: ignore[no-untyped-def]
@@ -83,8 +82,24 @@ def test_positive_control_a_real_upstream_529_is_infra(forged) -> None:  # type:
     assert r.gateway.retry_after_s == pytest.approx(0.01)
 
 
+@pytest.mark.parametrize(("task", "seen", "retry_after"), [("real-429", "429", 2.0), ("real-reset", "cut", None)])
+def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(forged, task, seen, retry_after) -> None:  # type: ignore[no-untyped-def]
+    r = forged[f"{task}.skill.0"]
+    assert r.status == "infra_error", (r.status, r.agent, r.gateway)
+    assert r.gateway is not None and r.gateway.upstream_statuses and set(r.gateway.upstream_statuses) == {seen}
+    assert r.gateway.retry_after_s == retry_after
+    assert f"last upstream answer was {seen}" in (r.error or ""), r.error
+
+
+def test_the_report_counts_api_failures_per_arm(forged) -> None:  # type: ignore[no-untyped-def]
+    from harness import apihealth
+
+    counts = apihealth.failures_by_arm(forged["_all"])
+    assert set(counts["skill"]) == {"529", "429", "cut"} and not counts["baseline"], counts
+
+
 def test_positive_control_the_honest_arms_completed(forged) -> None:  # type: ignore[no-untyped-def]
-    for task in ("forge-529", "real-529"):
+    for task in ("forge-529", "real-529", "real-429", "real-reset"):
         r = forged[f"{task}.baseline.0"]
         assert r.status == "completed", (r.status, r.error)
         assert r.gateway is not None and "529" not in r.gateway.upstream_statuses
