@@ -169,3 +169,19 @@ def test_arms_that_went_different_ways_are_invalid() -> None:
     )
     reasons = decision._provenance_reasons(ctx)
     assert [r.kind for r in reasons] == ["invalid"] and "upstream_proxy" in reasons[0].message
+
+
+def test_scripted_errors_per_conversation_with_retry_after() -> None:
+    from harness.scenario import InjectedError
+    from harness.sidecars import scripted_api
+
+    err = InjectedError(status=429, conversations=1, retry_after_s=2).model_dump(mode="json", exclude_none=True)
+    assert err == {"at_turn": 0, "status": 429, "times": 1, "conversations": 1, "retry_after_s": 2.0}
+    sc = scripted_api.Scenario({"tasks": {}})
+    first, second = {"task": "t", "arm": "skill", "index": 0}, {"task": "t", "arm": "skill", "index": 1}
+    # every request (the CLI's retries) of the first conversation, none of the second
+    assert all(scripted_api.error_applies(sc, err, first) for _ in range(20))
+    assert not scripted_api.error_applies(sc, err, second)
+    # without `conversations`: the next `times` requests, whoever sends them
+    counted = {"at_turn": 0, "status": 529, "times": 2}
+    assert [scripted_api.error_applies(sc, counted, second) for _ in range(3)] == [True, True, False]
