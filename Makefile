@@ -42,7 +42,7 @@ eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails
 	@test -n "$(SKILL)" || { echo "usage: make eval SKILL=path/to/skill [PREREG=path/to/preregistration.yaml]" >&2; exit 4; }
 	@test -n "$$ANTHROPIC_API_KEY" || { echo "make eval: ANTHROPIC_API_KEY is not set (try \`make demo\` for the offline pipeline)" >&2; exit 5; }
 	@$(MAKE) --no-print-directory engine
-	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS)) $(if $(OUT),--out $(OUT))
+	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS)) $(if $(OUT),--out $(OUT)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(UPSTREAM_CA),--upstream-ca $(UPSTREAM_CA))
 
 test: install engine ## the whole test suite: unit tests and integration tests on the real engine
 	@sh scripts/ensure-chromium.sh

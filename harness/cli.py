@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SCENARIO",
         help="use the scripted Messages API driven by this scenario file (offline, no key)",
     )
+    _route_args(ev)
     ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `harness merge`")
     ev.add_argument("--resume", action="store_true", help="accepted for clarity: rerunning always resumes")
     ev.add_argument(
@@ -221,6 +222,27 @@ def _warn_without_recent_calibration(study: Any) -> None:
         )
 
 
+def _route_args(p: argparse.ArgumentParser) -> None:
+    """Real runs: where the gateway sends the model traffic (HTTPS_PROXY / NO_PROXY are read from the
+    environment and apply to the gateway's upstream connection only)."""
+    p.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="the Messages API base URL (default: ANTHROPIC_BASE_URL, else https://api.anthropic.com)",
+    )
+    p.add_argument(
+        "--upstream-ca",
+        type=Path,
+        metavar="PEM",
+        help="CA bundle trusted for the upstream besides the image's (a company gateway's or proxy's CA)",
+    )
+    p.add_argument(
+        "--upstream-network",
+        metavar="NAME",
+        help="an existing Docker network for the gateway's upstream side (where your proxy or gateway is)",
+    )
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="experiment directory (default harness-results/<skill>-<lock>)")
     p.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
@@ -280,6 +302,11 @@ def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     digest, base = lock(args.prereg)
     print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
+    from harness.config import load_study
+    from harness.prices import missing_notes
+
+    for note in missing_notes(load_study(args.prereg).prereg.execution):
+        print(f"warning: {note}", file=sys.stderr)
     return 0
 
 
@@ -336,8 +363,20 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         images=_image_options(args),
         env=env,
         reuse_from=tuple(args.reuse_baseline_from or ()),
+        route=_route(args, env),
     )
     return evaluate(study, options)
+
+
+def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-untyped-def]
+    from harness import upstream
+
+    if args.scripted is not None:
+        given = [f for f in ("upstream", "upstream_ca", "upstream_network") if getattr(args, f) is not None]
+        if given:
+            raise ConfigError("--" + given[0].replace("_", "-"), "applies to real runs only, not with --scripted")
+        return None
+    return upstream.from_env(env, url=args.upstream, extra_ca=args.upstream_ca, network=args.upstream_network)
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:

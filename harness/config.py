@@ -185,6 +185,9 @@ def _size_text(n: int) -> str:
     return str(n)
 
 
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
 class Execution(Strict):
     runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
     model: str = "sonnet"
@@ -199,6 +202,9 @@ class Execution(Strict):
     base_ref: str = "HEAD"
     """Commit the trials start from; resolved to a SHA by ``harness lock``."""
     max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+    prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
+    """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
+    the shipped price table the gateway meters with (see :mod:`harness.prices`)."""
 
     @field_validator("model", "judge_model")
     @classmethod

@@ -27,13 +27,29 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, samepatch, sandbox, scenario, uids, workroots
+from harness import (
+    __version__,
+    apihealth,
+    decision,
+    gitops,
+    plan,
+    prices,
+    retry,
+    reuse,
+    samepatch,
+    sandbox,
+    scenario,
+    uids,
+    upstream,
+    workroots,
+)
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -49,6 +65,7 @@ from harness.retry import retrying
 from harness.runstate import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
 from harness.store import ExperimentDir
 from harness.trial import StartGate, TrialContext, run_trial
+from harness.upstream import Upstream
 from harness.watchdog import WorkspaceLimit
 from harness.workroots import default_work_root
 from harness.workspace import remove_tree
@@ -86,6 +103,8 @@ class RunOptions:
     """A/A calibration (``harness calibrate``): the second arm runs exactly as the baseline (same prompt,
     no skill mounted) and is recorded under the arm name ``skill``, so the usual analysis compares the
     baseline with itself."""
+    route: Upstream | None = None
+    """Real runs: the gateway's upstream route (URL, proxy, extra CA, network); default: ``upstream``, direct."""
 
 
 class Events:
@@ -211,6 +230,9 @@ class TrialLoop:
         self.events = events or Events()
         self.early_reason: str | None = None
         self._lock = threading.Lock()
+        self._quiet_until = 0.0
+        self.backoffs: list[float] = []
+        """Every hold-off the upstream asked for (retry-after of a failed trial), in seconds."""
 
     # ---------------------------------------------------------------- state
     def append(self, record: TrialRecord) -> None:
@@ -250,11 +272,14 @@ class TrialLoop:
             while pending or running:
                 while pending and len(running) < jobs and not self.stop.is_set():
                     halted = self.stop_reason()
-                    if halted is not None:
+                    if halted is not None or self.quiet_left() > 0:
                         break
                     spec = pending.popleft()
                     running[pool.submit(self._attempts, spec)] = spec
                 if not running:
+                    if pending and halted is None and self.quiet_left() > 0 and not self.stop.is_set():
+                        self.stop.wait(min(self.quiet_left(), 0.5))  # the API asked for a pause
+                        continue
                     break
                 finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
                 for fut in finished:
@@ -323,8 +348,22 @@ class TrialLoop:
         self.append(record)
         if record.status == "infra_error" and not self.stop.is_set():
             self.events.message(f"{spec.trial_id}: infrastructure failure (attempt {number}): {record.error}")
+            self.hold_off(apihealth.backoff_s(record))
             raise _RetryInfra(record)
         return record
+
+    def hold_off(self, seconds: float) -> None:
+        """The upstream asked for a pause (retry-after): no trial starts or retries before it ends."""
+        if seconds <= 0:
+            return
+        with self._lock:
+            self.backoffs.append(seconds)
+            self._quiet_until = max(self._quiet_until, time.monotonic() + seconds * retry.WAIT_SCALE)
+        self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
+
+    def quiet_left(self) -> float:
+        with self._lock:
+            return max(0.0, self._quiet_until - time.monotonic())
 
     def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
         if self.stop.is_set():
@@ -333,7 +372,7 @@ class TrialLoop:
         return self.run_one(spec, number)
 
     def _sleep(self, seconds: float) -> None:
-        if self.stop.wait(seconds):
+        if self.stop.wait(max(seconds, self.quiet_left())):
             raise Interrupted("interrupted while waiting to retry")
 
 
@@ -390,7 +429,7 @@ class Experiment:
         )
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
         compiled = self._compiled_scenario()
-        redactor = Redactor([self.options.api_key or ""])
+        redactor = Redactor([self.options.api_key or "", *self._route().secrets()])
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
@@ -413,6 +452,7 @@ class Experiment:
                 image_digest=images.trial_id,
                 prompt_template_sha256=plan.prompt_template_sha256(),
                 harness_version=__version__,
+                **self._route_provenance(),
             )
             fingerprints = self._fingerprints(provenance, images, compiled)
 
@@ -530,17 +570,17 @@ class Experiment:
         views: dict[str, object] = {}
         if compiled is not None:
             global_sha, views_ = reuse.scripted_views(compiled)
-            upstream = f"scripted:{global_sha}"
+            server = f"scripted:{global_sha}"
             views = dict(views_)
         else:
-            upstream = self.options.upstream
+            server = self._route().url
         settings = reuse.baseline_settings(
             self.study.prereg.execution,
             provenance=provenance,
             pass_rule=self.study.prereg.decision.pass_rule,
             sidecar_image=images.sidecar_id,
             runtime=self.options.runtime,
-            upstream=upstream,
+            upstream=server,
         )
         return {t.id: reuse.fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
 
@@ -657,10 +697,26 @@ class Experiment:
             key_file = self._write_key(run_root, api_key, sidecar_uid)
             # copied once, the copy checked against the lock, only the copy mounted (issue 14)
             skill_copy = copy_locked_skill(self.study, run_root / "skill")
-            self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
-            upstream = self.options.upstream
+            route, route_mounts = self._route(), upstream.stage_ca(self._route(), run_root)
+            if compiled is None and route.network:
+                upstream_net = route.network  # the user's own network (their LLM gateway, proxy): used, never made
+            else:
+                self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
+            up_url = route.url
             if compiled is not None:
-                upstream = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
+                up_url = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
+                route, route_mounts = upstream.Upstream(url=up_url), ()
+            else:
+                upstream.preflight(
+                    self.engine,
+                    route,
+                    name=f"hx-{self.run_id}-preflight",
+                    image=images.sidecar,
+                    user=profile.sidecar_user,
+                    network=upstream_net,
+                    labels=run_labels,
+                    mounts=route_mounts,
+                )
             holder["ctx"] = TrialContext(
                 engine=self.engine,
                 profile=profile,
@@ -672,16 +728,21 @@ class Experiment:
                 provenance=provenance,
                 skill_copy=skill_copy,
                 key_file=key_file,
-                upstream=upstream,
+                upstream=up_url,
                 upstream_network=upstream_net,
                 artifacts=store.artifacts,
-                redactor=Redactor([api_key]),
+                redactor=Redactor([api_key, *self._route().secrets()]),
                 stop=self.stop,
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
                 starts=self.starts,
                 same_patch=self._same_patch(store, provenance, images),
+                route_env={
+                    **(route.gateway_env() if compiled is None else {}),
+                    **prices.gateway_env(prices.effective(ex)),
+                },
+                route_mounts=route_mounts,
             )
             return loop.run(todo).ran
         finally:
@@ -690,8 +751,9 @@ class Experiment:
             # everything the run made carries its label: trials' leftovers, the scripted API, the network
             try:
                 _, errors = self.engine.remove_labelled({RUN: self.run_id})
-            except HarnessError:  # cannot list: what this run made by name
-                _, errors = self.engine.remove_objects([("container", scripted_name), ("network", upstream_net)])
+            except HarnessError:  # cannot list: what this run made by name (never the user's network)
+                made = [] if upstream_net == self._route().network else [("network", upstream_net)]
+                _, errors = self.engine.remove_objects([("container", scripted_name), *made])
             for error in errors:
                 self.events.message(f"cleanup: {error}")
             remove_tree(run_root)
@@ -708,6 +770,15 @@ class Experiment:
             key = samepatch.verify_key(task, provenance.base_sha, images.trial, rec.patch.sha256, timeout_s)
             same.verify.seed(key, rec.verify, rec.trial_id)
         return same
+    def _route(self) -> upstream.Upstream:
+        return self.options.route or upstream.Upstream(url=self.options.upstream)
+
+    def _route_provenance(self) -> dict[str, str]:
+        """The route's provenance fields: where the model traffic went (scripted: the scripted model)."""
+        table = {"price_table_sha256": prices.table_sha256(prices.effective(self.study.prereg.execution))}
+        if self.options.scripted is not None:
+            return {"upstream_host": "scripted", "upstream_proxy": "no", **table}
+        return {**self._route().provenance(), **table}
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""

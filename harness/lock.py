@@ -143,6 +143,8 @@ def canonical_json(obj: Any) -> bytes:
 def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     """The lock hash and the per-file digests it covers."""
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
+    if not prereg["execution"].get("prices"):
+        prereg["execution"].pop("prices", None)  # no per-model prices: locks made before the field stay valid
     tasks = study.task_file.model_dump(mode="json")
     files = {
         "preregistration": sha256_hex(canonical_json(prereg)),

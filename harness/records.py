@@ -39,6 +39,14 @@ class Provenance(Model):
     image_digest: str
     prompt_template_sha256: str
     harness_version: str
+    upstream_host: str | None = None
+    """The model server the gateway forwarded to: a URL's host[:port], or ``scripted``."""
+    upstream_proxy: str | None = None
+    """``yes`` when the gateway reached the upstream through an HTTP CONNECT proxy, else ``no``."""
+    upstream_ca_sha256: str | None = None
+    """SHA-256 of the extra CA bundle the gateway trusted for the upstream (empty bundle: of b"")."""
+    price_table_sha256: str | None = None
+    """SHA-256 of the price table the gateway metered with (see :mod:`harness.prices`)."""
 
 
 class AgentResult(Model):
@@ -73,6 +81,14 @@ class GatewayMeter(Model):
     cache_read_input_tokens: int = 0
     cost_usd: float = 0.0
     budget_stopped: bool = False
+    upstream_statuses: tuple[str, ...] = ()
+    """What the gateway got from upstream for each forwarded request, in order: the HTTP status,
+    ``cut`` (a stream that ended before message_stop) or ``unreachable`` (no answer at all).
+    The authority on whether the API failed (see :mod:`harness.apihealth`), not the agent's stdout."""
+    upstream_errors: tuple[str, ...] = ()
+    """Distinct descriptions of failed upstream connections (a certificate, a proxy refusing)."""
+    retry_after_s: float | None = None
+    """The last ``retry-after`` the upstream sent with a failure (seconds)."""
 
 
 class PatchInfo(Model):

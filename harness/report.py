@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import decision, runstate, samepatch
+from harness import apihealth, decision, prices, runstate, samepatch
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -167,7 +167,12 @@ def build_input(
         experiment_dir=experiment_dir,
         spent_usd=runstate.spent_usd(records),
         records=tuple(records),
-        notes=(*notes, *samepatch.reuse_notes(records)),
+        notes=(
+            *notes,
+            *samepatch.reuse_notes(records),
+            *apihealth.report_notes(records),
+            *prices.missing_notes(prereg.execution),
+        ),
     )
 
 
@@ -744,6 +749,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "skipped_tasks": list(r.skipped_tasks),
         "flagged_trials": [{"trial": t, "flags": list(f)} for t, f in r.flagged],
         "identical_patch_reuse": samepatch.reuse_counts(r.records),
+        "api_failures": {arm: dict(c) for arm, c in apihealth.failures_by_arm(r.records).items()},
     }
 
 

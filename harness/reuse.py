@@ -68,6 +68,11 @@ def baseline_settings(
         "pass_rule": pass_rule,
         "runtime": runtime or "",
         "upstream": upstream,
+        **{  # the route (host, proxy, CA) and the price table, where recorded
+            k: v
+            for k in ("upstream_host", "upstream_proxy", "upstream_ca_sha256", "price_table_sha256")
+            if (v := getattr(provenance, k)) is not None
+        },
     }
 
 

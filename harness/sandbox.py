@@ -195,14 +195,19 @@ def gateway_spec(
     upstream: str,
     key_file: Path,
     budget_usd: float,
+    route_env: Mapping[str, str] | None = None,
+    route_mounts: tuple[BindMount, ...] = (),
 ) -> ContainerSpec:
+    """``route_env`` / ``route_mounts``: the real run's upstream route (proxy, extra CA), see
+    :mod:`harness.upstream`; they reach the gateway only, never the agent."""
     env = {
-        "GATEWAY_UPSTREAM": upstream,
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
         "GATEWAY_BUDGET_USD": f"{budget_usd:g}",
         "GATEWAY_PORT": str(cli.GATEWAY_PORT),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
+        **(route_env or {}),
+        "GATEWAY_UPSTREAM": upstream,
     }
     return ContainerSpec(
         name=name,
@@ -211,7 +216,7 @@ def gateway_spec(
         labels={**labels, ROLE: "gateway"},
         user=p.sidecar_user,
         env=env,
-        mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True),),
+        mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True), *route_mounts),
         network=upstream_network,
         limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
         tmpfs=("/tmp",),

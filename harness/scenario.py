@@ -42,9 +42,15 @@ class Step(M):
 
 class InjectedError(M):
     at_turn: Annotated[int, Field(ge=0)] = 0
-    status: int | Literal["broken_stream"] = 529
+    status: int | Literal["broken_stream", "reset"] = 529
+    """An HTTP status, a stream cut off mid-way, or a TCP reset mid-stream."""
     times: Annotated[int, Field(ge=1)] = 1
     """How many conversations of this task and arm get the error (then it stops)."""
+    conversations: Annotated[int, Field(ge=1)] | None = None
+    """Instead of ``times``: every request of the first N conversations (the CLI's own retries
+    included), so an API that keeps failing fails exactly those trials."""
+    retry_after_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+    """Send ``retry-after`` with the error, as the real API does on 429 and 529."""
 
 
 class ArmBehaviour(M):

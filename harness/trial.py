@@ -18,14 +18,14 @@ import datetime as dt
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import gateway, judge, patch, samepatch, sandbox, watchdog, workspace
+from harness import apihealth, gateway, judge, patch, samepatch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
-from harness.engine import Engine, ExitInfo
+from harness.engine import BindMount, Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
 from harness.labels import RUN, TRIAL, make_labels
 from harness.plan import TrialSpec
@@ -108,6 +108,9 @@ class TrialContext:
     """Shared by the run's trials and its stop (the experiment passes one built on ``stop``)."""
     same_patch: samepatch.SamePatch = field(default_factory=samepatch.SamePatch)
     """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
+    route_env: Mapping[str, str] = field(default_factory=dict)
+    """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.upstream`."""
+    route_mounts: tuple[BindMount, ...] = ()
 
 
 @dataclass
@@ -159,6 +162,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 upstream=ctx.upstream,
                 key_file=ctx.key_file,
                 budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+                route_env=ctx.route_env,
+                route_mounts=ctx.route_mounts,
             )
             ctx.engine.create(gw, extra_networks=[network])
             ctx.engine.start(gw.name)
@@ -196,7 +201,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 )
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
-            done.meter = gateway.meter(agent_events)
+            done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
             if run.stdout_truncated:
@@ -338,7 +343,10 @@ def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None
 def classify_agent(
     run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
 ) -> Status:
-    """The agent phase's status. The CLI's own words win where it gave them.
+    """The agent phase's status. The CLI's own words win where it gave them, except on whether
+    the API failed: that comes from the gateway's record of upstream answers only
+    (:func:`harness.apihealth.api_failure`), so a skill cannot print an ``api_error`` result and
+    turn its failures into excluded infrastructure errors.
 
     With ``timeout_s``, an in-container "timeout" that came before the deadline (the agent
     sent SIGALRM to ``timeout`` or killed its CLI) is an ``agent_error``, not a ``timeout``:
@@ -346,23 +354,27 @@ def classify_agent(
     oom = run.oom_killed
     if _self_terminated(run, result, timeout_s):
         return "agent_error"
+    _raise_if_api_failed(run, result, meter)
     if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
         return "timeout"
     if cli.cli_says_budget_exceeded(result) or meter.budget_stopped:
         return "budget_exceeded"
     if result.subtype is None and meter.forwarded == 0 and not oom:
         # the CLI never got an answer through: the environment, not the agent
-        raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code})")
-    if result.terminal_reason == "api_error" or (result.is_error and _api_error(result)):
-        raise InfraError(f"the model API kept failing: {result.result_excerpt[:200]}")
+        why = f": {upstream}" if (upstream := apihealth.api_failure(meter)) else ""
+        raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code}){why}")
     if oom or run.exit_code not in (0, None) or result.is_error:
         return "agent_error"
     return "completed"
 
 
-def _api_error(result: AgentResult) -> bool:
-    text = result.result_excerpt.lower()
-    return "api error" in text or "overloaded" in text or "529" in text
+def _raise_if_api_failed(run: ExitInfo, result: AgentResult, meter: GatewayMeter) -> None:
+    """The CLI did not finish (an error, no result, a deadline) and the gateway's last upstream
+    answer was a failure: the API kept failing, whatever the agent's stdout says."""
+    upstream = apihealth.api_failure(meter)
+    unfinished = result.is_error or result.subtype is None or run.exit_code not in (0, None) or run.timed_out
+    if upstream and unfinished and not run.oom_killed:
+        raise InfraError(f"the model API kept failing: {upstream}")
 
 
 def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:

@@ -26,12 +26,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import ssl
 import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+try:
+    import upstream_link  # the sidecar image: a sibling file in /opt/harness
+except ImportError:  # imported as harness.sidecars.gateway (unit tests)
+    from harness.sidecars import upstream_link
 
 FORWARD_PATHS = {"/v1/messages", "/v1/messages/count_tokens"}
 FORWARD_HEADERS = {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app"}
@@ -160,6 +164,7 @@ class Gateway(BaseHTTPRequestHandler):
     upstream: urllib.parse.SplitResult
     api_key: str
     meter: Meter
+    link: upstream_link.Link
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -239,14 +244,7 @@ class Gateway(BaseHTTPRequestHandler):
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
         up = self.upstream
-        port = up.port or (443 if up.scheme == "https" else 80)
-        conn: http.client.HTTPConnection
-        if up.scheme == "https":
-            conn = http.client.HTTPSConnection(
-                up.hostname or "", port, timeout=600, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(up.hostname or "", port, timeout=600)
+        conn = self.link.connection(timeout=600)  # TLS trust and the CONNECT proxy: upstream_link.py
         headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARD_HEADERS}
         headers["x-api-key"] = self.api_key
         headers["content-length"] = str(len(raw))
@@ -254,8 +252,8 @@ class Gateway(BaseHTTPRequestHandler):
         try:
             conn.request("POST", target, body=raw, headers=headers)
             resp = conn.getresponse()
-        except OSError as e:
-            log("upstream_error", path=path, error=type(e).__name__)
+        except (OSError, http.client.HTTPException) as e:
+            log("upstream_error", path=path, error=type(e).__name__, detail=self.link.describe(e))
             self._reply(
                 502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}}
             )
@@ -268,6 +266,7 @@ class Gateway(BaseHTTPRequestHandler):
             if value:
                 self.send_header(key, value)
         broken = False
+        ended = not stream  # a stream is complete only once message_stop arrived
         if stream:
             self.send_header("cache-control", "no-cache")
             self.send_header("connection", "close")
@@ -276,7 +275,10 @@ class Gateway(BaseHTTPRequestHandler):
             buffer = b""
             try:
                 while True:
-                    chunk = resp.read1(65536)
+                    try:
+                        chunk = resp.read1(65536)
+                    except (OSError, http.client.HTTPException):
+                        break  # the upstream cut the stream (a reset): `complete` stays False
                     if not chunk:
                         break
                     self.wfile.write(chunk)
@@ -285,6 +287,7 @@ class Gateway(BaseHTTPRequestHandler):
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         meter_sse_line(line, usage)
+                        ended = ended or upstream_link.stream_ended(line)
             except OSError:
                 broken = True
         else:
@@ -309,6 +312,8 @@ class Gateway(BaseHTTPRequestHandler):
             usage=usage,
             cost_usd=round(cost, 8),
             broken=broken,
+            complete=ended,
+            retry_after=resp.getheader("retry-after"),
         )
 
 
@@ -351,6 +356,7 @@ def main() -> int:
     Gateway.upstream = urllib.parse.urlsplit(upstream)
     Gateway.api_key = api_key
     Gateway.meter = Meter(budget, pricing)
+    Gateway.link = upstream_link.Link.from_env(os.environ)
     server = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("GATEWAY_PORT", "8080"))), Gateway)
     server.daemon_threads = True
     log("listening", upstream_scheme=Gateway.upstream.scheme, budget_usd=budget)

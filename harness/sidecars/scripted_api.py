@@ -28,8 +28,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
+import socket
+import ssl
+import struct
 import sys
 import threading
 import time
@@ -300,9 +304,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return
 
-    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+    def _send_json(self, status: int, payload: dict[str, Any], retry_after: Any = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
+        if retry_after is not None:
+            self.send_header("retry-after", str(retry_after))
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -332,6 +338,10 @@ class Handler(BaseHTTPRequestHandler):
             has_authorization=self.headers.get("authorization") is not None,
             anthropic_version=self.headers.get("anthropic-version"),
         )
+        if not key_accepted(key):
+            log("unauthorized", path=path)
+            self._send_json(401, {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}})
+            return
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
@@ -357,16 +367,18 @@ class Handler(BaseHTTPRequestHandler):
             arm_cfg = task.get("arms", {}).get(info["arm"], {})
             latency = float(arm_cfg.get("latency_ms", sc.defaults.get("latency_ms", 0)))
             for err in arm_cfg.get("errors", []):
-                if int(err.get("at_turn", 0)) == info.get("turn") and sc.take_error(
-                    f"{info['task']}:{info['arm']}:{err.get('at_turn')}:{err.get('status')}", int(err.get("times", 1))
-                ):
+                if int(err.get("at_turn", 0)) == info.get("turn") and error_applies(sc, err, info):
                     log("injected_error", task=info["task"], arm=info["arm"], status=err.get("status"))
-                    if err.get("status") == "broken_stream":
-                        self.stream(reply, model, broken=True)
+                    if err.get("status") in ("broken_stream", "reset"):
+                        self.stream(reply, model, broken=True, reset=err.get("status") == "reset")
                         return
                     status = int(err.get("status", 529))
                     kind = "overloaded_error" if status == 529 else "rate_limit_error" if status == 429 else "api_error"
-                    self._send_json(status, {"type": "error", "error": {"type": kind, "message": "scripted error"}})
+                    self._send_json(
+                        status,
+                        {"type": "error", "error": {"type": kind, "message": "scripted error"}},
+                        retry_after=err.get("retry_after_s"),
+                    )
                     return
         else:
             latency = float(sc.judge.get("latency_ms", sc.defaults.get("latency_ms", 0)))
@@ -378,7 +390,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(200, message_json(reply, model))
 
-    def stream(self, reply: Reply, model: str, broken: bool = False) -> None:
+    def stream(self, reply: Reply, model: str, broken: bool = False, reset: bool = False) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -396,6 +408,9 @@ class Handler(BaseHTTPRequestHandler):
         if broken:
             self.wfile.write(b'event: content_block_start\ndata: {"type": "content_bl')
             self.wfile.flush()
+            if reset:  # a TCP reset mid-stream, as a load balancer dropping the connection produces
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
             return
         for i, block in enumerate(reply.blocks):
             if block["type"] == "text":
@@ -439,6 +454,33 @@ def message_json(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
+def error_applies(sc: Scenario, err: dict[str, Any], info: dict[str, Any]) -> bool:
+    """``conversations: N``: every request (the CLI's retries included) of the first N conversations
+    of this task and arm; else the next ``times`` requests."""
+    if err.get("conversations") is not None:
+        return int(info.get("index", 0)) < int(err["conversations"])
+    key = f"{info['task']}:{info['arm']}:{err.get('at_turn')}:{err.get('status')}"
+    return sc.take_error(key, int(err.get("times", 1)))
+
+
+REQUIRED_KEY_SHA256 = os.environ.get("SCRIPTED_REQUIRE_KEY_SHA256", "")
+
+
+def key_accepted(key: str) -> bool:
+    """With SCRIPTED_REQUIRE_KEY_SHA256 set (a stand-in for the real API in real-mode tests), only
+    the key with that SHA-256 is answered; otherwise every key is (the scripted key is fake)."""
+    return not REQUIRED_KEY_SHA256 or hashlib.sha256(key.encode()).hexdigest() == REQUIRED_KEY_SHA256
+
+
+def serve_tls(server: ThreadingHTTPServer) -> None:
+    """With SCRIPTED_TLS_CERT and SCRIPTED_TLS_KEY set, serve HTTPS (a stand-in for the real API)."""
+    cert, key = os.environ.get("SCRIPTED_TLS_CERT"), os.environ.get("SCRIPTED_TLS_KEY")
+    if cert and key:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+
+
 def main(argv: list[str]) -> int:
     scenario_path = argv[1] if len(argv) > 1 else "/etc/scripted/scenario.json"
     port = int(argv[2]) if len(argv) > 2 else 8080
@@ -446,6 +488,7 @@ def main(argv: list[str]) -> int:
         Handler.scenario = Scenario(json.load(fh))
     server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
     server.daemon_threads = True
+    serve_tls(server)
     log("listening", port=port)
     server.serve_forever()
     return 0

@@ -106,10 +106,12 @@ def test_sigkill_mid_run_then_rerun_completes_without_running_anything_twice(
 def test_infra_failures_are_retried_with_every_attempt_kept(
     tmp_path: Path, engine, images, demo_setup, work_root
 ) -> None:  # type: ignore[no-untyped-def]
-    """The scripted model answers 400 to the first conversations: the CLI gives up, the harness retries."""
+    """The scripted model answers 500 (then 529) to every request of the first conversations: the CLI
+    retries with backoff until its deadline, the gateway saw the API fail (a 400 would be the request's
+    fault, not the API's), the harness retries."""
     scripts = demo_task_scripts(demo_setup.root)
-    flaky = {"p_success": 1, "errors": [{"at_turn": 0, "status": 400, "times": 3}]}
-    broken = {"p_success": 1, "errors": [{"at_turn": 0, "status": 400, "times": 1000}]}
+    flaky = {"p_success": 1, "errors": [{"at_turn": 0, "status": 500, "conversations": 1}]}
+    broken = {"p_success": 1, "errors": [{"at_turn": 0, "status": 529, "conversations": 1000}]}
     scenario = {
         "seed": 1,
         "skill_marker": "careful-fixer-7c1e",
@@ -133,7 +135,7 @@ def test_infra_failures_are_retried_with_every_attempt_kept(
     assert attempts["fix-slugify.skill.0"] == [(1, "infra_error"), (2, "infra_error")], "bounded: 1 retry"
     assert attempts["fix-mean.skill.0"] == [(1, "completed")]
     first = next(r for r in result.records if r.trial_id == "fix-mean.baseline.0" and r.attempt == 1)
-    assert "API Error: 400" in (first.error or "")
+    assert "last upstream answer was 500" in (first.error or ""), first.error
     data = analyse_records(
         load_study(prereg),
         result.records,

@@ -87,17 +87,51 @@ def test_no_result_and_no_api_call_is_infra(code: int) -> None:
         classify_agent(run(code), NO_RESULT, NO_TRAFFIC)
 
 
-@pytest.mark.parametrize(
-    "result",
-    [
-        AgentResult(subtype="success", terminal_reason="api_error", result_excerpt="API Error: 529"),
-        AgentResult(subtype="success", is_error=True, result_excerpt="API Error: Overloaded"),
-        AgentResult(subtype="error_during_execution", is_error=True, result_excerpt="status 529 from upstream"),
-    ],
-)
-def test_api_failures_are_infra(result: AgentResult) -> None:
-    with pytest.raises(InfraError, match="model API"):
-        classify_agent(run(1), result, METER)
+API_WORDS = [
+    AgentResult(subtype="success", terminal_reason="api_error", is_error=True, result_excerpt="API Error: 529"),
+    AgentResult(subtype="success", is_error=True, result_excerpt="API Error: Overloaded"),
+    AgentResult(subtype="error_during_execution", is_error=True, result_excerpt="status 529 from upstream"),
+]
+
+
+@pytest.mark.parametrize("result", API_WORDS)
+def test_the_agents_words_alone_never_make_an_api_failure(result: AgentResult) -> None:
+    """The forgery: every upstream answer was 200, the stdout claims an overloaded API."""
+    meter = GatewayMeter(requests=3, forwarded=3, upstream_statuses=("200", "200", "200"))
+    assert classify_agent(run(1), result, meter) == "agent_error"
+
+
+@pytest.mark.parametrize("last", ["529", "429", "500", "503", "cut", "unreachable"])
+def test_the_gateways_record_of_a_failing_api_is_infra(last: str) -> None:
+    meter = GatewayMeter(requests=4, forwarded=4, upstream_statuses=("200", last, last, last))
+    with pytest.raises(InfraError, match="model API kept failing.*last upstream answer was " + last):
+        classify_agent(run(1), API_WORDS[0], meter)
+
+
+def test_a_failure_the_cli_recovered_from_is_not_infra() -> None:
+    meter = GatewayMeter(requests=3, forwarded=3, upstream_statuses=("529", "529", "200"))
+    assert classify_agent(run(0), SUCCESS, meter) == "completed"
+    assert classify_agent(run(1), API_WORDS[1], meter) == "agent_error"
+
+
+def test_a_client_error_is_the_agents_not_the_apis() -> None:
+    meter = GatewayMeter(requests=2, forwarded=2, upstream_statuses=("200", "400"))
+    assert classify_agent(run(1), API_WORDS[0], meter) == "agent_error"
+
+
+def test_a_finished_cli_is_not_infra_even_after_a_failed_last_answer() -> None:
+    meter = GatewayMeter(requests=2, forwarded=2, upstream_statuses=("200", "529"))
+    assert classify_agent(run(0), SUCCESS, meter) == "completed"
+
+
+def test_no_answer_names_the_upstream_problem() -> None:
+    meter = GatewayMeter(
+        requests=1,
+        upstream_statuses=("unreachable",),
+        upstream_errors=("TLS certificate verification failed for api:443: unable to get local issuer certificate",),
+    )
+    with pytest.raises(InfraError, match=r"model API kept failing.*certificate verification failed"):
+        classify_agent(run(1), NO_RESULT, meter)
 
 
 def test_a_watchdog_trip_is_the_agents_fail_or_an_infra_error_when_the_host_ran_low() -> None:

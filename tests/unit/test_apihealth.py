@@ -1,0 +1,187 @@
+"""harness.apihealth and harness.upstream: the API's health from the gateway's record, and the real run's route."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from trialkit import TASKS, make_record, skipped
+
+from harness import apihealth, retry, upstream
+from harness.errors import ConfigError
+from harness.experiment import LoopPolicy, TrialLoop
+from harness.plan import plan_trials
+from harness.records import GatewayMeter, TrialRecord
+
+EVENTS = [
+    {"event": "forwarded", "status": 200, "stream": True, "complete": True},
+    {"event": "forwarded", "status": 429, "stream": False, "complete": True, "retry_after": "12"},
+    {"event": "forwarded", "status": 200, "stream": True, "complete": False, "broken": False},
+    {"event": "forwarded", "status": 200, "stream": True, "complete": False, "broken": True},
+    {"event": "upstream_error", "error": "SSLCertVerificationError", "detail": "TLS certificate verification failed"},
+    {"event": "refused", "reason": "not allowed"},
+]
+
+
+def test_annotate_reads_statuses_cuts_and_unreachable_in_order() -> None:
+    meter = apihealth.annotate(GatewayMeter(), EVENTS)
+    # a stream the agent's side broke (broken) is not the API's cut
+    assert meter.upstream_statuses == ("200", "429", "cut", "200", "unreachable")
+    assert meter.upstream_errors == ("TLS certificate verification failed",)
+    assert meter.retry_after_s == 12.0
+    assert "certificate" in (apihealth.api_failure(meter) or "")
+
+
+def test_old_gateway_logs_without_complete_are_not_cuts() -> None:
+    meter = apihealth.annotate(GatewayMeter(), [{"event": "forwarded", "status": 200, "stream": True}])
+    assert meter.upstream_statuses == ("200",) and apihealth.api_failure(meter) is None
+
+
+@pytest.mark.parametrize(("outcome", "failed"), [("529", True), ("500", True), ("429", True), ("401", True),
+                                                 ("400", False), ("413", False), ("200", False), ("cut", True)])  # fmt: skip
+def test_what_counts_as_the_api_failing(outcome: str, failed: bool) -> None:
+    assert apihealth.is_failure(outcome) is failed
+
+
+SPECS = plan_trials(TASKS, 1, seed=1)
+
+
+def _infra(arm: str, statuses: tuple[str, ...], retry_after: float | None = None, task: int = 0) -> TrialRecord:
+    spec = next(s for s in SPECS if s.arm == arm and s.task.id == TASKS[task].id)
+    meter = GatewayMeter(forwarded=len(statuses), upstream_statuses=statuses, retry_after_s=retry_after)
+    return make_record(spec, 1, "infra_error").model_copy(update={"gateway": meter})
+
+
+def test_backoff_honours_retry_after_capped() -> None:
+    assert apihealth.backoff_s(_infra("baseline", ("429",), 12)) == 12
+    assert apihealth.backoff_s(_infra("baseline", ("429",), 99999)) == apihealth.RETRY_AFTER_CAP_S
+    assert apihealth.backoff_s(_infra("baseline", ("500",))) == 0
+
+
+def test_summary_counts_failures_per_arm_over_every_attempt() -> None:
+    records = [
+        _infra("baseline", ("529", "529")),
+        _infra("skill", ("200", "429")),
+        _infra("skill", ("cut", "200"), task=1),
+    ]
+    counts = apihealth.failures_by_arm(records)
+    assert counts["baseline"] == {"529": 2} and counts["skill"] == {"429": 1, "cut": 1}
+    assert apihealth.summary(records) == (
+        "API failures the gateway saw upstream (every attempt): baseline 529 x2; skill 429 x1, cut x1"
+    )
+    assert apihealth.summary([]) is None
+
+
+def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retry, "WAIT_SCALE", 0.001)  # 30 s of retry-after become 30 ms here
+    specs = [SPECS[0]]
+    calls: list[int] = []
+
+    def run_one(spec, attempt):  # type: ignore[no-untyped-def]
+        calls.append(attempt)
+        if attempt == 1:
+            meter = GatewayMeter(forwarded=1, upstream_statuses=("429",), retry_after_s=30)
+            return make_record(spec, 1, "infra_error").model_copy(update={"gateway": meter})
+        return make_record(spec, attempt)
+
+    lines: list[TrialRecord] = []
+    loop = TrialLoop(
+        run_one, lines.append, LoopPolicy(jobs=1, max_infra_retries=2), skipped=skipped, prior={}, finals=[],
+        spent=0.0, stop=threading.Event(),
+    )  # fmt: skip
+    loop.run(specs)
+    assert calls == [1, 2] and loop.backoffs == [30]
+    assert [r.status for r in lines] == ["infra_error", "completed"]
+
+
+def test_route_from_the_users_environment() -> None:
+    env = {"ANTHROPIC_BASE_URL": "https://llm.corp.example/anthropic/", "HTTPS_PROXY": "http://u:pw@proxy:3128"}
+    route = upstream.from_env(env)
+    assert route.url == "https://llm.corp.example/anthropic" and route.host == "llm.corp.example"
+    assert route.via_proxy and route.secrets() == ["pw"]
+    prov = route.provenance()
+    assert prov["upstream_host"] == "llm.corp.example" and prov["upstream_proxy"] == "yes"
+    assert "proxy" not in str(prov["upstream_host"]) and "pw" not in str(prov)
+    assert route.gateway_env()["GATEWAY_PROXY"] == "http://u:pw@proxy:3128"
+    # --upstream wins; NO_PROXY exempts the host
+    direct = upstream.from_env({**env, "NO_PROXY": ".corp.example"}, url="https://llm.corp.example")
+    assert not direct.via_proxy and direct.provenance()["upstream_proxy"] == "no"
+    assert upstream.from_env({}).url == upstream.REAL_UPSTREAM and not upstream.from_env({}).via_proxy
+
+
+def test_route_ca_hash_differs_with_the_bundle(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.pem", tmp_path / "b.pem"
+    a.write_text("A")
+    b.write_text("B")
+    ha = upstream.from_env({}, extra_ca=a).provenance()["upstream_ca_sha256"]
+    hb = upstream.from_env({}, extra_ca=b).provenance()["upstream_ca_sha256"]
+    assert ha != hb
+
+
+@pytest.mark.parametrize(
+    ("env", "url", "field"),
+    [
+        ({}, "ftp://x", "--upstream"),
+        ({"ANTHROPIC_BASE_URL": "not a url"}, None, "ANTHROPIC_BASE_URL"),
+        ({}, "https://user:key@api.example", "--upstream"),
+        ({"HTTPS_PROXY": "https://proxy:443"}, None, "HTTPS_PROXY"),
+    ],
+)
+def test_bad_routes_name_the_setting(env: dict[str, str], url: str | None, field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        upstream.from_env(env, url=url)
+
+
+def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
+    from trialkit import PROV
+
+    from harness import reuse
+    from harness.config import Execution
+
+    def fp(**route: str) -> str:
+        settings = reuse.baseline_settings(
+            Execution(), provenance=PROV.model_copy(update=route), pass_rule="verify_and_judge",
+            sidecar_image="s", runtime=None, upstream="https://api.anthropic.com",
+        )  # fmt: skip
+        return reuse.fingerprint(settings, TASKS[0])
+
+    direct = fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="a")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="yes", upstream_ca_sha256="a")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="b")
+    assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="a",
+                        price_table_sha256="p")  # fmt: skip
+    assert fp() == fp(), "records without a route keep their old fingerprint"
+
+
+def test_arms_that_went_different_ways_are_invalid() -> None:
+    from trialkit import PROV
+
+    from harness import decision
+
+    ctx = decision.DecisionContext(
+        budget_stopped=False,
+        provenance_by_arm={
+            "baseline": [PROV.model_copy(update={"upstream_proxy": "no"}).model_dump()],
+            "skill": [PROV.model_copy(update={"upstream_proxy": "yes"}).model_dump()],
+        },
+        planned_runs_per_arm=1,
+    )
+    reasons = decision._provenance_reasons(ctx)
+    assert [r.kind for r in reasons] == ["invalid"] and "upstream_proxy" in reasons[0].message
+
+
+def test_scripted_errors_per_conversation_with_retry_after() -> None:
+    from harness.scenario import InjectedError
+    from harness.sidecars import scripted_api
+
+    err = InjectedError(status=429, conversations=1, retry_after_s=2).model_dump(mode="json", exclude_none=True)
+    assert err == {"at_turn": 0, "status": 429, "times": 1, "conversations": 1, "retry_after_s": 2.0}
+    sc = scripted_api.Scenario({"tasks": {}})
+    first, second = {"task": "t", "arm": "skill", "index": 0}, {"task": "t", "arm": "skill", "index": 1}
+    # every request (the CLI's retries) of the first conversation, none of the second
+    assert all(scripted_api.error_applies(sc, err, first) for _ in range(20))
+    assert not scripted_api.error_applies(sc, err, second)
+    # without `conversations`: the next `times` requests, whoever sends them
+    counted = {"at_turn": 0, "status": 529, "times": 2}
+    assert [scripted_api.error_applies(sc, counted, second) for _ in range(3)] == [True, True, False]
