@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
         "(or folders of them, e.g. harness-results) instead of re-sampling them",
     )
 
+    pl = sub.add_parser(
+        "plan",
+        help="size a library experiment: expected SE per coefficient and whether its masks identify every skill",
+    )
+    pl.add_argument("prereg", type=Path, help="a library preregistration.yaml")
+    pl.add_argument("--sigma-delta", type=float, default=None, metavar="SD",
+                    help="assumed SD of R - B per pair (default 0.5, for pass/fail rewards)")  # fmt: skip
+
     dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
@@ -280,7 +288,21 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         env=env,
         reuse_from=tuple(args.reuse_baseline_from or ()),
     )
+    if study.prereg.library is not None:  # a library experiment: harness.library_run
+        from harness.library_run import evaluate_library
+
+        return evaluate_library(study, options)
     return evaluate(study, options)
+
+
+def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.config import load_study
+    from harness.library import plan_lines
+    from harness.masks import DEFAULT_SIGMA_DELTA
+
+    lines, ok = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
+    print("\n".join(lines))
+    return 0 if ok else 4
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -304,6 +326,22 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
+    if setup.library is not None:
+        from harness.library_run import evaluate_library
+
+        print("\n=== skill library demo-library (4 skills: one helps, one hurts, one only costs, one neutral) ===")
+        study = load_study(setup.library)
+        evaluate_library(
+            study,
+            RunOptions(
+                out=args.out.resolve() / "results-library",
+                jobs=args.jobs or default_jobs(study, env),
+                scripted=setup.library_scenario,
+                runtime=args.runtime,
+                images=_image_options(args),
+                env=env,
+            ),
+        )
     return 0
 
 
@@ -397,6 +435,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "report": cmd_report,
     "gate": cmd_gate,
     "history": cmd_history,
+    "plan": cmd_plan,
 }
 
 

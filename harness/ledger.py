@@ -90,9 +90,35 @@ class SkillEntry(_Model):
     transitions: tuple[Transition, ...] = ()
 
 
+class LibraryCoefficient(_Model):
+    beta: float
+    ci_low: float
+    ci_high: float
+    se_hc3: float
+
+
+class LibraryRun(_Model):
+    """One library experiment: each skill's coefficient on the primary component, with its interval."""
+
+    run: str
+    date: str
+    model: str
+    cli_version: str
+    component: str
+    method: str
+    selected: tuple[str, ...]
+    coefficients: dict[str, LibraryCoefficient]
+
+
+class LibraryEntry(_Model):
+    runs: tuple[LibraryRun, ...] = ()
+
+
 class Ledger(_Model):
     schema_version: int = 1
     skills: dict[str, SkillEntry] = {}
+    libraries: dict[str, LibraryEntry] = {}
+    """Library experiments (harness.library), by library name: the runs, newest last."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +233,7 @@ def load(path: Path) -> Ledger:
 
 
 def dumps(ledger: Ledger) -> str:
-    data = ledger.model_dump(mode="json", exclude_none=True)
+    data = ledger.model_dump(mode="json", exclude_none=True, exclude={"libraries"} if not ledger.libraries else None)
     return HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
 
 
@@ -349,3 +375,15 @@ def record(study: Study, r: ReportInput, *, now: dt.datetime | None = None) -> L
         raise HarnessError(f"the ledger {path} was updated, but the rejected skill was not shelved: {failure}",
                            hint="move the skill folder by hand, or set shelf: in the preregistration")  # fmt: skip
     return LedgerUpdate(path, run.skill, entry, before.status if before else None, shelved)
+
+
+def record_library(study: Study, name: str, run: LibraryRun) -> Path:
+    """Append a library experiment's coefficients to the ledger next to the preregistration."""
+    path = ledger_path(study)
+    with _locked(path):
+        ledger = load(path)
+        entry = ledger.libraries.get(name, LibraryEntry())
+        libs = dict(ledger.libraries)
+        libs[name] = LibraryEntry(runs=(*entry.runs, run)[-MAX_TRANSITIONS:])
+        save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
+    return path

@@ -95,6 +95,10 @@ def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     }
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
+    if study.prereg.library is not None:  # the estimator, the drawn masks and the reused baseline data
+        from harness.library import lock_entries
+
+        files.update(lock_entries(study))
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return whole, files
 

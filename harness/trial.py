@@ -18,12 +18,12 @@ import datetime as dt
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import gateway, judge, patch, sandbox, watchdog, workspace
+from harness import delivery, gateway, judge, patch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -33,6 +33,7 @@ from harness.records import (
     AgentResult,
     GatewayMeter,
     JudgeResult,
+    MountedSkill,
     PatchInfo,
     Provenance,
     Status,
@@ -70,6 +71,8 @@ class TrialContext:
     shard: str | None = None
     workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
     """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
+    library_copies: Mapping[str, Path] = field(default_factory=dict)
+    """Library experiments: skill name -> its controller-owned, read-only copy (see harness.delivery)."""
 
 
 @dataclass
@@ -87,6 +90,7 @@ class _Progress:
     artifacts: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     oom: bool = False
+    skills_mounted: tuple[MountedSkill, ...] | None = None
 
 
 def _now() -> str:
@@ -137,18 +141,22 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             dog = watchdog.Watchdog(
                 dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
+            agent = sandbox.agent_spec(
+                ctx.profile,
+                name=names["agent"],
+                labels=labels,
+                network=network,
+                gateway_ip=gateway_ip,
+                workspace=dirs.workspace,
+                skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                command=command,
+                skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
+            )
+            if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
+                done.skills_mounted = delivery.mounted_skills(agent)
             with dog:
                 run = ctx.engine.run(
-                    sandbox.agent_spec(
-                        ctx.profile,
-                        name=names["agent"],
-                        labels=labels,
-                        network=network,
-                        gateway_ip=gateway_ip,
-                        workspace=dirs.workspace,
-                        skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
-                        command=command,
-                    ),
+                    agent,
                     deadline_s=cli.host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
                     on_started=lambda _name: dog.start(),
@@ -234,6 +242,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         flags=tuple(done.flags),
         oom_killed=done.oom,
         shard=ctx.shard,
+        skills_mounted=done.skills_mounted,
     )
 
 
