@@ -24,7 +24,9 @@ from harness.records import MountedSkill
 SKILLS_ROOT = "/skills"
 DELIVERIES = ("prompt",)
 
-LIBRARY_PREFIX_HEAD = "Before you start, read these skill files and follow their guidance where it applies to this task:\n"
+LIBRARY_PREFIX_HEAD = (
+    "Before you start, read these skill files and follow their guidance where it applies to this task:\n"
+)
 LIBRARY_PREFIX_TAIL = "Do not ask questions: when something is unclear, state your assumption and continue.\n\n"
 
 
@@ -48,7 +50,9 @@ def library_prefix(skills: Sequence[str]) -> str:
 
 def template_sha256() -> str:
     """Identity of the library prompt template (provenance of both arms of a library experiment)."""
-    return hashlib.sha256(f"\x00{LIBRARY_PREFIX_HEAD}\x00{skill_path('{name}')}\x00{LIBRARY_PREFIX_TAIL}".encode()).hexdigest()
+    return hashlib.sha256(
+        f"\x00{LIBRARY_PREFIX_HEAD}\x00{skill_path('{name}')}\x00{LIBRARY_PREFIX_TAIL}".encode()
+    ).hexdigest()
 
 
 def mounts(skills: Sequence[str], copies: Mapping[str, Path]) -> tuple[BindMount, ...]:

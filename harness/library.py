@@ -29,7 +29,7 @@ from harness.config import TASK_ID, Study, Task
 from harness.errors import ConfigError, HarnessError
 from harness.lock import canonical_json, sha256_hex, skill_files
 from harness.plan import TrialSpec, trial_id
-from harness.records import Arm, PassRule, TrialRecord, outcome
+from harness.records import Arm, PassRule, Provenance, TrialRecord, outcome
 from harness.runstate import final_attempts
 from harness.store import RESULTS, read_results
 
@@ -69,7 +69,9 @@ def check_library_folder(study: Study) -> None:
         raise ConfigError(study.prereg_path, f"library folder {root} holds no skill folders", field=field)
     for name in names:
         if not TASK_ID.match(name):
-            raise ConfigError(root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field)
+            raise ConfigError(
+                root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field
+            )
         md = root / name / "SKILL.md"
         if md.is_symlink() or not md.is_file():
             raise ConfigError(md, "is missing or not a regular file", field=field)
@@ -296,9 +298,7 @@ def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule)
     _refuse(problems, "coverage: not every planned (task, sample) pair has a final, scorable bare and masked trial")
     provs = {r.provenance for pr in out for r in (pr.masked, pr.bare)}
     if len(provs) > 1:
-        fields = sorted(
-            k for k in next(iter(provs)).model_fields if len({getattr(pv, k) for pv in provs}) > 1
-        )
+        fields = sorted(k for k in Provenance.model_fields if len({getattr(pv, k) for pv in provs}) > 1)
         _refuse([f"the trials differ in {', '.join(fields)}"], "provenance is not identical across the trials")
     return out
 
@@ -324,9 +324,7 @@ def audit_mounts(paired: Sequence[Paired], hashes: Mapping[str, str]) -> None:
     _refuse(problems, "audit of the injected skills failed")
 
 
-def observations(
-    d: Design, paired: Sequence[Paired], component: str, pass_rule: PassRule
-) -> list[Any]:
+def observations(d: Design, paired: Sequence[Paired], component: str, pass_rule: PassRule) -> list[Any]:
     """The estimator's observations for one component; refuses missing or non-finite values."""
     from harness import contributions
 

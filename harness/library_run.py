@@ -87,9 +87,7 @@ class LibraryExperiment(Experiment):
 
     def library_copies(self, run_root: Path) -> dict[str, Path]:
         root = self.study.skill_dir
-        return {
-            name: copy_skill(skill_files(root / name), run_root / "library" / name) for name in self.design.skills
-        }
+        return {name: copy_skill(skill_files(root / name), run_root / "library" / name) for name in self.design.skills}
 
 
 def evaluate_library(study: Study, options: RunOptions) -> int:
@@ -187,7 +185,11 @@ def contributions_body(
     baseline = library.baseline_info(study, lock_files)
     components = {
         c: contributions.to_json(
-            fit, component=c, selected=res.selected if c == library.PRIMARY else (), method=res.method, baseline=baseline
+            fit,
+            component=c,
+            selected=res.selected if c == library.PRIMARY else (),
+            method=res.method,
+            baseline=baseline,
         )
         for c, fit in res.fits.items()
     }
@@ -325,4 +327,6 @@ def write_refusal(
     atomic_write(root / CONTRIBUTIONS_JSON, _dumps(body))
     text = f"# Skill library `{study.prereg.skill}`: no selection\n\nThe analysis was refused: {redact(message)}\n"
     atomic_write(root / REPORT_MD, text.encode())
-    atomic_write(root / SUMMARY_TXT, f"LIBRARY {study.prereg.skill}: REFUSED, no selection\n{redact(message)}\n".encode())
+    atomic_write(
+        root / SUMMARY_TXT, f"LIBRARY {study.prereg.skill}: REFUSED, no selection\n{redact(message)}\n".encode()
+    )
