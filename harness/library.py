@@ -157,9 +157,10 @@ def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
     rng = random.Random(seed)
     by_pair = {(p.task_id, p.sample): p for p in d.pairs}
     specs: list[TrialSpec] = []
+    previous: list[Task] = []
     for rnd in range(d.samples):
-        order = list(d.tasks)
-        rng.shuffle(order)
+        order = _spaced(list(d.tasks), previous, rng)
+        previous = order
         for task in order:
             arms: list[Arm] = [BARE, MASKED]
             rng.shuffle(arms)
@@ -167,6 +168,20 @@ def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
                 skills = delivery.ordered(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
                 specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs), skills))
     return tuple(specs)
+
+
+def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> list[Task]:
+    """A seeded shuffle of ``tasks`` whose first tasks are not the previous round's last ones, so the
+    trials of one task in consecutive rounds never start back to back (a model server that tells
+    conversations apart by their order, as the scripted one does, then sees them in plan order)."""
+    gap = min(2, len(tasks) // 2)
+    tail = {t.id for t in previous[len(previous) - gap :]} if previous and gap else set()
+    order = list(tasks)
+    for _ in range(100):
+        rng.shuffle(order)
+        if not tail & {t.id for t in order[:gap]}:
+            break
+    return order
 
 
 # ------------------------------------------------------------------------------ the lock

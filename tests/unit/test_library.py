@@ -415,3 +415,14 @@ def test_the_all_zero_mask_is_kept_as_an_observation(tmp_path: Path) -> None:
     assert res.fits["pass"].n == len(d.pairs)
     zero = [o for o in res.fits["pass"].observations if not any(o.mask)]
     assert zero and all(o.masked - o.bare == o.delta for o in zero)
+
+
+def test_one_tasks_trials_in_consecutive_rounds_never_start_back_to_back(tmp_path: Path) -> None:
+    study = load_study(make_library(tmp_path, runs=6))
+    specs = library.plan_trials(library.design(study), seed=1)
+    for a, b in zip(specs, specs[2:], strict=False):
+        if a.round != b.round:
+            assert a.task.id != b.task.id
+    for a, b in zip(specs, specs[1:], strict=False):
+        if a.round != b.round:
+            assert a.task.id != b.task.id
