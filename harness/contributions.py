@@ -18,9 +18,9 @@ Inference, per coefficient:
 * a task-clustered percentile bootstrap interval: tasks are resampled with replacement,
   each with all of its (C_i, R_i, B_i) tuples, because several masks on one task share
   that task's noise. Resamples whose mask matrix is rank deficient are dropped and
-  counted (``n_boot_singular``). The resampling uses :class:`random.Random` (``random()``
-  only, stable across Python versions) over tasks in sorted order, so the interval does
-  not depend on the order of the input rows.
+  counted (``n_boot_singular``). The resampling draws from the raw PCG64 stream (stable
+  across NumPy versions) over tasks in sorted order, so the interval does not depend on
+  the order of the input rows.
 
 The all-zero rows double as an A/A check: their mean delta should be 0, because an empty
 mask must reproduce the bare run (``AACheck``).
@@ -29,9 +29,8 @@ mask must reproduce the bare run (``AACheck``).
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -128,8 +127,6 @@ class LibraryFit:
     leverage: tuple[float, ...] = ()
     residuals: tuple[float, ...] = ()
     aa: AACheck | None = None
-    boot_betas: tuple[tuple[float, ...], ...] = field(default=(), repr=False, compare=False)
-    """The usable bootstrap coefficients (one tuple per resample), for diagnostics; not serialised."""
 
     def estimate(self, skill: str) -> SkillEstimate:
         for e in self.estimates:
@@ -169,9 +166,10 @@ def ols_no_intercept(x: np.ndarray, y: np.ndarray) -> OLSResult:
     rss = float(resid @ resid)
     df = n - k
     se_classical = np.sqrt(np.diag(xtx_inv) * (rss / df)) if df > 0 else np.full(k, math.nan)
-    omega = (resid / (1.0 - leverage)) ** 2
-    meat = (x * omega[:, None]).T @ x
-    se_hc3 = np.sqrt(np.clip(np.diag(xtx_inv @ meat @ xtx_inv), 0.0, None))
+    with np.errstate(divide="ignore", invalid="ignore"):  # leverage 1: HC3 undefined (nan); fit() refuses it
+        omega = (resid / (1.0 - leverage)) ** 2
+        meat = (x * omega[:, None]).T @ x
+        se_hc3 = np.sqrt(np.clip(np.diag(xtx_inv @ meat @ xtx_inv), 0.0, None))
     return OLSResult(beta, xtx_inv, leverage, resid, rss, df, se_classical, se_hc3)
 
 
@@ -200,15 +198,18 @@ def bootstrap_betas(task_xtx: np.ndarray, task_xty: np.ndarray, counts: np.ndarr
 
 
 def draw_counts(n_groups: int, n_boot: int, seed: int) -> np.ndarray:
-    """Task draw counts (n_boot, G) for the clustered bootstrap, from random.Random(seed).random() only."""
-    rng = random.Random(seed)
-    counts = np.zeros((n_boot, n_groups))
-    rand = rng.random
-    for b in range(n_boot):
-        row = counts[b]
-        for _ in range(n_groups):
-            row[int(rand() * n_groups)] += 1.0
-    return counts
+    """Task draw counts (n_boot, G) for the clustered bootstrap; seeded and stable across numpy versions.
+
+    Uses the raw 64-bit stream of the PCG64 bit generator (NumPy keeps bit-generator streams stable,
+    unlike ``Generator`` methods): u = top 53 bits / 2**53, task index = floor(u * G).
+    """
+    if seed < 0:
+        raise ContributionError(f"seed={seed} must be >= 0")
+    raw = np.random.PCG64(seed).random_raw(n_boot * n_groups)
+    u = (raw >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+    idx = np.minimum((u * n_groups).astype(np.int64), n_groups - 1)
+    flat = idx + np.repeat(np.arange(n_boot, dtype=np.int64) * n_groups, n_groups)
+    return np.bincount(flat, minlength=n_boot * n_groups).reshape(n_boot, n_groups).astype(float)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -370,7 +371,6 @@ def fit(
         leverage=tuple(float(v) for v in res.leverage),
         residuals=tuple(float(v) for v in res.residuals),
         aa=_aa_check(obs, alpha),
-        boot_betas=tuple(tuple(float(v) for v in row) for row in usable),
     )
 
 
