@@ -227,15 +227,6 @@ def summary_text(study: Study, res: library.LibraryResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _table_md(fits: Mapping[str, Any]) -> list[str]:
-    out = ["| component | " + " | ".join(e.skill for e in fits[library.PRIMARY].estimates) + " |"]
-    out.append("|---|" + "---:|" * len(fits[library.PRIMARY].estimates))
-    for comp, fit in fits.items():
-        cells = [f"{e.beta:+.3g} [{e.ci_low:+.3g}, {e.ci_high:+.3g}]" for e in fit.estimates]
-        out.append(f"| {comp} | " + " | ".join(cells) + " |")
-    return out
-
-
 def markdown_report(study: Study, res: library.LibraryResult, body: Mapping[str, Any]) -> str:
     from harness import contributions_report
 
@@ -252,12 +243,6 @@ def markdown_report(study: Study, res: library.LibraryResult, body: Mapping[str,
         f"{d['factorial_trials']} of a full 2^{len(d['skills'])} factorial. Baseline: {body['baseline']['source']}.",
         "",
         contributions_report.markdown_section(res.fits, res.selected, res.method).rstrip("\n"),
-        "",
-        "## Every component",
-        "",
-        *_table_md(res.fits),
-        "",
-        f"> {CAVEAT}",
         "",
     ]
     return "\n".join(lines)

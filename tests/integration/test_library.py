@@ -54,8 +54,13 @@ def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) 
             "seed": 3,
             "allowed_tools": ["Bash", "Edit", "Read"],
             "max_infra_retries": 1,
-            "budgets": {"per_trial_usd": 0.5, "judge_usd": 0.05, "timeout_s": 180, "verify_timeout_s": 60,
-                        "judge_timeout_s": 60},  # fmt: skip
+            "budgets": {
+                "per_trial_usd": 0.5,
+                "judge_usd": 0.05,
+                "timeout_s": 240,
+                "verify_timeout_s": 60,
+                "judge_timeout_s": 60,
+            },
         },
     }
     path = lib / f"prereg-{name}.yaml"
@@ -63,6 +68,7 @@ def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) 
     lock(path)
     scenario = yaml.safe_load((lib / "scenario.yaml").read_text())
     scenario["seed"] = 11
+    scenario["tasks"] = {t: v for t, v in scenario["tasks"].items() if t in TASKS}
     scen = lib / f"scenario-{name}.yaml"
     scen.write_text(yaml.safe_dump(scenario, sort_keys=False))
     return path, scen
@@ -131,7 +137,9 @@ def test_each_masked_container_had_exactly_its_masks_skills(library_run: dict[st
         assert all(s.sha256 == hashes[s.name] for s in masked.skills_mounted or ())
         assert bare.skills_mounted == ()
     # the scripted model read every mounted skill and found its marker (what the CLI sent back)
-    log = [json.loads(x) for x in (library_run["out"] / "scripted-api.log").read_text().splitlines() if x.startswith("{")]
+    log = [
+        json.loads(x) for x in (library_run["out"] / "scripted-api.log").read_text().splitlines() if x.startswith("{")
+    ]
     reads = [e for e in log if e.get("event") == "skill_read"]
     assert reads and all(e["ok"] for e in reads)
     assert len(reads) == sum(len(p.skills) for p in design.pairs)
@@ -157,9 +165,7 @@ def _rewrite(results: Path, change: Any) -> None:
 
 def test_the_audit_catches_a_tampered_record(library_run: dict[str, Any]) -> None:
     out = _copy_run(library_run, "tampered")
-    target = next(
-        r.trial_id for r in read_results(out / RESULTS).records if r.arm == "masked" and r.skills_mounted
-    )
+    target = next(r.trial_id for r in read_results(out / RESULTS).records if r.arm == "masked" and r.skills_mounted)
 
     def tamper(r: TrialRecord) -> TrialRecord:
         if r.trial_id != target:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -331,7 +332,9 @@ def test_a_bare_reused_from_another_sample_is_an_error(lib: tuple[Any, library.D
     records = complete_records(study, d)
     i = next(i for i, r in enumerate(records) if r.trial_id == "t0.baseline.1")
     records[i] = records[i].model_copy(update={"run_index": 0})  # sample 0's bare standing in for sample 1
-    with pytest.raises(library.LibraryCheckError, match=re.escape("t0.baseline.1: the record says task 't0', sample 0")):
+    with pytest.raises(
+        library.LibraryCheckError, match=re.escape("t0.baseline.1: the record says task 't0', sample 0")
+    ):
         library.analyse(study, d, records)
 
 
@@ -423,6 +426,27 @@ def test_one_tasks_trials_in_consecutive_rounds_never_start_back_to_back(tmp_pat
     for a, b in zip(specs, specs[2:], strict=False):
         if a.round != b.round:
             assert a.task.id != b.task.id
-    for a, b in zip(specs, specs[1:], strict=False):
+    for a, b in itertools.pairwise(specs):
         if a.round != b.round:
             assert a.task.id != b.task.id
+
+
+def test_harness_plan_prints_the_sizing_and_refuses_an_unidentifiable_design(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    assert main(["plan", str(make_library(tmp_path / "ok"))]) == 0
+    out = capsys.readouterr().out
+    assert "expected SE per coefficient" in out and "identifiable" in out
+    bad = make_library(tmp_path / "bad", runs=1, tasks=TASKS[:2])
+    assert main(["plan", str(bad)]) == 4
+    assert "NOT IDENTIFIABLE" in capsys.readouterr().out
+
+
+def test_an_ab_preregistration_is_not_a_library_plan(make_study: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    files = make_study()
+    assert main(["plan", str(files.prereg)]) == 4
+    assert "library" in capsys.readouterr().err
