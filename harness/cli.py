@@ -356,7 +356,11 @@ def _print_demo_outcome(results: Path) -> None:
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness import report
+    from harness.library_run import is_library_dir, report_library
 
+    if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
+        print("\n".join(report_library(args.dir, args.prereg)))
+        return 0
     data = report.load_experiment(args.dir, args.prereg)
     paths = report.write_reports(args.dir, data)
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
@@ -394,6 +398,12 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.report import analyse_records
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
+    if merged.study.prereg.library is not None:
+        from harness.library_run import report_library
+
+        print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
+        print("\n".join(report_library(args.out, args.prereg)))
+        return 0
     data = analyse_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
     report.write_reports(args.out, data)
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")

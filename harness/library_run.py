@@ -16,6 +16,7 @@ import dataclasses
 import datetime as dt
 import html
 import json
+import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 from harness import delivery, ledger, library
 from harness.config import Study
 from harness.engine import Engine
-from harness.experiment import Events, Experiment, ExperimentResult, RunOptions
+from harness.experiment import Events, Experiment, RunOptions
 from harness.lock import skill_files
 from harness.plan import TrialSpec
 from harness.progress import Progress
@@ -58,6 +59,7 @@ class LibraryExperiment(Experiment):
     ) -> None:
         super().__init__(study, engine, options, events, **kwargs)
         self.design = design
+        self.run_id = "library" + secrets.token_hex(3)  # every Docker object of the run says what it is
 
     def plan_specs(self) -> tuple[TrialSpec, ...]:
         return library.plan_trials(self.design, self.study.prereg.execution.seed)
@@ -108,17 +110,40 @@ def evaluate_library(study: Study, options: RunOptions) -> int:
     if options.shard is not None:
         print(f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse")
         return 0
-    lines = analyse_and_write(study, design, result)
+    lines = analyse_and_write(
+        study,
+        design,
+        RunData(
+            result.experiment_dir.root,
+            result.records,
+            result.lock_hash,
+            result.images.claude_code_version,
+            result.experiment_dir.redactor.text,
+        ),
+    )
     for line in lines:
         print(line)
     return 0
 
 
-def analyse_and_write(study: Study, design: library.Design, result: ExperimentResult) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class RunData:
+    """What the analysis needs of a finished (or merged) library experiment directory."""
+
+    root: Path
+    records: Sequence[TrialRecord]
+    lock_hash: str
+    cli_version: str
+    redact: Callable[[str], str] = str
+
+
+def analyse_and_write(
+    study: Study, design: library.Design, result: RunData, *, update_ledger: bool = True
+) -> list[str]:
     """Analyse the records; write contributions.json and the reports; update the ledger.
     A failed check writes the refusal (no selection) into the outputs, then raises."""
-    root = result.experiment_dir.root
-    redact = result.experiment_dir.redactor.text
+    root = result.root
+    redact = result.redact
     lock = study.prereg.lock
     assert lock is not None
     try:
@@ -133,7 +158,7 @@ def analyse_and_write(study: Study, design: library.Design, result: ExperimentRe
         run=result.lock_hash[:12],
         date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         model=study.prereg.execution.model,
-        cli_version=result.images.claude_code_version,
+        cli_version=result.cli_version,
         component=library.PRIMARY,
         method=res.method,
         selected=res.selected,
@@ -144,17 +169,18 @@ def analyse_and_write(study: Study, design: library.Design, result: ExperimentRe
             for e in primary.estimates
         },
     )
-    where = ledger.record_library(study, study.prereg.skill, run)
     out = [paths[SUMMARY_TXT].read_text(encoding="utf-8").rstrip("\n")]
     out += [f"  {paths[n]}" for n in (CONTRIBUTIONS_JSON, REPORT_MD, REPORT_HTML)]
-    out.append(f"ledger {where}: library {study.prereg.skill}, coefficients of run {run.run} recorded")
+    if update_ledger:
+        where = ledger.record_library(study, study.prereg.skill, run)
+        out.append(f"ledger {where}: library {study.prereg.skill}, coefficients of run {run.run} recorded")
     return out
 
 
 # ------------------------------------------------------------------------------ outputs
 
 
-def design_info(study: Study, d: library.Design, result: ExperimentResult) -> dict[str, Any]:
+def design_info(study: Study, d: library.Design, result: RunData) -> dict[str, Any]:
     lib = study.prereg.library
     assert lib is not None
     ran = sum(1 for r in latest_by_trial(result.records).values() if r.reused_from is None and r.is_outcome)
@@ -178,7 +204,7 @@ def design_info(study: Study, d: library.Design, result: ExperimentResult) -> di
 
 
 def contributions_body(
-    study: Study, res: library.LibraryResult, result: ExperimentResult, lock_files: Mapping[str, str]
+    study: Study, res: library.LibraryResult, result: RunData, lock_files: Mapping[str, str]
 ) -> dict[str, Any]:
     from harness import contributions
 
@@ -284,7 +310,7 @@ def write_outputs(
     study: Study,
     res: library.LibraryResult,
     body: Mapping[str, Any],
-    result: ExperimentResult,
+    result: RunData,
     redact: Callable[[str], str],
 ) -> dict[str, Path]:
     paths = {n: root / n for n in (CONTRIBUTIONS_JSON, REPORT_MD, REPORT_HTML, SUMMARY_TXT)}
@@ -296,7 +322,7 @@ def write_outputs(
 
 
 def write_refusal(
-    root: Path, study: Study, d: library.Design, result: ExperimentResult, message: str, redact: Callable[[str], str]
+    root: Path, study: Study, d: library.Design, result: RunData, message: str, redact: Callable[[str], str]
 ) -> None:
     """A failed check: the outputs say so and select nothing."""
     body = {
@@ -315,3 +341,29 @@ def write_refusal(
     atomic_write(
         root / SUMMARY_TXT, f"LIBRARY {study.prereg.skill}: REFUSED, no selection\n{redact(message)}\n".encode()
     )
+
+
+def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:
+    """Re-render a library experiment's outputs from ``root`` (``harness report``, ``harness merge``): no
+    Docker, no ledger update. Raises LibraryCheckError (after writing the refusal) like ``eval``."""
+    from harness.report import read_meta, study_for
+    from harness.store import read_results
+
+    meta = read_meta(root)
+    study = study_for(meta, root, prereg_path)
+    records = read_results(root / "results.jsonl").records
+    versions = {r.provenance.cli_version for r in records}
+    run = RunData(root, records, str(meta["lock_hash"]), ", ".join(sorted(versions)))
+    return analyse_and_write(study, library.design(study), run, update_ledger=False)
+
+
+def is_library_dir(root: Path, prereg_path: Path | None = None) -> bool:
+    """Whether ``root`` holds a library experiment (its preregistration has a library: block)."""
+    from harness.config import load_preregistration
+    from harness.report import read_meta
+
+    try:
+        named = prereg_path or Path(str(read_meta(root).get("preregistration")))
+        return load_preregistration(named).library is not None
+    except Exception:  # not readable here: the A/B path reports the problem with its own message
+        return False

@@ -450,3 +450,43 @@ def test_an_ab_preregistration_is_not_a_library_plan(make_study: Any, capsys: py
     files = make_study()
     assert main(["plan", str(files.prereg)]) == 4
     assert "library" in capsys.readouterr().err
+
+
+def _experiment_dir(tmp_path: Path, study: Any, records: list[TrialRecord]) -> Path:
+    out = tmp_path / "exp"
+    out.mkdir()
+    assert study.prereg.lock is not None
+    (out / "experiment.json").write_text(
+        json.dumps({"lock_hash": study.prereg.lock.sha256, "preregistration": str(study.prereg_path)})
+    )
+    (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in records))
+    return out
+
+
+def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    prereg = make_library(tmp_path / "lib")
+    lock(prereg)
+    study = load_study(prereg)
+    d = library.design(study)
+    records = complete_records(study, d)
+    out = _experiment_dir(tmp_path, study, records)
+    assert main(["report", str(out)]) == 0
+    body = json.loads((out / "contributions.json").read_text())
+    assert body["selection"]["selected"][0] == "alpha"
+    assert contributions.recompute(body["components"]["pass"]) == tuple(
+        s["beta"] for s in body["components"]["pass"]["skills"]
+    )
+    assert (out / "report.html").read_text().count("<svg") >= 1 and "alpha" in (out / "report.md").read_text()
+    assert not (prereg.parent / "skills-ledger.yaml").exists()  # re-rendering never touches the ledger
+    capsys.readouterr()
+    i = next(i for i, r in enumerate(records) if r.arm == "masked" and r.skills_mounted)
+    records[i] = records[i].model_copy(update={"skills_mounted": ()})
+    (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in records))
+    assert main(["report", str(out)]) == library.LibraryCheckError.exit_code
+    assert "audit of the injected skills failed" in capsys.readouterr().err
+    body = json.loads((out / "contributions.json").read_text())
+    assert body["status"] == "refused" and body["selection"] is None
