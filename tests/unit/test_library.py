@@ -490,3 +490,27 @@ def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one
     assert "audit of the injected skills failed" in capsys.readouterr().err
     body = json.loads((out / "contributions.json").read_text())
     assert body["status"] == "refused" and body["selection"] is None
+
+
+def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: Path) -> None:
+    from harness.experiment import RunOptions
+    from harness.library_run import LibraryExperiment
+
+    prereg = make_library(tmp_path)
+    _bare_dir(tmp_path, {"t0.baseline.0": True})
+    prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
+    study = load_study(prereg)
+    d = library.design(study)
+    exp = LibraryExperiment(study, None, RunOptions(out=tmp_path / "out", jobs=1), design=d)  # type: ignore[arg-type]
+    specs = exp.plan_specs()
+    bare = [record(s.task.id, "baseline", s.run_index) for s in specs if s.arm == "baseline"]
+    exp.preflight(specs, bare, PROV)  # positive control: every planned bare trial, final and scorable
+    with pytest.raises(library.LibraryCheckError, match=re.escape("t3.baseline.2: not in the baseline")):
+        exp.preflight(specs, [r for r in bare if r.trial_id != "t3.baseline.2"], PROV)
+    unknown = [
+        r.model_copy(update={"judge": None, "verify": None}) if r.trial_id == "t1.baseline.0" else r for r in bare
+    ]
+    with pytest.raises(library.LibraryCheckError, match=re.escape("t1.baseline.0: the bare trial is not final")):
+        exp.preflight(specs, unknown, PROV)
+    with pytest.raises(library.LibraryCheckError, match="provenance differs"):
+        exp.preflight(specs, bare, PROV.model_copy(update={"cli_version": "2.2.0"}))
