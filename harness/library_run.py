@@ -25,6 +25,7 @@ from typing import Any
 from harness import delivery, ledger, library
 from harness.config import Study
 from harness.engine import Engine
+from harness.errors import ConfigError
 from harness.experiment import Events, Experiment, RunOptions
 from harness.lock import skill_files
 from harness.plan import TrialSpec
@@ -97,8 +98,15 @@ def evaluate_library(study: Study, options: RunOptions) -> int:
     design = library.design(study)  # an unidentifiable design is refused before anything runs
     lib = study.prereg.library
     assert lib is not None
+    if options.reuse_from:
+        raise ConfigError(
+            study.prereg_path,
+            "a library experiment reuses bare trials only from library.baseline_from (its data is locked), "
+            "not from --reuse-baseline-from",
+            field="library.baseline_from",
+        )
     if lib.baseline_from is not None:
-        options = dataclasses.replace(options, reuse_from=(library.baseline_dir(study), *options.reuse_from))
+        options = dataclasses.replace(options, reuse_from=(library.baseline_dir(study),))
     engine = Engine(options.env)
     progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
     experiment = LibraryExperiment(study, engine, options, progress, design=design)

@@ -514,3 +514,15 @@ def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: P
         exp.preflight(specs, unknown, PROV)
     with pytest.raises(library.LibraryCheckError, match="provenance differs"):
         exp.preflight(specs, bare, PROV.model_copy(update={"cli_version": "2.2.0"}))
+
+
+def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> None:
+    from harness.experiment import RunOptions
+    from harness.library_run import evaluate_library
+
+    prereg = make_library(tmp_path)
+    lock(prereg)
+    options = RunOptions(out=tmp_path / "out", jobs=1, reuse_from=(tmp_path / "elsewhere",))
+    with pytest.raises(ConfigError) as e:
+        evaluate_library(load_study(prereg), options)
+    assert e.value.field == "library.baseline_from"
