@@ -292,7 +292,9 @@ def library_reply(
         seen = "\n".join(text_of(r.get("content")) for r in last_tool_results(messages))
         marker = str(effects.get(names[turn - 1], {}).get("marker", ""))
         checks[names[turn - 1]] = marker in seen
-        log("skill_read", task=task_id, arm=arm, skill=names[turn - 1], ok=checks[names[turn - 1]], index=state["index"])
+        log(
+            "skill_read", task=task_id, arm=arm, skill=names[turn - 1], ok=checks[names[turn - 1]], index=state["index"]
+        )
     success = state["draw"] < p and all(checks.get(n, False) for n in names[: max(0, turn)])
     steps: list[dict[str, Any]] = [{"tool": "Read", "input": {"file_path": f"/skills/{n}/SKILL.md"}} for n in names]
     if turn >= len(names):
