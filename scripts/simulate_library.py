@@ -70,6 +70,8 @@ def simulate_dataset(
     p: float,
     beta: Sequence[float] = BETA,
     mask_seed: int | None = None,
+    *,
+    with_observations: bool = True,
 ) -> Dataset:
     """One experiment under the additive model: masks from the real ``draw_masks``, rewards 0/1."""
     k = len(beta)
@@ -86,6 +88,7 @@ def simulate_dataset(
     obs = [
         Observation(f"t{task_of[i]:04d}", i % samples, tuple(int(v) for v in masks[i]), masked[i], bare[i])
         for i in range(n)
+        if with_observations
     ]
     return Dataset(obs, masks, masked - bare)
 
@@ -185,7 +188,7 @@ def se_cell(tasks: int, samples: int, p: float, reps: int, seed: int, beta: Sequ
     hc3 = []
     refused = 0
     for _ in range(reps):
-        data = simulate_dataset(rng, tasks, samples, p, beta)
+        data = simulate_dataset(rng, tasks, samples, p, beta, with_observations=False)
         x = data.masks
         if np.linalg.matrix_rank(x) < k:
             refused += 1
