@@ -29,6 +29,7 @@ mask must reproduce the bare run (``AACheck``).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -266,7 +267,7 @@ def _validate(observations: Sequence[Observation], skills: Sequence[str]) -> lis
         if any(v not in (0, 1) for v in o.mask):
             raise ContributionError(f"{where}: mask entries must be 0 or 1, got {o.mask}")
         for name, v in (("masked reward R", o.masked), ("bare reward B", o.bare)):
-            if not isinstance(v, int | float) or not math.isfinite(v):
+            if not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
                 raise ContributionError(f"{where}: {name} is not a finite number ({v!r})")
         key = (o.task_id, o.sample)
         if key in seen:

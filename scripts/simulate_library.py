@@ -12,7 +12,8 @@ Part 1 sends every simulated dataset through the real ``harness.contributions.fi
 task-clustered bootstrap percentile interval with 2,000 resamples) and reports the mean of
 beta-hat against beta and the coverage of the bootstrap interval. Part 2 prints, for tasks x
 samples x p, the expected SE per coefficient (``harness.masks.expected_se`` with the model's true
-SD of R - B) next to the simulated SD of beta-hat and the mean HC3 SE.
+SD of R - B) next to the simulated SD of beta-hat and the mean HC3 SE. Part 3 runs a library in
+which no skill works through ``fit`` and ``select``: the share of skills each selection rule picks.
 
     python3 scripts/simulate_library.py            # 1,000 datasets; about a minute or two on 2 cores
     python3 scripts/simulate_library.py --quick    # 200 datasets, smaller table: a smoke run
@@ -38,7 +39,7 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_library.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.contributions import Observation, fit, ols_no_intercept
+from harness.contributions import Observation, fit, ols_no_intercept, select
 from harness.masks import DesignError, draw_masks, expected_se
 
 DEFAULT_SEED = 20261201
@@ -70,6 +71,8 @@ def simulate_dataset(
     p: float,
     beta: Sequence[float] = BETA,
     mask_seed: int | None = None,
+    *,
+    with_observations: bool = True,
 ) -> Dataset:
     """One experiment under the additive model: masks from the real ``draw_masks``, rewards 0/1."""
     k = len(beta)
@@ -86,6 +89,7 @@ def simulate_dataset(
     obs = [
         Observation(f"t{task_of[i]:04d}", i % samples, tuple(int(v) for v in masks[i]), masked[i], bare[i])
         for i in range(n)
+        if with_observations
     ]
     return Dataset(obs, masks, masked - bare)
 
@@ -185,7 +189,7 @@ def se_cell(tasks: int, samples: int, p: float, reps: int, seed: int, beta: Sequ
     hc3 = []
     refused = 0
     for _ in range(reps):
-        data = simulate_dataset(rng, tasks, samples, p, beta)
+        data = simulate_dataset(rng, tasks, samples, p, beta, with_observations=False)
         x = data.masks
         if np.linalg.matrix_rank(x) < k:
             refused += 1
@@ -207,6 +211,39 @@ def se_cell(tasks: int, samples: int, p: float, reps: int, seed: int, beta: Sequ
         mean_hc3=float(np.sqrt(np.mean(np.asarray(hc3) ** 2))),
         refused=refused / reps,
     )
+
+
+@dataclass(frozen=True)
+class NullSelection:
+    reps: int
+    used: int
+    positive_share: float
+    """Share of the K coefficients that the 'positive' rule selects when no skill has any effect."""
+    holm_share: float
+    holm_any: float
+    """Share of datasets in which the 'holm' rule selects at least one skill (family-wise error)."""
+
+
+def simulate_null_selection(
+    reps: int, *, k: int = 4, tasks: int = 50, samples: int = 4, p: float = 0.5, seed: int = DEFAULT_SEED
+) -> NullSelection:
+    """A library of skills that do nothing, through the real fit and select: how often each rule picks noise."""
+    rng = np.random.default_rng([seed, 0xA11])
+    skills = [f"s{j + 1}" for j in range(k)]
+    beta = (0.0,) * k
+    pos = holm_sel = holm_any = used = 0
+    for r in range(reps):
+        data = simulate_dataset(rng, tasks, samples, p, beta)
+        try:
+            f = fit(data.observations, skills, seed=r)
+        except DesignError:
+            continue
+        used += 1
+        pos += len(select(f, top_k=k, method="positive"))
+        chosen = select(f, top_k=k, method="holm")
+        holm_sel += len(chosen)
+        holm_any += bool(chosen)
+    return NullSelection(reps, used, pos / (used * k), holm_sel / (used * k), holm_any / used)
 
 
 def se_table(cells: Sequence[SECell]) -> str:
@@ -262,6 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     cells = [se_cell(t, s, p, table_reps, args.seed) for t in tasks_grid for s in SAMPLES for p in PS]
     print(se_table(cells))
+    null = simulate_null_selection(reps, seed=args.seed)
+    print(
+        f"\nNo skill works (K=4, all beta = 0; 50 tasks x 4 samples, {null.used}/{null.reps} datasets): "
+        f"'positive' selects {null.positive_share:.1%} of the skills, 'holm' {null.holm_share:.1%} "
+        f"(at least one skill in {null.holm_any:.1%} of the runs)."
+    )
     print(f"\nsimulate_library: {time.monotonic() - t0:.0f} s")
     ok = cov.max_bias <= bias_bound and cov_lo <= cov.pooled_coverage <= cov_hi
     if not ok:

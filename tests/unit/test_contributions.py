@@ -337,3 +337,21 @@ def test_to_json_has_everything_to_recompute(factorial: LibraryFit) -> None:
     doc["skills"][1]["beta"] = 0.5
     with pytest.raises(ContributionError, match="recomputed"):
         recompute(doc)
+
+
+def test_numpy_and_bool_rewards_are_numbers() -> None:
+    obs = [
+        Observation(f"t{i:02d}", 0, (i % 2, (i // 2) % 2), np.float64(i % 3 == 0), bool(i % 4 == 0))  # type: ignore[arg-type]
+        for i in range(16)
+    ]
+    f = fit(obs, ["a", "b"], seed=1)
+    assert math.isfinite(f.beta[0])
+    with pytest.raises(ContributionError, match="not a finite number"):
+        fit([*obs, Observation("t99", 0, (1, 0), "1", 0.0)], ["a", "b"], seed=1)  # type: ignore[arg-type]
+
+
+def test_no_all_zero_rows_means_no_aa_check() -> None:
+    obs = [Observation(f"t{i:02d}", 0, (1, i % 2), float(i % 3 == 0), 0.0) for i in range(12)]
+    f = fit(obs, ["a", "b"], seed=1)
+    assert f.aa is not None and f.aa.n == 0 and not f.aa.differs_from_zero
+    assert to_json(f, component="pass", selected=[], method="holm", baseline={})["aa_check"]["mean_delta"] is None

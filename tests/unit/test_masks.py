@@ -125,3 +125,9 @@ def test_plan_library() -> None:
     assert tiny.identifiable and (tiny.rank_deficient_share or 0) > 0.05
     assert any("rank deficient" in line for line in tiny.lines())
     assert plan_library(20, 3, 0.5, 4, sigma_delta=1.0).expected_se == pytest.approx(2 * (plan.expected_se or 0))
+
+
+def test_readme_sizing_claim() -> None:
+    """README: +/-10 points (SE 0.05) on 4 skills at p=.5 needs ~320 pairs at SD 0.5 and ~600 at SD 0.69."""
+    assert plan_library(320, 1, 0.5, 4).expected_se == pytest.approx(0.05, abs=0.0005)
+    assert plan_library(600, 1, 0.5, 4, sigma_delta=0.69).expected_se == pytest.approx(0.05, abs=0.0005)

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from harness.masks import expected_se
-from scripts.simulate_library import BETA, se_cell, simulate_coverage, simulate_dataset, true_sigma_delta
+from scripts.simulate_library import (
+    BETA,
+    se_cell,
+    simulate_coverage,
+    simulate_dataset,
+    simulate_null_selection,
+    true_sigma_delta,
+)
 
 
 def test_simulated_model_is_additive() -> None:
@@ -35,3 +42,11 @@ def test_se_cell_matches_the_formula_at_moderate_size() -> None:
     assert cell.refused == 0.0
     small = se_cell(10, 1, 0.3, reps=200, seed=1)
     assert small.refused > 0  # tiny designs are often not identifiable: counted, not hidden
+
+
+def test_null_library_positive_selects_noise_holm_does_not() -> None:
+    res = simulate_null_selection(60, tasks=30, samples=3, seed=3)
+    assert res.used == 60
+    assert 0.3 <= res.positive_share <= 0.7  # about half of the coefficients of useless skills come out positive
+    assert res.holm_share <= 0.08
+    assert res.holm_any <= 0.2
