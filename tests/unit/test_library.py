@@ -526,3 +526,32 @@ def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as e:
         evaluate_library(load_study(prereg), options)
     assert e.value.field == "library.baseline_from"
+
+
+def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+    from harness.plan import shard_of
+
+    prereg = make_library(tmp_path / "lib")
+    lock(prereg)
+    study = load_study(prereg)
+    assert study.prereg.lock is not None
+    d = library.design(study)
+    prov = PROV.model_copy(update={"lock_hash": study.prereg.lock.sha256})
+    records = [r.model_copy(update={"provenance": prov}) for r in complete_records(study, d)]
+    specs = {s.trial_id: s for s in library.plan_trials(d, study.prereg.execution.seed)}
+    dirs = []
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        out.mkdir()
+        meta = {"lock_hash": study.prereg.lock.sha256, "preregistration": str(prereg), "shard": f"{i}/2"}
+        (out / "experiment.json").write_text(json.dumps(meta))
+        mine = [r for r in records if shard_of(specs[r.trial_id], 2) == i]
+        (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in mine))
+        dirs.append(out)
+    merged = tmp_path / "merged"
+    assert main(["merge", str(merged), *map(str, dirs)]) == 0
+    body = json.loads((merged / "contributions.json").read_text())
+    assert body["selection"]["selected"][0] == "alpha" and body["components"]["pass"]["n"] == len(d.pairs)
+    assert main(["merge", str(tmp_path / "half"), str(dirs[0])]) != 0  # one shard alone is incomplete
+    assert "no final record" in capsys.readouterr().err
