@@ -63,6 +63,7 @@ check: lint typecheck test-unit ## lint, typecheck and unit tests
 bench: install engine ## benchmarks (ratios measured in one run) and the decision-rule simulation
 	@$(BIN)/python scripts/bench.py
 	@$(BIN)/python scripts/simulate_rules.py
+	@$(BIN)/python scripts/simulate_library.py
 
 gc: install ## remove containers and networks left by killed runs
 	@$(HARNESS) gc

@@ -108,6 +108,13 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _calibrate_parser(sub)
+    pl = sub.add_parser(
+        "plan",
+        help="size a library experiment: expected SE per coefficient and whether its masks identify every skill",
+    )
+    pl.add_argument("prereg", type=Path, help="a library preregistration.yaml")
+    pl.add_argument("--sigma-delta", type=float, default=None, metavar="SD",
+                    help="assumed SD of R - B per pair (default 0.5, for pass/fail rewards)")  # fmt: skip
 
     dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
@@ -365,6 +372,10 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         reuse_from=tuple(args.reuse_baseline_from or ()),
         route=_route(args, env),
     )
+    if study.prereg.library is not None:  # a library experiment: harness.library_run
+        from harness.library_run import evaluate_library
+
+        return evaluate_library(study, options)
     return evaluate(study, options)
 
 
@@ -377,6 +388,16 @@ def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-un
             raise ConfigError("--" + given[0].replace("_", "-"), "applies to real runs only, not with --scripted")
         return None
     return upstream.from_env(env, url=args.upstream, extra_ca=args.upstream_ca, network=args.upstream_network)
+
+
+def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.config import load_study
+    from harness.library import plan_lines
+    from harness.masks import DEFAULT_SIGMA_DELTA
+
+    lines, ok = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
+    print("\n".join(lines))
+    return 0 if ok else 4
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -400,6 +421,22 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
+    if setup.library is not None:
+        from harness.library_run import evaluate_library
+
+        print("\n=== skill library demo-library (4 skills: one helps, one hurts, one only costs, one neutral) ===")
+        study = load_study(setup.library)
+        evaluate_library(
+            study,
+            RunOptions(
+                out=args.out.resolve() / "results-library",
+                jobs=args.jobs or default_jobs(study, env),
+                scripted=setup.library_scenario,
+                runtime=args.runtime,
+                images=_image_options(args),
+                env=env,
+            ),
+        )
     return 0
 
 
@@ -414,7 +451,11 @@ def _print_demo_outcome(results: Path) -> None:
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness import report
+    from harness.library_run import is_library_dir, report_library
 
+    if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
+        print("\n".join(report_library(args.dir, args.prereg)))
+        return 0
     data = report.load_experiment(args.dir, args.prereg)
     paths = report.write_reports(args.dir, data)
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
@@ -452,6 +493,12 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.report import analyse_records
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
+    if merged.study.prereg.library is not None:
+        from harness.library_run import report_library
+
+        print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
+        print("\n".join(report_library(args.out, args.prereg)))
+        return 0
     data = analyse_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
     report.write_reports(args.out, data)
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
@@ -494,6 +541,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "report": cmd_report,
     "gate": cmd_gate,
     "history": cmd_history,
+    "plan": cmd_plan,
 }
 
 

@@ -272,11 +272,59 @@ class JudgeSettings(Strict):
     patches (its input is identical; see harness.samepatch)."""
 
 
+class MaskSettings(Strict):
+    inclusion_probability: Annotated[Float, Field(gt=0, lt=1)] = 0.5
+    """Chance that a skill is in one (task, sample) pair's mask."""
+    balanced: bool = False
+    """Every skill appears in the same number of masks (round(n p)) instead of independent draws."""
+    seed: int = 20261201
+    """Seeds the masks (independent of execution.seed, which orders the trials)."""
+
+
+class Library(Strict):
+    """A library experiment (see :mod:`harness.library`): which of K skills earn their place."""
+
+    path: str
+    """Folder of skills (each a subfolder holding SKILL.md), relative to the preregistration."""
+    masks: MaskSettings = MaskSettings()
+    top_k: Annotated[Int, Field(ge=1, le=100)] = 3
+    """At most this many skills are selected (no padding when fewer qualify)."""
+    selection: Literal["positive", "holm"] = "holm"
+    """positive: beta > 0, sorted; holm: the lower confidence bound > 0 after a Holm correction."""
+    baseline_from: str | None = None
+    """An earlier experiment directory (relative to this file) whose bare trials are reused; its
+    data is hashed into the lock."""
+    components: tuple[Literal["pass", "verify", "judge", "cost", "turns", "duration"], ...] = (
+        "pass",
+        "verify",
+        "judge",
+        "cost",
+        "turns",
+        "duration",
+    )
+    """Regressions to run; pass (the preregistered pass_rule) is the primary one and always included."""
+    delivery: Literal["prompt"] = "prompt"
+    """How the masked arm gets its skills (see harness.delivery)."""
+    n_boot: Annotated[Int, Field(ge=2000, le=100_000)] = 2000
+    alpha: Annotated[Float, Field(gt=0, lt=0.5)] = 0.05
+
+    @field_validator("components")
+    @classmethod
+    def _primary(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if "pass" not in v:
+            raise ValueError("must include 'pass' (the primary component)")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a component twice")
+        return v
+
+
 class Preregistration(Strict):
     skill: str
-    """Name of the skill under evaluation."""
-    skill_ref: str
-    """Path to the skill folder (holding SKILL.md), relative to this file."""
+    """Name of the skill under evaluation (of the library, for a library experiment)."""
+    skill_ref: str | None = None
+    """Path to the skill folder (holding SKILL.md), relative to this file. Required unless library is set."""
+    library: Library | None = None
+    """A library experiment instead of a single-skill A/B."""
     tasks: str = "tasks.json"
     """Path to tasks.json, relative to this file."""
     target_tasks: tuple[str, ...] | Literal["all"] = "all"
@@ -298,6 +346,14 @@ class Preregistration(Strict):
         if not TASK_ID.fullmatch(v):
             raise ValueError("must be a short name of letters, digits, '.', '_' or '-'")
         return v
+
+    @model_validator(mode="after")
+    def _skill_or_library(self) -> Preregistration:
+        if self.library is None and self.skill_ref is None:
+            raise _FieldError("skill_ref", "required field is missing")
+        if self.library is not None and self.skill_ref is not None:
+            raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
+        return self
 
 
 class LockBlock(Strict):
@@ -442,7 +498,9 @@ class Study:
 
     @property
     def skill_dir(self) -> Path:
-        return (self.root / self.prereg.skill_ref).resolve()
+        """The skill folder; for a library experiment, the folder of skills (all of it is locked)."""
+        lib = self.prereg.library
+        return (self.root / (lib.path if lib is not None else self.prereg.skill_ref or "")).resolve()
 
     @property
     def repo_path(self) -> Path:
@@ -488,8 +546,12 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     """Load and cross-check preregistration, tasks and skill folder (see :func:`load_preregistration`)."""
     prereg_path = _resolve(prereg_path)
     prereg = load_preregistration(prereg_path, read_lock=read_lock)
-    for name in ("skill_ref", "tasks", "shelf"):
-        _resolve(prereg_path.parent / getattr(prereg, name), prereg_path, name)
+    paths = {"skill_ref": prereg.skill_ref, "tasks": prereg.tasks, "shelf": prereg.shelf}
+    if prereg.library is not None:
+        paths["library.path"] = prereg.library.path
+    for name, value in paths.items():
+        if value is not None:
+            _resolve(prereg_path.parent / value, prereg_path, name)
     _resolve(prereg_path.parent / prereg.execution.repo, prereg_path, "execution.repo")
     tasks_path = (prereg_path.parent / prereg.tasks).resolve()
     try:
@@ -514,6 +576,11 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
         raise ConfigError(
             prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"
         )
+    if prereg.library is not None:
+        from harness.library import check_library_folder
+
+        check_library_folder(study)
+        return study
     skill = study.skill_dir
     if not skill.is_dir():
         raise ConfigError(prereg_path, f"skill folder {skill} does not exist", field="skill_ref")

@@ -26,6 +26,9 @@ class DemoSetup:
     root: Path
     preregistrations: dict[str, Path]
     scenario: Path
+    library: Path | None = None
+    """The library demo's preregistration (examples/library), run after the A/B demos."""
+    library_scenario: Path | None = None
 
 
 def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
@@ -42,6 +45,8 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
         shutil.rmtree(setup_root)
     shutil.copytree(src / "demo", setup_root / "demo", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(src / "skills", setup_root / "skills", ignore=shutil.ignore_patterns("__pycache__"))
+    if (src / "library").is_dir():
+        shutil.copytree(src / "library", setup_root / "library", ignore=shutil.ignore_patterns("__pycache__"))
     repo = setup_root / "demo" / "repo"
     gitops.git(["init", "--quiet", "--initial-branch=main", str(repo)])
     gitops.git(["add", "--all"], cwd=repo)
@@ -51,4 +56,13 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
         path = setup_root / "demo" / f"preregistration-{skill}.yaml"
         lock(path)
         preregs[skill] = path
-    return DemoSetup(setup_root, preregs, setup_root / "demo" / "scenario.yaml")
+    library = setup_root / "library" / "preregistration.yaml"
+    if library.is_file():
+        lock(library)
+    return DemoSetup(
+        setup_root,
+        preregs,
+        setup_root / "demo" / "scenario.yaml",
+        library if library.is_file() else None,
+        setup_root / "library" / "scenario.yaml",
+    )

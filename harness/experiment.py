@@ -417,6 +417,22 @@ class Experiment:
     def shard_text(self) -> str | None:
         return f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None
 
+    # ------------------------------------------------- hooks (library experiments override them)
+    def plan_specs(self) -> tuple[TrialSpec, ...]:
+        """Every planned trial of the experiment (all shards)."""
+        ex = self.study.prereg.execution
+        return plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed)
+
+    def prompt_template_sha256(self) -> str:
+        return plan.prompt_template_sha256()
+
+    def preflight(self, specs: Sequence[TrialSpec], records: Sequence[TrialRecord], provenance: Provenance) -> None:
+        """Checks that must pass before any model call (after baseline reuse); raise to refuse the run."""
+
+    def library_copies(self, run_root: Path) -> dict[str, Path]:
+        """Controller-owned copies of a library's skills for this run (none for an A/B experiment)."""
+        return {}
+
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
@@ -424,9 +440,7 @@ class Experiment:
         self._check_runtime()
         lock = self.study.prereg.lock
         assert lock is not None
-        specs = plan.select_shard(
-            plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
-        )
+        specs = plan.select_shard(self.plan_specs(), self.options.shard)
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
         compiled = self._compiled_scenario()
         redactor = Redactor([self.options.api_key or "", *self._route().secrets()])
@@ -450,7 +464,7 @@ class Experiment:
                 judge_model=ex.judge_model,
                 cli_version=images.claude_code_version,
                 image_digest=images.trial_id,
-                prompt_template_sha256=plan.prompt_template_sha256(),
+                prompt_template_sha256=self.prompt_template_sha256(),
                 harness_version=__version__,
                 **self._route_provenance(),
             )
@@ -463,6 +477,7 @@ class Experiment:
 
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
+            self.preflight(specs, so_far, provenance)
             latest = latest_by_trial(so_far)
             todo = [
                 s for s in specs if s.trial_id not in latest or not is_final(latest[s.trial_id], ex.max_infra_retries)
@@ -743,6 +758,7 @@ class Experiment:
                     **prices.gateway_env(prices.effective(ex)),
                 },
                 route_mounts=route_mounts,
+                library_copies=self.library_copies(run_root),
             )
             return loop.run(todo).ran
         finally:

@@ -109,11 +109,37 @@ class CalibrationEntry(_Model):
     """The A/A paired difference with its interval, ``+1.2 pp [-4.0 pp, +6.4 pp]``."""
 
 
+class LibraryCoefficient(_Model):
+    beta: float
+    ci_low: float
+    ci_high: float
+    se_hc3: float
+
+
+class LibraryRun(_Model):
+    """One library experiment: each skill's coefficient on the primary component, with its interval."""
+
+    run: str
+    date: str
+    model: str
+    cli_version: str
+    component: str
+    method: str
+    selected: tuple[str, ...]
+    coefficients: dict[str, LibraryCoefficient]
+
+
+class LibraryEntry(_Model):
+    runs: tuple[LibraryRun, ...] = ()
+
+
 class Ledger(_Model):
     schema_version: int = 1
     skills: dict[str, SkillEntry] = {}
     calibrations: tuple[CalibrationEntry, ...] = ()
     """A/A calibration runs, newest last (recommended after every model or CLI update)."""
+    libraries: dict[str, LibraryEntry] = {}
+    """Library experiments (harness.library), by library name: the runs, newest last."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +254,7 @@ def load(path: Path) -> Ledger:
 
 
 def dumps(ledger: Ledger) -> str:
-    data = ledger.model_dump(mode="json", exclude_none=True)
+    data = ledger.model_dump(mode="json", exclude_none=True, exclude={"libraries"} if not ledger.libraries else None)
     return HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110)
 
 
@@ -377,9 +403,10 @@ def record(study: Study, r: ReportInput, *, now: dt.datetime | None = None) -> L
             entry = entry.model_copy(update={"skill_path": _rel(study.skill_dir, base), "shelved_to": None})
         shelved: Path | None = None
         failure: HarnessError | None = None
-        if run.verdict == "reject" and r.prereg.on_rejection == "shelve" and study.skill_dir.is_dir():
+        skill_ref = study.prereg.skill_ref
+        if run.verdict == "reject" and r.prereg.on_rejection == "shelve" and skill_ref and study.skill_dir.is_dir():
             try:  # the path as the preregistration names it: a link is shelved, never its target
-                shelved = shelve(study.root / study.prereg.skill_ref, study.shelf_dir, run.run_id)
+                shelved = shelve(study.root / skill_ref, study.shelf_dir, run.run_id)
             except HarnessError as e:
                 failure = e
         if shelved is not None:
@@ -438,3 +465,15 @@ def recent_calibration(
         if now - when <= dt.timedelta(days=max_age_days):
             best = entry
     return best
+
+
+def record_library(study: Study, name: str, run: LibraryRun) -> Path:
+    """Append a library experiment's coefficients to the ledger next to the preregistration."""
+    path = ledger_path(study)
+    with _locked(path):
+        ledger = load(path)
+        entry = ledger.libraries.get(name, LibraryEntry())
+        libs = dict(ledger.libraries)
+        libs[name] = LibraryEntry(runs=(*entry.runs, run)[-MAX_TRANSITIONS:])
+        save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
+    return path

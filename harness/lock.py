@@ -121,13 +121,15 @@ def check_skill_ref(study: Study) -> None:
     """Refuse a ``skill_ref`` that is, or passes through, a symbolic link: what is locked, copied
     and (on rejection) shelved must be the folder the preregistration names, inside the study's
     own tree, never a folder elsewhere that a link happens to point at."""
-    written = Path(os.path.abspath(study.root / study.prereg.skill_ref))
+    lib = study.prereg.library
+    ref, field = (lib.path, "library.path") if lib is not None else (study.prereg.skill_ref or "", "skill_ref")
+    written = Path(os.path.abspath(study.root / ref))
     if written.resolve() != written:
         raise ConfigError(
             study.prereg_path,
             f"skill folder {written} is a symbolic link (or reached through one) to {written.resolve()}",
-            field="skill_ref",
-            hint="name the skill folder itself in skill_ref, not a link to it",
+            field=field,
+            hint=f"name the folder itself in {field}, not a link to it",
         )
 
 
@@ -153,6 +155,10 @@ def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     }
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
+    if study.prereg.library is not None:  # the estimator, the drawn masks and the reused baseline data
+        from harness.library import lock_entries
+
+        files.update(lock_entries(study))
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return whole, files
 

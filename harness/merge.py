@@ -128,7 +128,13 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Stu
             seen[s.index] = s.root
     study = _load_study(first.meta, prereg_path, first.root)
     ex = study.prereg.execution
-    specs = {s.trial_id: s for s in plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)}
+    if study.prereg.library is not None:  # a library experiment: bare and masked trials per pair
+        from harness import library
+
+        planned = library.plan_trials(library.design(study), ex.seed)
+    else:
+        planned = plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)
+    specs = {s.trial_id: s for s in planned}
     owner: dict[str, Path] = {}
     for s in shards:
         foreign = [r for r in s.records if r.provenance.lock_hash != lock_hash]

@@ -26,7 +26,11 @@ SKILL_PREFIX = (
 BASELINE_PREFIX = ""
 
 
-def prompt_for(arm: Arm, task_prompt: str) -> str:
+def prompt_for(arm: Arm, task_prompt: str, skills: Sequence[str] = ()) -> str:
+    if arm == "masked":
+        from harness.delivery import library_prefix
+
+        return library_prefix(skills) + task_prompt
     return (SKILL_PREFIX if arm == "skill" else BASELINE_PREFIX) + task_prompt
 
 
@@ -42,10 +46,12 @@ class TrialSpec:
     run_index: int
     round: int
     order: int
+    skills: tuple[str, ...] = ()
+    """Library experiments, masked arm: the skills of this (task, sample) pair's mask, in delivery order."""
 
     @property
     def prompt(self) -> str:
-        return prompt_for(self.arm, self.task.prompt)
+        return prompt_for(self.arm, self.task.prompt, self.skills)
 
 
 def trial_id(task_id: str, arm: Arm, run_index: int) -> str:

@@ -56,7 +56,7 @@ class Progress(Events):
         self.spent = spent_usd
         resumed = sum(self.done.values())
         self.message(
-            f"{len(specs)} trials planned ({', '.join(f'{self.total[a]} {a}' for a in ARMS)})"
+            f"{len(specs)} trials planned ({', '.join(f'{self.total[a]} {a}' for a in self._arms())})"
             + (f"; {resumed} already done, resuming" if resumed else "")
         )
         if self.live_enabled:
@@ -118,10 +118,14 @@ class Progress(Events):
             self.live = None
 
     # ---------------------------------------------------------------- render
+    def _arms(self) -> list[str]:
+        """The A/B arms, or a library experiment's (baseline = bare, masked)."""
+        return ["baseline", "masked"] if self.total["masked"] else list(ARMS)
+
     def summary(self) -> str:
         """One line: per arm running, done/planned and outcomes; then the spend. Call with the lock held."""
         parts = []
-        for arm in ARMS:
+        for arm in self._arms():
             done = sum(v for (a, _), v in self.done.items() if a == arm)
             running = sum(1 for a, _, _ in self.running.values() if a == arm)
             counts = " ".join(f"{self.done[(arm, o)]} {o}" for o in OUTCOME_COLUMNS if self.done[(arm, o)])
@@ -137,7 +141,7 @@ class Progress(Events):
         for col in ("arm", "running", "done", *OUTCOME_COLUMNS):
             table.add_column(col, justify="right" if col != "arm" else "left")
         with self.lock:
-            for arm in ARMS:
+            for arm in self._arms():
                 done = sum(v for (a, _), v in self.done.items() if a == arm)
                 running = sum(1 for a, _, _ in self.running.values() if a == arm)
                 table.add_row(

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 1
 
-Arm = Literal["baseline", "skill"]
+Arm = Literal["baseline", "skill", "masked"]
+"""A/B: baseline and skill. Library experiments: baseline (the bare arm) and masked."""
 ARMS: tuple[Arm, Arm] = ("baseline", "skill")
 Status = Literal["completed", "agent_error", "timeout", "budget_exceeded", "infra_error", "skipped"]
 Verdict = Literal["pass", "fail", "unknown"]
@@ -137,6 +138,14 @@ class ReusedFrom(Model):
     directory: str
 
 
+class MountedSkill(Model):
+    """One skill the agent container was given (library experiments): its name and a SHA-256 over the
+    files of the mounted, controller-owned copy, taken when the container was created."""
+
+    name: str
+    sha256: str
+
+
 class TrialRecord(Model):
     schema_version: int = SCHEMA_VERSION
     experiment_id: str
@@ -167,6 +176,8 @@ class TrialRecord(Model):
     """Baseline trials: a hash of every setting that shapes a baseline trial, the key for reuse."""
     reused_from: ReusedFrom | None = None
     """Set when this baseline trial was copied from another experiment instead of re-sampled."""
+    skills_mounted: tuple[MountedSkill, ...] | None = None
+    """Library experiments: the skills the agent container actually had (None outside library runs)."""
 
     @property
     def is_outcome(self) -> bool:

@@ -96,10 +96,13 @@ def agent_spec(
     workspace: Path,
     skill_dir: Path | None,
     command: Sequence[str],
+    skill_mounts: Sequence[BindMount] = (),
 ) -> ContainerSpec:
+    """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.delivery)."""
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
         mounts.append(BindMount(skill_dir, "/skill", read_only=True))
+    mounts.extend(skill_mounts)
     return _claude_spec(
         p,
         name=name,

@@ -84,6 +84,26 @@ class SkillBehaviour(ArmBehaviour):
     """Text in the skill's SKILL.md; the scripted model checks the file it read contains it."""
 
 
+class SkillEffect(M):
+    """A library skill's scripted effect, additive on the masked trial's success probability and tokens."""
+
+    p_effect: Annotated[float, Field(ge=-1, le=1)] = 0.0
+    input_tokens: Annotated[int, Field(ge=-100_000, le=100_000)] = 0
+    output_tokens: Annotated[int, Field(ge=-100_000, le=100_000)] = 0
+    marker: str = ""
+    """Text in the skill's SKILL.md; the masked trial fails unless every marker came back from reading."""
+
+
+class LibraryBehaviour(M):
+    """Library experiments: the masked arm's success probability is the task's baseline ``p_success``
+    plus the effects of the skills named in its prompt (clamped to [0, 1]); its tokens per turn are the
+    baseline's plus theirs. The bare and masked trial of one (task, sample) share one random draw
+    (common random numbers: the k-th bare and the k-th masked conversation of a task), so their
+    difference shows the skills' effect and little else."""
+
+    skills: dict[str, SkillEffect] = {}
+
+
 class Defaults(M):
     usage: Usage = Usage()
     latency_ms: Annotated[int, Field(ge=0, le=600_000)] = 0
@@ -101,6 +121,8 @@ class Scenario(M):
     """Skill-arm behaviour by skill name: one scenario can drive experiments of several skills."""
     judge: JudgeBehaviour = JudgeBehaviour()
     tasks: dict[str, TaskScript]
+    library: LibraryBehaviour | None = None
+    """Per-skill effects for library experiments (harness.library)."""
 
 
 def load_scenario(path: Path) -> Scenario:

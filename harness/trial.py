@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import apihealth, gateway, judge, patch, samepatch, sandbox, watchdog, workspace
+from harness import apihealth, delivery, gateway, judge, patch, samepatch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import BindMount, Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -33,6 +33,7 @@ from harness.records import (
     AgentResult,
     GatewayMeter,
     JudgeResult,
+    MountedSkill,
     PatchInfo,
     Provenance,
     Status,
@@ -111,6 +112,8 @@ class TrialContext:
     route_env: Mapping[str, str] = field(default_factory=dict)
     """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.upstream`."""
     route_mounts: tuple[BindMount, ...] = ()
+    library_copies: Mapping[str, Path] = field(default_factory=dict)
+    """Library experiments: skill name -> its controller-owned, read-only copy (see harness.delivery)."""
 
 
 @dataclass
@@ -128,6 +131,7 @@ class _Progress:
     artifacts: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     oom: bool = False
+    skills_mounted: tuple[MountedSkill, ...] | None = None
 
 
 def _now() -> str:
@@ -182,18 +186,22 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             dog = watchdog.Watchdog(
                 dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
+            agent = sandbox.agent_spec(
+                ctx.profile,
+                name=names["agent"],
+                labels=labels,
+                network=network,
+                gateway_ip=gateway_ip,
+                workspace=dirs.workspace,
+                skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                command=command,
+                skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
+            )
+            if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
+                done.skills_mounted = delivery.mounted_skills(agent)
             with dog:
                 run = ctx.engine.run(
-                    sandbox.agent_spec(
-                        ctx.profile,
-                        name=names["agent"],
-                        labels=labels,
-                        network=network,
-                        gateway_ip=gateway_ip,
-                        workspace=dirs.workspace,
-                        skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
-                        command=command,
-                    ),
+                    agent,
                     deadline_s=cli.host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
                     on_started=lambda _name: dog.start(),
@@ -281,6 +289,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         flags=tuple(done.flags),
         oom_killed=done.oom,
         shard=ctx.shard,
+        skills_mounted=done.skills_mounted,
     )
 
 

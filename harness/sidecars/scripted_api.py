@@ -92,14 +92,15 @@ class Scenario:
                 best = (task_id, task)
         return best
 
-    def session_state(self, session: str, task_id: str, arm: str, kind: str) -> dict[str, Any]:
+    def session_state(self, session: str, task_id: str, arm: str, kind: str, shared: bool = False) -> dict[str, Any]:
+        """``shared``: the k-th conversation of every arm of a task draws the same number (library runs)."""
         with self._lock:
             state = self._sessions.get(session)
             if state is None:
                 key = f"{kind}:{task_id}:{arm}"
                 k = self._counters.get(key, 0)
                 self._counters[key] = k + 1
-                rng = random.Random(f"{self.seed}:{task_id}:{arm}:{k}")
+                rng = random.Random(f"{self.seed}:{task_id}:{'pair' if shared else arm}:{k}")
                 state = {"draw": rng.random(), "index": k, "skill_read": None}
                 self._sessions[session] = state
             return state
@@ -223,6 +224,8 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
             "arm": arm,
         }
     task_id, task = found
+    if sc.data.get("library") is not None:
+        return library_reply(sc, body, prompt, task_id, task)
     arm_cfg: dict[str, Any] = task.get("arms", {}).get(arm, {})
     usage = dict(arm_cfg.get("usage") or sc.defaults.get("usage") or {"input_tokens": 1000, "output_tokens": 50})
     state = sc.session_state(session_id(body, prompt), task_id, arm, "agent")
@@ -261,6 +264,52 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
     if read_skill:
         # what the scripted model saw of the skill file, visible in the CLI's result text
         final += f" [skill file read: {'yes' if state['skill_read'] else 'no'}]"
+    return Reply([{"type": "text", "text": final}], "end_turn", usage), info
+
+
+LIBRARY_SKILL = re.compile(r"/skills/([A-Za-z0-9][A-Za-z0-9._-]*)/SKILL\.md")
+LIBRARY_TAIL = "Do not ask questions: when something is unclear"
+
+
+def library_reply(
+    sc: Scenario, body: dict[str, Any], prompt: str, task_id: str, task: dict[str, Any]
+) -> tuple[Reply, dict[str, Any]]:
+    """A library experiment's bare or masked trial: the masked one reads each named skill (one turn each),
+    and its success probability and tokens per turn are the baseline's plus the named skills' effects."""
+    messages = body.get("messages", [])
+    names = sorted(set(LIBRARY_SKILL.findall(prompt)))
+    arm = "masked" if names or LIBRARY_TAIL in prompt else "baseline"
+    base: dict[str, Any] = task.get("arms", {}).get("baseline", {})
+    effects: dict[str, Any] = (sc.data.get("library") or {}).get("skills", {})
+    p = float(base.get("p_success", 0.5))
+    usage = dict(base.get("usage") or sc.defaults.get("usage") or {"input_tokens": 1000, "output_tokens": 50})
+    for name in names:
+        e = effects.get(name, {})
+        p += float(e.get("p_effect", 0.0))
+        for k in ("input_tokens", "output_tokens"):
+            usage[k] = max(0, int(usage.get(k, 0)) + int(e.get(k, 0)))
+    p = min(1.0, max(0.0, p))
+    state = sc.session_state(session_id(body, prompt), task_id, arm, "agent", shared=True)
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    checks: dict[str, bool] = state.setdefault("skills_ok", {})
+    if 1 <= turn <= len(names) and names[turn - 1] not in checks:
+        seen = "\n".join(text_of(r.get("content")) for r in last_tool_results(messages))
+        marker = str(effects.get(names[turn - 1], {}).get("marker", ""))
+        checks[names[turn - 1]] = marker in seen
+        log(
+            "skill_read", task=task_id, arm=arm, skill=names[turn - 1], ok=checks[names[turn - 1]], index=state["index"]
+        )
+    success = state["draw"] < p and all(checks.get(n, False) for n in names[: max(0, turn)])
+    steps: list[dict[str, Any]] = [{"tool": "Read", "input": {"file_path": f"/skills/{n}/SKILL.md"}} for n in names]
+    if turn >= len(names):
+        steps.extend(task.get("success" if success else "failure", []))
+    info = {"task": task_id, "arm": arm, "turn": turn, "success": success, "index": state["index"], "skills": names}
+    if turn < len(steps):
+        step = steps[turn]
+        return Reply([tool_block(step, turn)], "tool_use", usage), info
+    final = str(task.get("final_text", "Done."))
+    if names:
+        final += f" [skills read: {', '.join(n for n in names if checks.get(n))}]"
     return Reply([{"type": "text", "text": final}], "end_turn", usage), info
 
 

@@ -288,8 +288,8 @@ def check_lock(studies: Path, repo: Path, prereg_text: str, tasks_text: str) -> 
         assert str(root) in err or "/dev/" in err or str(repo) in err, f"no file named: {err}"
         assert "field '" in err or "malformed" in err, f"no field or place named: {err}"
         assert written == set(), f"a refused input wrote {written}"
-    else:
-        assert err == "", err
+    else:  # success prints nothing on stderr but warnings (e.g. a model the price table does not know)
+        assert all(line.startswith("warning: ") for line in err.splitlines()), err
         assert written == {lock_path(prereg).name}, f"lock wrote {written}"
         verify_lock(load_study(prereg))
         code, err = lock_cli(prereg)  # a locked study can be locked again, and still verifies
