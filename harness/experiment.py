@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
+from harness import __version__, decision, gitops, installed, plan, reuse, sandbox, scenario
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -402,8 +402,11 @@ class Experiment:
                 judge_model=ex.judge_model,
                 cli_version=images.claude_code_version,
                 image_digest=images.trial_id,
-                prompt_template_sha256=plan.prompt_template_sha256(),
+                prompt_template_sha256=plan.prompt_template_sha256()
+                if ex.delivery == "prompt"
+                else installed.prompt_template_sha256(),
                 harness_version=__version__,
+                delivery=ex.delivery,
             )
             compiled = self._compiled_scenario()
             fingerprints = self._fingerprints(provenance, images, compiled)
@@ -669,6 +672,7 @@ class Experiment:
                 on_phase=self.events.phase,
                 shard=shard,
                 workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+                skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
             )
             return loop.run(todo).ran
         finally:

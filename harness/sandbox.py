@@ -95,10 +95,13 @@ def agent_spec(
     workspace: Path,
     skill_dir: Path | None,
     command: Sequence[str],
+    skill_target: str = "/skill",
 ) -> ContainerSpec:
+    """``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
+    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.installed`)."""
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
-        mounts.append(BindMount(skill_dir, "/skill", read_only=True))
+        mounts.append(BindMount(skill_dir, skill_target, read_only=True))
     return _claude_spec(
         p,
         name=name,

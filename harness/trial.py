@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import gateway, judge, patch, sandbox, watchdog, workspace
+from harness import gateway, installed, judge, patch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -35,6 +35,7 @@ from harness.records import (
     JudgeResult,
     PatchInfo,
     Provenance,
+    SkillUse,
     Status,
     TrialRecord,
     VerifyResult,
@@ -70,6 +71,8 @@ class TrialContext:
     shard: str | None = None
     workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
     """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
+    skill_name: str = ""
+    """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
 
 
 @dataclass
@@ -87,6 +90,8 @@ class _Progress:
     artifacts: dict[str, str] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     oom: bool = False
+    skill: SkillUse | None = None
+    provenance: dict[str, str | None] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -127,13 +132,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
-            command = cli.agent_command(
-                spec.prompt,
-                model=ctx.execution.model,
-                allowed_tools=ctx.execution.allowed_tools,
-                max_budget_usd=ctx.execution.budgets.per_trial_usd,
-                timeout_s=timeout_s,
-            )
+            command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
             dog = watchdog.Watchdog(
                 dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
@@ -148,6 +147,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                         workspace=dirs.workspace,
                         skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
                         command=command,
+                        skill_target=skill_target,
                     ),
                     deadline_s=cli.host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
@@ -156,6 +156,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
             done.meter = gateway.meter(agent_events)
+            done.skill, done.provenance, skill_flags = installed.observe(
+                agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
+            )
+            done.flags.extend(skill_flags)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
             if run.stdout_truncated:
@@ -219,7 +223,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         arm=spec.arm,
         run_index=spec.run_index,
         attempt=attempt,
-        provenance=ctx.provenance,
+        provenance=ctx.provenance.model_copy(update=done.provenance),
         status=done.status,
         error=ctx.redactor.text(done.error) if done.error else None,
         started_at=started,
@@ -234,6 +238,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         flags=tuple(done.flags),
         oom_killed=done.oom,
         shard=ctx.shard,
+        skill=done.skill,
     )
 
 
@@ -263,6 +268,25 @@ def _workspace_limit(trip: watchdog.Trip, done: _Progress) -> None:
         flags=("workspace_limit",),
         rejected=f"workspace_limit: {trip.reason}",
     )
+
+
+def _agent_command(
+    ctx: TrialContext, spec: TrialSpec, dirs: workspace.TrialDirs, timeout_s: int
+) -> tuple[tuple[str, ...], str]:
+    """The agent's argv and where its skill copy is mounted, by the preregistered delivery."""
+    ex = ctx.execution
+    budget = ex.budgets.per_trial_usd
+    if ex.delivery != "installed":
+        argv = cli.agent_command(
+            spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+        )
+        return argv, "/skill"
+    if spec.arm == "skill":
+        installed.prepare_mountpoint(dirs.workspace, ctx.skill_name)
+    argv = installed.agent_command(
+        spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+    )
+    return argv, installed.skill_target(ctx.skill_name)
 
 
 def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:

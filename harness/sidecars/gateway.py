@@ -32,6 +32,11 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+    import skilltrace  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - host-side import of this file
+    from harness.sidecars import skilltrace
+
 FORWARD_PATHS = {"/v1/messages", "/v1/messages/count_tokens"}
 FORWARD_HEADERS = {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app"}
 MAX_BODY = int(os.environ.get("GATEWAY_MAX_BODY", str(32 << 20)))
@@ -179,6 +184,11 @@ class Gateway(BaseHTTPRequestHandler):
         if self.meter.exhausted():
             self._refuse(429, f"trial budget of ${self.meter.budget:.4f} is spent")
             return
+        if path == "/v1/messages" and skilltrace.STOPPER.stopped():
+            self._refuse(400, "trigger run: the skill was called, the verdict is known")
+            return
+        if path == "/v1/messages":
+            skilltrace.observe_request(body, log)
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
@@ -205,6 +215,7 @@ class Gateway(BaseHTTPRequestHandler):
             )
             return
         usage: dict[str, int] = {}
+        trace = skilltrace.ResponseTrace()
         stream = "text/event-stream" in (resp.getheader("content-type") or "")
         self.send_response(resp.status)
         for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):
@@ -229,6 +240,7 @@ class Gateway(BaseHTTPRequestHandler):
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         meter_sse_line(line, usage)
+                        trace.feed(line)
             except OSError:
                 broken = True
         else:
@@ -240,9 +252,12 @@ class Gateway(BaseHTTPRequestHandler):
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
                     merge_usage(usage, parsed["usage"])
+                trace.feed_message(parsed)
             except ValueError:
                 pass
         conn.close()
+        if path == "/v1/messages":
+            trace.emit(log)
         cost = self.meter.add(model, usage) if path == "/v1/messages" else 0.0
         log(
             "forwarded",
