@@ -314,9 +314,15 @@ def invoke_probability(sc: Scenario, skill: str, query: str, description: str) -
 
 def check_skill_load(sc: Scenario, messages: list[dict[str, Any]], skill: str, info: dict[str, Any]) -> bool:
     """After the model's Skill call: did the real CLI send back the launch and the skill's body?"""
-    results = last_tool_results(messages)
+    tail: list[dict[str, Any]] = []  # since the model's last turn (the CLI may append a system message)
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        content = message.get("content")
+        tail[:0] = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    results = [b for b in tail if b.get("type") == "tool_result"]
     launched = any(text_of(r.get("content")).startswith(f"{LAUNCH_PREFIX} {skill}") for r in results)
-    seen = text_of(messages[-1].get("content")) if messages else ""
+    seen = text_of(tail)
     marker = str(
         ((sc.data.get("invocation") or {}).get(skill) or {}).get("marker") or sc.data.get("skill_marker") or ""
     )

@@ -77,12 +77,19 @@ def line_name(line: str) -> str:
 def loaded_skills(body: dict[str, Any]) -> list[str]:
     """Skills whose load the CLI reported back in the last user message ("Launching skill: NAME")."""
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+    if not isinstance(messages, list):
         return []
-    content = messages[-1].get("content")
+    # what came back since the model's last turn (the CLI may append a system message after it)
+    tail: list[Any] = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") == "assistant":
+            break
+        content = message.get("content")
+        if isinstance(content, list):
+            tail.extend(content)
     names: list[str] = []
-    if isinstance(content, list):
-        for block in content:
+    if tail:
+        for block in tail:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 for text in _texts(block.get("content", "")):
                     if text.startswith(LAUNCH_PREFIX):
