@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import decision, runstate
+from harness import decision, runstate, skillreport
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -399,6 +399,7 @@ def terminal_summary(r: ReportInput) -> str:
         )
     for note in r.notes:
         lines.append(f"note: {note}")
+    lines += skillreport.terminal_lines(r.final_records, r.prereg.decision.pass_rule)
     lines += [
         "",
         f"point rule (the article's): {d.point_verdict or 'n/a'}   interval rule: {d.interval_verdict}   "
@@ -566,6 +567,7 @@ def markdown(r: ReportInput) -> str:
         lines += _md_table(["trial", "arm", "outcome", "flags", "files changed"], frows, align="lllll")
     if r.notes:
         lines += ["", "### Notes", ""] + [f"- {md_escape(n)}" for n in r.notes]
+    lines += skillreport.markdown_lines(r.final_records, r.prereg.decision.pass_rule)
     lines += [
         "",
         f"<sub>lock `{r.lock_hash[:16]}` · judge {md_code(prov['judge_model'])} · image "
@@ -735,6 +737,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "spent_usd": r.spent_usd,
         "skipped_tasks": list(r.skipped_tasks),
         "flagged_trials": [{"trial": t, "flags": list(f)} for t, f in r.flagged],
+        "skill_invocation": skillreport.summary(r.final_records, r.prereg.decision.pass_rule),
     }
 
 
