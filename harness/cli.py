@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -110,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
     _image_args(dm)
+
+    from harness import triggers
+
+    triggers.add_parser(sub)
 
     rp = sub.add_parser(
         "report",
@@ -304,7 +309,30 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
+    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs)
     return 0
+
+
+def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
+    """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
+    import time
+
+    from harness.engine import Engine
+    from harness.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+
+    prereg = root / "triggers" / "preregistration.yaml"
+    if not prereg.is_file():
+        return
+    study = load_trigger_study(prereg)
+    print(f"\n=== trigger accuracy of careful-fixer: {len(plan_runs(study.prereg))} runs ===")
+    if out.exists():
+        shutil.rmtree(out)
+    t0 = time.monotonic()
+    analysis = run_triggers(
+        study, Engine(), TriggerOptions(out=out, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml")
+    )
+    print("\n".join(summary_lines(analysis)))
+    print(f"{time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
 
 
 def _print_demo_outcome(results: Path) -> None:
@@ -386,6 +414,12 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
+def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.triggers import cmd_triggers as run
+
+    return run(args, env)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
@@ -397,6 +431,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "report": cmd_report,
     "gate": cmd_gate,
     "history": cmd_history,
+    "triggers": cmd_triggers,
 }
 
 

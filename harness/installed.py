@@ -68,9 +68,14 @@ def agent_command(
     max_budget_usd: float,
     timeout_s: int,
     max_turns: int | None = None,
+    session_id: str | None = None,
 ) -> tuple[str, ...]:
-    """``claude -p`` without ``--bare`` under the same in-container deadline as the prompt delivery."""
-    common = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
+    """``claude -p`` without ``--bare`` under the same in-container deadline as the prompt delivery.
+    ``session_id`` (a UUID) pins the session id the CLI sends: trigger runs use one per (query, run),
+    the same for every variant, so a seeded model can pair them."""
+    common: tuple[str, ...] = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
+    if session_id:
+        common += ("--session-id", session_id)
     return (
         *cli.deadline_argv(timeout_s),
         "claude",

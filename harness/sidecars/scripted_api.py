@@ -355,9 +355,9 @@ def trigger_reply(
     sc: Scenario, body: dict[str, Any], prompt: str, listing: dict[str, str]
 ) -> tuple[Reply, dict[str, Any]]:
     """A trigger run (no task: the prompt is a query): call Skill or answer, with a seeded chance
-    that depends on the query and the listed description. The k-th run of a query draws
-    ``Random(seed:query:k)`` whatever the description, so two descriptions are compared on the
-    same draws (paired)."""
+    that depends on the query and the listed description. A run draws ``Random(seed:query:session)``
+    whatever the description, and the harness gives run r of a query the same session id in every
+    variant, so two descriptions are compared on the same draws (paired)."""
     messages = body.get("messages", [])
     skill = str(sc.data.get("skill") or "")
     usage = dict(sc.defaults.get("usage") or {"input_tokens": 1000, "output_tokens": 50})
@@ -365,11 +365,12 @@ def trigger_reply(
     qhash = hashlib.sha256(prompt.encode()).hexdigest()[:12]
     description = listing.get(skill, "")
     dhash = hashlib.sha256(description.encode()).hexdigest()[:12]
-    state = sc.session_state(session_id(body, prompt), f"trigger:{qhash}:{dhash}", "query", "trigger")
+    sid = session_id(body, prompt)  # the harness pins it per (query, run), the same for every description
+    state = sc.session_state(f"{sid}:{dhash}", f"trigger:{qhash}:{dhash}", "query", "trigger")
     info = {"query": qhash, "description": dhash, "index": state["index"], "turn": turn}
     if "invoke" not in state:
         p = invoke_probability(sc, skill, prompt, description) if skill in listing else 0.0
-        state["invoke"] = random.Random(f"{sc.seed}:trigger:{qhash}:{state['index']}").random() < p
+        state["invoke"] = random.Random(f"{sc.seed}:trigger:{qhash}:{sid}").random() < p
         log("skill_decision", skill=skill, invoke=state["invoke"], p=p, **info)
     if state["invoke"] and turn == 0:
         return Reply([tool_block({"tool": "Skill", "input": {"skill": skill}}, 0)], "tool_use", usage), info
