@@ -132,12 +132,16 @@ def first_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not messages:
-        return []
-    content = messages[-1].get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    """The tool results sent back since the model's last turn (without --bare the CLI may append a
+    system message, e.g. the --max-budget-usd reminder, after the user message that carries them)."""
+    out: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        content = message.get("content")
+        if isinstance(content, list):
+            out[:0] = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return out
 
 
 def session_id(body: dict[str, Any], prompt: str) -> str:
