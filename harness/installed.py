@@ -158,12 +158,13 @@ def observe(
                 name = str(u.get("name", ""))
                 uses.append(f"Skill:{u.get('skill', '')}" if name == "Skill" else name)
     called = f"Skill:{skill}" in uses
+    sizes = tuple(int(r.get("bytes") or 0) for r in requests)
     loaded = any(skill in (r.get("loaded") or []) for r in requests)
     flags: list[str] = []
     if delivery != "installed":
         invoked: SkillInvoked = "forced" if arm == "skill" else ("yes" if called else "no")
         return (
-            SkillUse(delivery=delivery, invoked=invoked, tool_uses=tuple(uses), loaded=loaded),
+            SkillUse(delivery=delivery, invoked=invoked, tool_uses=tuple(uses), loaded=loaded, request_bytes=sizes),
             {"delivery": delivery},
             flags,
         )
@@ -203,6 +204,7 @@ def observe(
         tool_uses=tuple(uses),
         listing=tuple(names),
         reason=reason,
+        request_bytes=sizes,
     )
     prov: dict[str, str | None] = {
         "delivery": delivery,

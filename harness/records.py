@@ -136,6 +136,9 @@ class SkillUse(Model):
     listing: tuple[str, ...] = ()
     """The names in the first request's skill listing, in order."""
     reason: str | None = None
+    request_bytes: tuple[int, ...] = ()
+    """Size of each request body the gateway forwarded (compact JSON): the per-turn input overhead of a
+    delivery, measured the same way in both (the scripted model's token counts are scripted)."""
 
 
 class ReusedFrom(Model):

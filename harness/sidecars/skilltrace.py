@@ -131,6 +131,8 @@ def observe_request(body: Any, log: Log) -> None:
         "tools": tools[:64],
         "listed": None if lines is None else [line_name(x) for x in lines],
         "loaded": loaded_skills(body),
+        # the request's size: the non-bare CLI's extra tools, system text and listing cost input tokens
+        "bytes": len(json.dumps(body, separators=(",", ":"))),
     }
     first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
     if first_user is not None:
