@@ -136,6 +136,15 @@ def _events(evts: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in evts if e.get("event") == kind]
 
 
+def listing_text(evts: Sequence[dict[str, Any]]) -> bytes | None:
+    """The first request's skill listing, one ``- name: description`` line each (kept as an artifact:
+    the listing is provenance; ``listing_sha256`` in the record is its hash without the skill's line)."""
+    for e in _events(evts, "skill_request"):
+        if e.get("turn") == 0 and isinstance(e.get("listing"), list):
+            return "".join(f"{line}\n" for line in e["listing"]).encode()
+    return None
+
+
 def listing_sha256(lines: Sequence[str], skill: str) -> str:
     """The listing without the skill under test's own line: equal in both arms when nothing else differs."""
     rest = [line for line in lines if line[2:].split(":", 1)[0].strip() != skill]

@@ -160,6 +160,9 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
             )
             done.flags.extend(skill_flags)
+            listing = installed.listing_text(agent_events) if ctx.execution.delivery == "installed" else None
+            if listing is not None:
+                done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
             if run.stdout_truncated:

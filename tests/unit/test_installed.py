@@ -121,6 +121,8 @@ def test_observe_invoked_listed_and_provenance() -> None:
     assert base.invoked == "no" and base.listed is False
     assert prov["listing_sha256"] == base_prov["listing_sha256"], "the arms differ by exactly the skill's line"
     assert prov["delivery_check"] == base_prov["delivery_check"] == "ok"
+    text = installed.listing_text(gateway_log(True, []))
+    assert text is not None and text.decode().splitlines()[0].startswith("- careful-fixer: ")
 
 
 def test_a_skill_arm_without_its_listing_is_could_not_measure_and_invalid_not_a_miss() -> None:
