@@ -107,6 +107,11 @@ def test_the_baseline_runs_in_the_same_mode_and_cannot_see_the_skill(installed_r
         assert list(skill.listing) == [SKILL, *base.listing], (skill.listing, base.listing)
     shas = {r.provenance.listing_sha256 for r in records.values()}
     assert len(shas) == 1 and None not in shas, shas
+    for r in records.values():  # the listing itself is kept as provenance
+        digest = r.artifacts["skill-listing.txt"]
+        text = (installed_run["out"] / "artifacts" / digest[:2] / digest).read_text()
+        assert [line[2:].split(":", 1)[0] for line in text.splitlines()] == list(_skill(r).listing)
+        assert all(b > 20_000 for b in _skill(r).request_bytes), "the non-bare CLI's requests are large"
 
 
 def test_the_skill_is_never_in_the_patch(installed_run) -> None:  # type: ignore[no-untyped-def]
