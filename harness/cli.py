@@ -30,6 +30,7 @@ typical use:
   harness merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
   harness report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
   harness history <skill>                          the skill's results over time, by model and date
+  harness triggers path/to/triggers.yaml           trigger accuracy of a skill's description(s)
 
 exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequisite, 130 interrupted
 """
