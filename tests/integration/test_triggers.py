@@ -19,6 +19,7 @@ from harness.triggers import TriggerOptions, load_trigger_study, run_triggers
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 SKILL = "careful-fixer"
+EPS = 1e-9  # Wilson's bound at 0/n is 0 up to rounding
 # query -> (should trigger, p with the "reproduce" description, p with the terse one)
 KNOWN = {
     "yes-a": (True, 0.9, 0.3),
@@ -105,11 +106,12 @@ def test_the_known_scripted_rates_are_reproduced_within_their_intervals(trigger_
         v = a["variants"][variant]
         for row in v["queries"]:
             p = KNOWN[row["query"]][col]
-            assert row["low"] <= p <= row["high"], (variant, row)
+            assert row["low"] - EPS <= p <= row["high"] + EPS, (variant, row)
         recall_true = (KNOWN["yes-a"][col] + KNOWN["yes-b"][col]) / 2
         fpr_true = (KNOWN["no-plain"][col] + KNOWN["no-near"][col]) / 2
-        assert v["recall"]["low"] <= recall_true <= v["recall"]["high"], (variant, v["recall"])
-        assert v["false_trigger_rate"]["low"] <= fpr_true <= v["false_trigger_rate"]["high"], v["false_trigger_rate"]
+        assert v["recall"]["low"] - EPS <= recall_true <= v["recall"]["high"] + EPS, (variant, v["recall"])
+        fpr = v["false_trigger_rate"]
+        assert fpr["low"] - EPS <= fpr_true <= fpr["high"] + EPS, fpr
         assert len(v["listings"]) == 1, "every run of a variant saw the same listing"
         rows = {row["query"]: row for row in v["queries"]}
         assert rows["no-plain"]["triggered"] == 0, "a query the model never picks the skill for"
