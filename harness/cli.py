@@ -300,10 +300,11 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     for skill, prereg in setup.preregistrations.items():
         print(f"\n=== skill {skill} ===")
         study = load_study(prereg)
+        own = setup.root / "demo" / f"scenario-{skill}.yaml"  # the installed part has its own
         options = RunOptions(
             out=args.out.resolve() / f"results-{skill}",
             jobs=args.jobs or default_jobs(study, env),
-            scripted=setup.scenario,
+            scripted=own if own.is_file() else setup.scenario,
             runtime=args.runtime,
             images=_image_options(args),
             env=env,

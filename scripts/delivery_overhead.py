@@ -35,12 +35,16 @@ def run(work: Path, delivery: str) -> list[list[int]]:
     path = demo / f"overhead-{delivery}.yaml"
     path.write_text(yaml.safe_dump(prereg, sort_keys=False))
     lock(path)
+    scen = yaml.safe_load(setup.scenario.read_text())
+    scen["tasks"] = {"fix-mean": scen["tasks"]["fix-mean"]}
+    scenario = demo / "overhead-scenario.yaml"
+    scenario.write_text(yaml.safe_dump(scen))
     trials = work / f"trials-{delivery}"
     trials.mkdir(mode=0o700)
     result = Experiment(
         load_study(path),
         Engine(),
-        RunOptions(out=work / f"out-{delivery}", jobs=2, scripted=setup.scenario, work_root=trials),
+        RunOptions(out=work / f"out-{delivery}", jobs=2, scripted=scenario, work_root=trials),
     ).run()
     return [list(r.skill.request_bytes) for r in result.records if r.skill is not None]
 
