@@ -534,6 +534,11 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
+def _pp(x: float | None) -> str:
+    """A bound of a difference of rates, in points (a difference of rates lies in [-100, +100])."""
+    return "n/a" if x is None else f"{100 * max(-1.0, min(1.0, x)):+.0f} pp"
+
+
 def _est(e: dict[str, Any]) -> str:
     if e["rate"] is None:
         return f"could not measure ({e.get('could_not_measure', '')})"
@@ -562,7 +567,7 @@ def comparison_lines(a: dict[str, Any]) -> list[str]:
                 continue
             lines.append(
                 f"{c['variant']} - {c['reference']} {kind.replace('_', ' ')}: {100 * x['difference']:+.0f} pp "
-                f"[{_pct(x['low'])}, {_pct(x['high'])}] over {x['queries']} queries, sign-flip p = "
+                f"[{_pp(x['low'])}, {_pp(x['high'])}] over {x['queries']} queries, sign-flip p = "
                 + ("n/a" if x["sign_flip_p"] is None else f"{x['sign_flip_p']:.3f}")
             )
     return lines
