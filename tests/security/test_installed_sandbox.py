@@ -23,12 +23,12 @@ from tests.security.test_network import (  # noqa: F401  (fixtures and tests run
     test_dns_resolves_nothing_foreign,
     test_the_agent_reaches_its_gateway_and_nothing_else,
 )
+from tests.security.helpers import kv
 from tests.security.test_sandbox import (  # noqa: F401
     _probe,
     run_attacked,
     test_agent_is_unprivileged_from_inside,
     test_gateway_forwards_only_the_messages_api_and_records_every_refusal,
-    test_no_docker_socket_and_no_foreign_sockets,
     test_only_workspace_tmp_home_and_the_private_ipc_mounts_are_writable,
     test_privilege_escalation_attempts_fail,
     test_the_gateway_replaced_every_client_key_with_the_real_one,
@@ -85,3 +85,14 @@ def test_mounts_are_the_workspace_and_in_the_skill_arm_the_read_only_skill(attac
         for m in data["Mounts"]:
             if m["Destination"] == TARGET:
                 assert m["Source"].startswith(str(attacked["work_root"])), "mounted from a controller-owned copy"
+
+
+@pytest.mark.parametrize("arm", ["baseline", "skill"])
+def test_no_docker_socket_and_only_the_clis_own_socket(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+    """Without --bare the CLI binds its own IPC socket under /tmp/cc-socks (the container's private
+    tmpfs); nothing else is a socket, and no engine socket is reachable."""
+    seen = kv(_probe(attacked, "sec-container", "sockets", arm))
+    assert seen["control_socket"] == "found", "positive control: the probe detects a socket that exists"
+    assert seen["docker_sock"] == "0"
+    sockets = seen["sockets"].split()
+    assert all(s.startswith("/tmp/cc-socks/") and s.endswith(".sock") for s in sockets), sockets
