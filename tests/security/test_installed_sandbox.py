@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import latest
+from tests.security.helpers import kv
 from tests.security.test_network import (  # noqa: F401  (fixtures and tests run here against the installed delivery)
     canary,
     host_listener,
@@ -23,7 +24,6 @@ from tests.security.test_network import (  # noqa: F401  (fixtures and tests run
     test_dns_resolves_nothing_foreign,
     test_the_agent_reaches_its_gateway_and_nothing_else,
 )
-from tests.security.helpers import kv
 from tests.security.test_sandbox import (  # noqa: F401
     _probe,
     run_attacked,
