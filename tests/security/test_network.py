@@ -221,6 +221,7 @@ def run_network_attack(sec_setup: Path, engine, canary, host_listener, tmp_path_
         "network",
         [task],
         scenario_extra={"probe_wait_s": 90},
+        budgets={"timeout_s": 240} if delivery == "installed" else None,
         execution_extra={"delivery": delivery},
     )
     work_root = tmp / "trials"

@@ -252,7 +252,14 @@ def run_attacked(sec_setup: Path, engine, images, tmp_path_factory, delivery: st
             ],
         ),
     ]
-    prereg, scen = write_hostile(sec_setup, "attacked", tasks, execution_extra={"delivery": delivery})
+    # the non-bare CLI sends ~50 kB per request and starts slower: a longer deadline on a loaded host
+    prereg, scen = write_hostile(
+        sec_setup,
+        "attacked",
+        tasks,
+        budgets={"timeout_s": 240} if delivery == "installed" else None,
+        execution_extra={"delivery": delivery},
+    )
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     repo_before = tree_digest(repo)
