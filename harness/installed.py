@@ -158,8 +158,14 @@ def observe(
 
     A trigger is a ``Skill`` tool_use naming the skill anywhere in the turn (not a mention in
     text, not the listing). The agent's stdout plays no part."""
-    requests = _events(evts, "skill_request")
+    requests = all_requests = _events(evts, "skill_request")
     responses = _events(evts, "model_tool_use")
+    # The CLI's conversation is the first one through the gateway (its first request precedes every
+    # tool the agent runs); API calls the agent makes itself are other conversations: never counted.
+    cli_conversation = next((r.get("conversation") for r in requests if r.get("turn") == 0), None)
+    if cli_conversation is not None:
+        responses = [r for r in responses if r.get("conversation") in (cli_conversation, None)]
+        requests = [r for r in requests if r.get("conversation") in (cli_conversation, None)] or requests
     uses: list[str] = []
     for r in responses:
         for u in r.get("uses") or []:
@@ -185,7 +191,7 @@ def observe(
     names = [str(n) for n in first.get("listed") or []]
     lines = [str(x) for x in first.get("listing") or []]
     listed = skill in names
-    conversations = {r.get("conversation") for r in firsts}
+    conversations = {r.get("conversation") for r in all_requests if r.get("turn") == 0}
     if len(conversations) > 1:
         flags.append(f"skill_trace_extra_conversations: {len(conversations)} conversations through the gateway")
     for r in requests[1:]:

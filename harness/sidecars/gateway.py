@@ -188,7 +188,7 @@ class Gateway(BaseHTTPRequestHandler):
             self._refuse(400, "trigger run: the skill was called, the verdict is known")
             return
         if path == "/v1/messages":
-            skilltrace.observe_request(body, log)
+            self.skill_conversation = skilltrace.observe_request(body, log)
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
@@ -215,7 +215,7 @@ class Gateway(BaseHTTPRequestHandler):
             )
             return
         usage: dict[str, int] = {}
-        trace = skilltrace.ResponseTrace()
+        trace = skilltrace.ResponseTrace(getattr(self, "skill_conversation", None))
         stream = "text/event-stream" in (resp.getheader("content-type") or "")
         self.send_response(resp.status)
         for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):

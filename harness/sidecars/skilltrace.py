@@ -118,10 +118,11 @@ class Stopper:
 STOPPER = Stopper(os.environ.get("GATEWAY_STOP_ON_SKILL", ""))
 
 
-def observe_request(body: Any, log: Log) -> None:
-    """Log what this request shows about skills (metadata and the listing; never the conversation)."""
+def observe_request(body: Any, log: Log) -> str | None:
+    """Log what this request shows about skills (metadata and the listing; never the conversation).
+    Returns the conversation's hash, which the response's ``model_tool_use`` line carries too."""
     if not isinstance(body, dict):
-        return
+        return None
     messages = body.get("messages") if isinstance(body.get("messages"), list) else []
     turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     tools = [str(t.get("name"))[:80] for t in body.get("tools") or [] if isinstance(t, dict)]
@@ -142,12 +143,15 @@ def observe_request(body: Any, log: Log) -> None:
     if turn == 0 and lines is not None:
         fields["listing"] = lines
     log("skill_request", **fields)
+    conversation = fields.get("conversation")
+    return str(conversation) if conversation else None
 
 
 class ResponseTrace:
     """Collect the ``tool_use`` blocks of one model response as its SSE lines stream past."""
 
-    def __init__(self) -> None:
+    def __init__(self, conversation: str | None = None) -> None:
+        self.conversation = conversation
         self.blocks: dict[int, dict[str, Any]] = {}
         self.partial: dict[int, str] = {}
 
@@ -202,4 +206,4 @@ class ResponseTrace:
     def emit(self, log: Log) -> None:
         uses = self.uses()
         STOPPER.saw(uses)
-        log("model_tool_use", uses=uses)
+        log("model_tool_use", uses=uses, conversation=self.conversation)

@@ -304,3 +304,26 @@ def test_trigger_preregistration_checks_the_variants_name(tmp_path: Path) -> Non
     assert len(triggers.plan_runs(triggers.load_trigger_study(path).prereg)) == 3
     ids = {triggers.paired_session_id(1, "q", 0), triggers.paired_session_id(1, "q", 1)}
     assert len(ids) == 2
+
+
+def test_api_calls_the_agent_makes_itself_never_count_as_the_skill_firing() -> None:
+    events, log = logged()
+    cli = skilltrace.observe_request(body(skill_line=True), log)
+    skilltrace.ResponseTrace(cli).emit(log)  # the CLI's turn: no tool use
+    forged_body = body(skill_line=True)
+    forged_body["messages"][0]["content"][0]["text"] = "curl from inside the sandbox"
+    own = skilltrace.observe_request(forged_body, log)
+    trace = skilltrace.ResponseTrace(own)
+    trace.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    trace.emit(log)
+    assert cli != own
+    use, _prov, flags = installed.observe(events, skill="careful-fixer", arm="skill", delivery="installed")
+    assert use.invoked == "no" and use.tool_uses == (), use
+    assert any(f.startswith("skill_trace_extra_conversations") for f in flags)
+    # positive control: the same Skill call in the CLI's own conversation counts
+    events2, log2 = logged()
+    cli2 = skilltrace.observe_request(body(skill_line=True), log2)
+    t2 = skilltrace.ResponseTrace(cli2)
+    t2.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    t2.emit(log2)
+    assert installed.observe(events2, skill="careful-fixer", arm="skill", delivery="installed")[0].invoked == "yes"
