@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import traceback
@@ -30,6 +31,7 @@ typical use:
   harness merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
   harness report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
   harness history <skill>                          the skill's results over time, by model and date
+  harness triggers path/to/triggers.yaml           trigger accuracy of a skill's description(s)
 
 exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequisite, 130 interrupted
 """
@@ -121,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
     _image_args(dm)
+
+    from harness import triggers
+
+    triggers.add_parser(sub)
 
     rp = sub.add_parser(
         "report",
@@ -411,10 +417,11 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     for skill, prereg in setup.preregistrations.items():
         print(f"\n=== skill {skill} ===")
         study = load_study(prereg)
+        own = setup.root / "demo" / f"scenario-{skill}.yaml"  # the installed part has its own
         options = RunOptions(
             out=args.out.resolve() / f"results-{skill}",
             jobs=args.jobs or default_jobs(study, env),
-            scripted=setup.scenario,
+            scripted=own if own.is_file() else setup.scenario,
             runtime=args.runtime,
             images=_image_options(args),
             env=env,
@@ -437,7 +444,30 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
                 env=env,
             ),
         )
+    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs)
     return 0
+
+
+def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
+    """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
+    import time
+
+    from harness.engine import Engine
+    from harness.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+
+    prereg = root / "triggers" / "preregistration.yaml"
+    if not prereg.is_file():
+        return
+    study = load_trigger_study(prereg)
+    print(f"\n=== trigger accuracy of careful-fixer: {len(plan_runs(study.prereg))} runs ===")
+    if out.exists():
+        shutil.rmtree(out)
+    t0 = time.monotonic()
+    analysis = run_triggers(
+        study, Engine(), TriggerOptions(out=out, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml")
+    )
+    print("\n".join(summary_lines(analysis)))
+    print(f"{time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
 
 
 def _print_demo_outcome(results: Path) -> None:
@@ -529,6 +559,12 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
+def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.triggers import cmd_triggers as run
+
+    return run(args, env)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
@@ -542,6 +578,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "gate": cmd_gate,
     "history": cmd_history,
     "plan": cmd_plan,
+    "triggers": cmd_triggers,
 }
 
 

@@ -193,6 +193,10 @@ class Execution(Strict):
     model: str = "sonnet"
     judge_model: str = "haiku"
     allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
+    delivery: Literal["prompt", "installed"] = "prompt"
+    """prompt: ``claude --bare``, the skill arm told to read /skill/SKILL.md (the article's method);
+    installed: the CLI without --bare, the skill in .claude/skills for the model to pick up (or not) from
+    its description, both arms in that mode (see harness.installed)."""
     budgets: Budgets = Budgets()
     resources: Resources = Resources()
     seed: Annotated[Int, Field(ge=-(1 << 63), lt=1 << 63)] = 20261130

@@ -19,6 +19,8 @@ from harness.images import project_root
 from harness.lock import lock
 
 DEMO_SKILLS = ("careful-fixer", "verbose-planner")
+DEMO_INSTALLED = "careful-fixer-installed"
+"""The same skill in the installed delivery (non-bare CLI, .claude/skills): does it fire, and does it help?"""
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,17 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
     shutil.copytree(src / "skills", setup_root / "skills", ignore=shutil.ignore_patterns("__pycache__"))
     if (src / "library").is_dir():
         shutil.copytree(src / "library", setup_root / "library", ignore=shutil.ignore_patterns("__pycache__"))
+    if (src / "triggers").is_dir():
+        shutil.copytree(src / "triggers", setup_root / "triggers", ignore=shutil.ignore_patterns("__pycache__"))
     repo = setup_root / "demo" / "repo"
     gitops.git(["init", "--quiet", "--initial-branch=main", str(repo)])
     gitops.git(["add", "--all"], cwd=repo)
     gitops.git(["commit", "--quiet", "-m", "textkit: the demo repository"], cwd=repo)
     preregs = {}
-    for skill in DEMO_SKILLS:
+    for skill in (*DEMO_SKILLS, DEMO_INSTALLED):
         path = setup_root / "demo" / f"preregistration-{skill}.yaml"
+        if not path.is_file() and skill == DEMO_INSTALLED:
+            continue
         lock(path)
         preregs[skill] = path
     library = setup_root / "library" / "preregistration.yaml"

@@ -39,6 +39,7 @@ from harness import (
     apihealth,
     decision,
     gitops,
+    installed,
     plan,
     prices,
     retry,
@@ -464,8 +465,11 @@ class Experiment:
                 judge_model=ex.judge_model,
                 cli_version=images.claude_code_version,
                 image_digest=images.trial_id,
-                prompt_template_sha256=self.prompt_template_sha256(),
+                prompt_template_sha256=self.prompt_template_sha256()
+                if ex.delivery == "prompt"
+                else installed.prompt_template_sha256(),
                 harness_version=__version__,
+                delivery=ex.delivery,
                 **self._route_provenance(),
             )
             fingerprints = self._fingerprints(provenance, images, compiled)
@@ -759,6 +763,7 @@ class Experiment:
                 },
                 route_mounts=route_mounts,
                 library_copies=self.library_copies(run_root),
+                skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
             )
             return loop.run(todo).ran
         finally:

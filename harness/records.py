@@ -48,6 +48,15 @@ class Provenance(Model):
     """SHA-256 of the extra CA bundle the gateway trusted for the upstream (empty bundle: of b"")."""
     price_table_sha256: str | None = None
     """SHA-256 of the price table the gateway metered with (see :mod:`harness.prices`)."""
+    delivery: str | None = None
+    """How the skill reached the agent: ``prompt`` (``--bare``, told to read /skill/SKILL.md) or ``installed``
+    (non-bare CLI, ``.claude/skills``). Arms of different deliveries are never comparable (None: old records)."""
+    listing_sha256: str | None = None
+    """Installed delivery: sha256 of the skill listing the gateway saw in the first request, the skill
+    under test's own line removed. Equal in both arms, or the arms saw different distractors."""
+    delivery_check: str | None = None
+    """Installed delivery: ``ok`` when the arm saw what it should (skill arm: its skill listed; baseline: not
+    listed); anything else makes the comparison invalid (a skill arm without its listing is not a miss)."""
 
 
 class AgentResult(Model):
@@ -129,6 +138,30 @@ class JudgeResult(Model):
     """Trial id whose judge saw the identical input (only with ``judge.reuse_identical``); this trial paid nothing."""
 
 
+SkillInvoked = Literal["yes", "no", "forced", "could_not_measure"]
+
+
+class SkillUse(Model):
+    """"Did it fire?", from the gateway (the model's responses and the CLI's requests), never from stdout."""
+
+    delivery: str = "prompt"
+    invoked: SkillInvoked = "could_not_measure"
+    """yes / no: a ``Skill`` tool_use naming the skill anywhere in the turn; forced: the prompt delivery
+    tells the agent to read it; could_not_measure: the gateway saw no request (``reason`` says why)."""
+    listed: bool | None = None
+    """The skill's line was in the first request's skill listing (None: prompt delivery or not measured)."""
+    loaded: bool = False
+    """A later request carried the CLI's "Launching skill: NAME" tool_result: the body was loaded."""
+    tool_uses: tuple[str, ...] = ()
+    """Every tool_use the model emitted, in order; ``Skill:<name>`` for Skill calls."""
+    listing: tuple[str, ...] = ()
+    """The names in the first request's skill listing, in order."""
+    reason: str | None = None
+    request_bytes: tuple[int, ...] = ()
+    """Size of each request body the gateway forwarded (compact JSON): the per-turn input overhead of a
+    delivery, measured the same way in both (the scripted model's token counts are scripted)."""
+
+
 class ReusedFrom(Model):
     """Where a reused baseline trial first ran (baseline reuse across skills, see :mod:`harness.reuse`)."""
 
@@ -178,6 +211,8 @@ class TrialRecord(Model):
     """Set when this baseline trial was copied from another experiment instead of re-sampled."""
     skills_mounted: tuple[MountedSkill, ...] | None = None
     """Library experiments: the skills the agent container actually had (None outside library runs)."""
+    skill: SkillUse | None = None
+    """Whether the skill was listed and invoked, as the gateway saw it (None: old records)."""
 
     @property
     def is_outcome(self) -> bool:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import apihealth, decision, prices, runstate, samepatch
+from harness import apihealth, decision, prices, runstate, samepatch, skillreport
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -405,6 +405,7 @@ def terminal_summary(r: ReportInput) -> str:
         )
     for note in r.notes:
         lines.append(f"note: {note}")
+    lines += skillreport.terminal_lines(r.final_records, r.prereg.decision.pass_rule)
     lines += [
         "",
         f"point rule (the article's): {d.point_label}   interval rule: {d.interval_verdict}   evidence: {d.evidence}",
@@ -579,6 +580,7 @@ def markdown(r: ReportInput) -> str:
         lines += _md_table(["trial", "arm", "outcome", "flags", "files changed"], frows, align="lllll")
     if r.notes:
         lines += ["", "### Notes", ""] + [f"- {md_escape(n)}" for n in r.notes]
+    lines += skillreport.markdown_lines(r.final_records, r.prereg.decision.pass_rule)
     lines += [
         "",
         f"<sub>lock `{r.lock_hash[:16]}` · judge {md_code(prov['judge_model'])} · image "
@@ -750,6 +752,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "flagged_trials": [{"trial": t, "flags": list(f)} for t, f in r.flagged],
         "identical_patch_reuse": samepatch.reuse_counts(r.records),
         "api_failures": {arm: dict(c) for arm, c in apihealth.failures_by_arm(r.records).items()},
+        "skill_invocation": skillreport.summary(r.final_records, r.prereg.decision.pass_rule),
     }
 
 

@@ -97,11 +97,14 @@ def agent_spec(
     skill_dir: Path | None,
     command: Sequence[str],
     skill_mounts: Sequence[BindMount] = (),
+    skill_target: str = "/skill",
 ) -> ContainerSpec:
-    """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.delivery)."""
+    """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.delivery).
+    ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
+    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.installed`)."""
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
-        mounts.append(BindMount(skill_dir, "/skill", read_only=True))
+        mounts.append(BindMount(skill_dir, skill_target, read_only=True))
     mounts.extend(skill_mounts)
     return _claude_spec(
         p,

@@ -104,6 +104,24 @@ class LibraryBehaviour(M):
     skills: dict[str, SkillEffect] = {}
 
 
+class InvokeRule(M):
+    query_any: tuple[str, ...] = ()
+    """Matches when the query (the task prompt, or a trigger run's query) contains any of these (any case)."""
+    description_any: tuple[str, ...] = ()
+    """... and the skill's listed description contains any of these (so two descriptions can differ)."""
+    p: Annotated[float, Field(ge=0, le=1)]
+
+
+class Invocation(M):
+    """Installed delivery: whether the scripted model calls ``Skill`` on a listed skill (seeded)."""
+
+    p_default: Annotated[float, Field(ge=0, le=1)] = 1.0
+    rules: tuple[InvokeRule, ...] = ()
+    """The first rule that matches sets the probability; none matching: ``p_default``."""
+    marker: str = ""
+    """Text of SKILL.md's body; after the call the model checks the CLI sent it back (else skill_marker)."""
+
+
 class Defaults(M):
     usage: Usage = Usage()
     latency_ms: Annotated[int, Field(ge=0, le=600_000)] = 0
@@ -123,6 +141,8 @@ class Scenario(M):
     tasks: dict[str, TaskScript]
     library: LibraryBehaviour | None = None
     """Per-skill effects for library experiments (harness.library)."""
+    invocation: dict[str, Invocation] = {}
+    """Installed delivery and trigger runs, by skill name: when the model calls the Skill tool."""
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -147,6 +167,7 @@ def compile_scenario(
     data = scenario.model_dump(mode="json", exclude_none=True, exclude={"skills", "arms"})
     if seed is not None:
         data["seed"] = seed
+    data["skill"] = skill  # the installed delivery's skill arm is the one whose listing names it
     if skill_cfg is not None and skill_cfg.marker:
         data["skill_marker"] = skill_cfg.marker
     for task_id, script in data["tasks"].items():

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import agent as cli
-from harness import apihealth, delivery, gateway, judge, patch, samepatch, sandbox, watchdog, workspace
+from harness import apihealth, delivery, gateway, installed, judge, patch, samepatch, sandbox, watchdog, workspace
 from harness.config import Execution, Task
 from harness.engine import BindMount, Engine, ExitInfo
 from harness.errors import HarnessError, InfraError, Interrupted
@@ -36,6 +36,7 @@ from harness.records import (
     MountedSkill,
     PatchInfo,
     Provenance,
+    SkillUse,
     Status,
     TrialRecord,
     VerifyResult,
@@ -114,6 +115,8 @@ class TrialContext:
     route_mounts: tuple[BindMount, ...] = ()
     library_copies: Mapping[str, Path] = field(default_factory=dict)
     """Library experiments: skill name -> its controller-owned, read-only copy (see harness.delivery)."""
+    skill_name: str = ""
+    """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
 
 
 @dataclass
@@ -132,6 +135,8 @@ class _Progress:
     flags: list[str] = field(default_factory=list)
     oom: bool = False
     skills_mounted: tuple[MountedSkill, ...] | None = None
+    skill: SkillUse | None = None
+    provenance: dict[str, str | None] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -176,13 +181,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
-            command = cli.agent_command(
-                spec.prompt,
-                model=ctx.execution.model,
-                allowed_tools=ctx.execution.allowed_tools,
-                max_budget_usd=ctx.execution.budgets.per_trial_usd,
-                timeout_s=timeout_s,
-            )
+            command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
             dog = watchdog.Watchdog(
                 dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
@@ -196,6 +195,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
                 command=command,
                 skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
+                skill_target=skill_target,
             )
             if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
                 done.skills_mounted = delivery.mounted_skills(agent)
@@ -210,6 +210,13 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             _stop_if_asked(ctx)
             agent_events = gateway.events(ctx.engine, gw.name)
             done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
+            done.skill, done.provenance, skill_flags = installed.observe(
+                agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
+            )
+            done.flags.extend(skill_flags)
+            listing = installed.listing_text(agent_events) if ctx.execution.delivery == "installed" else None
+            if listing is not None:
+                done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
             done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
             if run.stdout_truncated:
@@ -274,7 +281,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         arm=spec.arm,
         run_index=spec.run_index,
         attempt=attempt,
-        provenance=ctx.provenance,
+        provenance=ctx.provenance.model_copy(update=done.provenance),
         status=done.status,
         error=ctx.redactor.text(done.error) if done.error else None,
         started_at=started,
@@ -290,6 +297,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         oom_killed=done.oom,
         shard=ctx.shard,
         skills_mounted=done.skills_mounted,
+        skill=done.skill,
     )
 
 
@@ -319,6 +327,25 @@ def _workspace_limit(trip: watchdog.Trip, done: _Progress) -> None:
         flags=("workspace_limit",),
         rejected=f"workspace_limit: {trip.reason}",
     )
+
+
+def _agent_command(
+    ctx: TrialContext, spec: TrialSpec, dirs: workspace.TrialDirs, timeout_s: int
+) -> tuple[tuple[str, ...], str]:
+    """The agent's argv and where its skill copy is mounted, by the preregistered delivery."""
+    ex = ctx.execution
+    budget = ex.budgets.per_trial_usd
+    if ex.delivery != "installed":
+        argv = cli.agent_command(
+            spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+        )
+        return argv, "/skill"
+    if spec.arm == "skill":
+        installed.prepare_mountpoint(dirs.workspace, ctx.skill_name)
+    argv = installed.agent_command(
+        spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+    )
+    return argv, installed.skill_target(ctx.skill_name)
 
 
 def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:

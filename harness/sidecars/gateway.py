@@ -36,6 +36,10 @@ try:
     import upstream_link  # the sidecar image: a sibling file in /opt/harness
 except ImportError:  # imported as harness.sidecars.gateway (unit tests)
     from harness.sidecars import upstream_link
+try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+    import skilltrace  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - host-side import of this file
+    from harness.sidecars import skilltrace
 
 FORWARD_PATHS = {"/v1/messages", "/v1/messages/count_tokens"}
 FORWARD_HEADERS = {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app"}
@@ -240,6 +244,11 @@ class Gateway(BaseHTTPRequestHandler):
         if self.meter.exhausted():
             self._refuse(429, f"trial budget of ${self.meter.budget:.4f} is spent")
             return
+        if path == "/v1/messages" and skilltrace.STOPPER.stopped():
+            self._refuse(400, "trigger run: the skill was called, the verdict is known")
+            return
+        if path == "/v1/messages":
+            self.skill_conversation = skilltrace.observe_request(body, log)
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
@@ -259,6 +268,7 @@ class Gateway(BaseHTTPRequestHandler):
             )
             return
         usage: dict[str, int] = {}
+        trace = skilltrace.ResponseTrace(getattr(self, "skill_conversation", None))
         stream = "text/event-stream" in (resp.getheader("content-type") or "")
         self.send_response(resp.status)
         for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):
@@ -288,6 +298,7 @@ class Gateway(BaseHTTPRequestHandler):
                     for line in lines:
                         meter_sse_line(line, usage)
                         ended = ended or upstream_link.stream_ended(line)
+                        trace.feed(line)
             except OSError:
                 broken = True
         else:
@@ -299,9 +310,12 @@ class Gateway(BaseHTTPRequestHandler):
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
                     merge_usage(usage, parsed["usage"])
+                trace.feed_message(parsed)
             except ValueError:
                 pass
         conn.close()
+        if path == "/v1/messages":
+            trace.emit(log)
         cost = self.meter.add(model, usage) if path == "/v1/messages" else 0.0
         log(
             "forwarded",

@@ -137,12 +137,16 @@ def first_user_text(messages: list[dict[str, Any]]) -> str:
 
 
 def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not messages:
-        return []
-    content = messages[-1].get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    """The tool results sent back since the model's last turn (without --bare the CLI may append a
+    system message, e.g. the --max-budget-usd reminder, after the user message that carries them)."""
+    out: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        content = message.get("content")
+        if isinstance(content, list):
+            out[:0] = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    return out
 
 
 def session_id(body: dict[str, Any], prompt: str) -> str:
@@ -217,6 +221,11 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
     prompt = first_user_text(messages)
     found = sc.find_task(prompt)
     arm = "skill" if SKILL_PATH in prompt else "baseline"
+    listing = skill_listing(body)
+    if listing is not None and sc.data.get("skill") in listing:
+        arm = "skill"  # installed delivery: the skill arm is the one whose listing names the skill
+    if found is None and listing is not None:
+        return trigger_reply(sc, body, prompt, listing)
     if found is None:
         usage = dict(sc.defaults.get("usage", {"input_tokens": 1000, "output_tokens": 50}))
         return Reply([{"type": "text", "text": "No scripted task matches this prompt."}], "end_turn", usage), {
@@ -232,9 +241,17 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
     success = state["draw"] < float(arm_cfg.get("p_success", 0.5))
 
     steps: list[dict[str, Any]] = []
-    read_skill = arm == "skill" and bool(arm_cfg.get("read_skill", True))
+    read_skill = arm == "skill" and listing is None and bool(arm_cfg.get("read_skill", True))
     if read_skill:
         steps.append({"tool": "Read", "input": {"file_path": SKILL_PATH}, "check_skill": True})
+    if listing is not None and arm == "skill":
+        invoked = installed_invoke(sc, state, messages, prompt, listing, task_id)
+        if invoked:
+            steps.append({"tool": "Skill", "input": {"skill": sc.data["skill"]}})
+            success = success and state["skill_read"] is not False
+        else:  # the skill never fired: the model works as it does without it
+            base_cfg = task.get("arms", {}).get("baseline", {})
+            success = state["draw"] < float(base_cfg.get("p_success", arm_cfg.get("p_success", 0.5)))
     steps.extend(arm_cfg.get("prelude", []))
     turn = sum(1 for m in messages if m.get("role") == "assistant")
 
@@ -311,6 +328,112 @@ def library_reply(
     if names:
         final += f" [skills read: {', '.join(n for n in names if checks.get(n))}]"
     return Reply([{"type": "text", "text": final}], "end_turn", usage), info
+
+
+# ------------------------------------------------------------- installed delivery: the Skill tool
+
+LISTING_HEADER = "The following skills are available for use with the Skill tool:"
+LAUNCH_PREFIX = "Launching skill:"
+
+
+def skill_listing(body: dict[str, Any]) -> dict[str, str] | None:
+    """Skill name -> description from the CLI's skill listing (None: no listing, e.g. ``--bare``)."""
+    for message in body.get("messages", []):
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        for block in blocks:
+            text = block.get("text", "") if isinstance(block, dict) else ""
+            if isinstance(text, str) and LISTING_HEADER in text:
+                out: dict[str, str] = {}
+                for line in text.split(LISTING_HEADER, 1)[1].lstrip("\n").split("\n"):
+                    if not line.startswith("- "):
+                        break
+                    name, _, desc = line[2:].partition(":")
+                    out[name.strip()] = desc.strip()
+                return out
+    return None
+
+
+def invoke_probability(sc: Scenario, skill: str, query: str, description: str) -> float:
+    """The scenario's chance that the model calls ``Skill`` on ``skill`` for ``query``: the first rule
+    whose keywords match the query and the listed description, else ``p_default``."""
+    cfg = (sc.data.get("invocation") or {}).get(skill) or {}
+    q, d = query.lower(), description.lower()
+    for rule in cfg.get("rules", []):
+        q_ok = not rule.get("query_any") or any(k.lower() in q for k in rule["query_any"])
+        d_ok = not rule.get("description_any") or any(k.lower() in d for k in rule["description_any"])
+        if q_ok and d_ok:
+            return float(rule.get("p", 0.0))
+    return float(cfg.get("p_default", 1.0 if not cfg else 0.0))
+
+
+def check_skill_load(sc: Scenario, messages: list[dict[str, Any]], skill: str, info: dict[str, Any]) -> bool:
+    """After the model's Skill call: did the real CLI send back the launch and the skill's body?"""
+    tail: list[dict[str, Any]] = []  # since the model's last turn (the CLI may append a system message)
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            break
+        content = message.get("content")
+        tail[:0] = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    results = [b for b in tail if b.get("type") == "tool_result"]
+    launched = any(text_of(r.get("content")).startswith(f"{LAUNCH_PREFIX} {skill}") for r in results)
+    seen = text_of(tail)
+    marker = str(
+        ((sc.data.get("invocation") or {}).get(skill) or {}).get("marker") or sc.data.get("skill_marker") or ""
+    )
+    ok = launched and bool(marker) and marker in seen
+    log("skill_loaded", skill=skill, ok=ok, launched=launched, **info)
+    return ok
+
+
+def installed_invoke(
+    sc: Scenario,
+    state: dict[str, Any],
+    messages: list[dict[str, Any]],
+    prompt: str,
+    listing: dict[str, str],
+    task_id: str,
+) -> bool:
+    """A/B trial, installed delivery: the seeded decision to call Skill (made once per conversation)."""
+    skill = str(sc.data["skill"])
+    if "invoke" not in state:
+        p = invoke_probability(sc, skill, prompt, listing.get(skill, ""))
+        state["invoke"] = random.Random(f"{sc.seed}:{task_id}:invoke:{state['index']}").random() < p
+        log("skill_decision", task=task_id, skill=skill, invoke=state["invoke"], p=p, index=state["index"])
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    if state["invoke"] and turn == 1 and state["skill_read"] is None:
+        state["skill_read"] = check_skill_load(sc, messages, skill, {"task": task_id, "index": state["index"]})
+    return bool(state["invoke"])
+
+
+def trigger_reply(
+    sc: Scenario, body: dict[str, Any], prompt: str, listing: dict[str, str]
+) -> tuple[Reply, dict[str, Any]]:
+    """A trigger run (no task: the prompt is a query): call Skill or answer, with a seeded chance
+    that depends on the query and the listed description. A run draws ``Random(seed:query:session)``
+    whatever the description, and the harness gives run r of a query the same session id in every
+    variant, so two descriptions are compared on the same draws (paired)."""
+    messages = body.get("messages", [])
+    skill = str(sc.data.get("skill") or "")
+    usage = dict(sc.defaults.get("usage") or {"input_tokens": 1000, "output_tokens": 50})
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    qhash = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+    description = listing.get(skill, "")
+    dhash = hashlib.sha256(description.encode()).hexdigest()[:12]
+    sid = session_id(body, prompt)  # the harness pins it per (query, run), the same for every description
+    state = sc.session_state(f"{sid}:{dhash}", f"trigger:{qhash}:{dhash}", "query", "trigger")
+    info = {"query": qhash, "description": dhash, "index": state["index"], "turn": turn}
+    if "invoke" not in state:
+        p = invoke_probability(sc, skill, prompt, description) if skill in listing else 0.0
+        state["invoke"] = random.Random(f"{sc.seed}:trigger:{qhash}:{sid}").random() < p
+        log("skill_decision", skill=skill, invoke=state["invoke"], p=p, **info)
+    if state["invoke"] and turn == 0:
+        return Reply([tool_block({"tool": "Skill", "input": {"skill": skill}}, 0)], "tool_use", usage), info
+    if state["invoke"] and turn == 1:
+        check_skill_load(sc, messages, skill, info)
+    return Reply([{"type": "text", "text": "Answered without a skill."}], "end_turn", usage), info
 
 
 def judge_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:

@@ -71,6 +71,7 @@ def write_hostile(
     budgets: Mapping[str, Any] | None = None,
     resources: Mapping[str, Any] | None = None,
     scenario_extra: Mapping[str, Any] | None = None,
+    execution_extra: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """A locked experiment over ``tasks``: the baseline arm runs ``baseline`` steps, the skill arm ``skill``."""
     demo = setup_root / "demo"
@@ -122,6 +123,7 @@ def write_hostile(
     }
     if resources:
         execution["resources"] = dict(resources)
+    execution.update(execution_extra or {})
     return write_experiment(
         setup_root,
         name,

@@ -197,6 +197,11 @@ def canary(engine, images) -> Iterator[dict[str, str]]:  # type: ignore[no-untyp
 
 @pytest.fixture(scope="module")
 def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_path_factory):  # type: ignore[no-untyped-def]
+    return run_network_attack(sec_setup, engine, canary, host_listener, tmp_path_factory)
+
+
+def run_network_attack(sec_setup: Path, engine, canary, host_listener, tmp_path_factory, delivery: str = "prompt"):  # type: ignore[no-untyped-def]
+    """Both arms attack each other, in the prompt delivery or the installed one (non-bare CLI)."""
     tmp = tmp_path_factory.mktemp("net")
     task = HostileTask(
         "net-probe",
@@ -211,7 +216,14 @@ def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_p
             bash(alive_script("attack_baseline"), "alive_skill"),
         ],
     )
-    prereg, scen = write_hostile(sec_setup, "network", [task], scenario_extra={"probe_wait_s": 90})
+    prereg, scen = write_hostile(
+        sec_setup,
+        "network",
+        [task],
+        scenario_extra={"probe_wait_s": 90},
+        budgets={"timeout_s": 240} if delivery == "installed" else None,
+        execution_extra={"delivery": delivery},
+    )
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=2)

@@ -207,6 +207,12 @@ echo specials=$(find /workspace \( -type p -o -type s -o -type l \) | wc -l)
 
 @pytest.fixture(scope="module")
 def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    return run_attacked(sec_setup, engine, images, tmp_path_factory)
+
+
+def run_attacked(sec_setup: Path, engine, images, tmp_path_factory, delivery: str = "prompt"):  # type: ignore[no-untyped-def]
+    """The hostile experiment, in the prompt delivery (``--bare``) or the installed one (non-bare CLI,
+    see tests/security/test_installed_sandbox.py)."""
     tmp = tmp_path_factory.mktemp("attacked")
     repo = sec_setup / "demo" / "repo"
     # the user's history holds a secret that the base commit no longer has
@@ -246,7 +252,14 @@ def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathF
             ],
         ),
     ]
-    prereg, scen = write_hostile(sec_setup, "attacked", tasks)
+    # the non-bare CLI sends ~50 kB per request and starts slower: a longer deadline on a loaded host
+    prereg, scen = write_hostile(
+        sec_setup,
+        "attacked",
+        tasks,
+        budgets={"timeout_s": 240} if delivery == "installed" else None,
+        execution_extra={"delivery": delivery},
+    )
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     repo_before = tree_digest(repo)

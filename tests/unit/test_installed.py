@@ -1,0 +1,329 @@
+"""Pure parts of the installed delivery, "did it fire?" and trigger accuracy (no Docker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import installed, skillreport, triggers
+from harness.config import Execution
+from harness.errors import ConfigError, InfraError
+from harness.records import Provenance, SkillUse, TrialRecord, VerifyResult
+from harness.sidecars import scripted_api, skilltrace
+
+LISTING = (
+    "When you launch agents...\n\nThe following skills are available for use with the Skill tool:\n\n"
+    "- careful-fixer: Fix a reported bug by reproducing it first.\n- dataviz: Charts.\n- simplify: Review.\n\nmore"
+)
+
+
+def body(listing: bool = True, skill_line: bool = True, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    text = (
+        LISTING if skill_line else LISTING.replace("- careful-fixer: Fix a reported bug by reproducing it first.\n", "")
+    )
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "fix the bug"}]}]
+    if listing:
+        msgs.append({"role": "system", "content": [{"type": "text", "text": text}]})
+    return {"messages": msgs + (extra or []), "tools": [{"name": "Bash"}, {"name": "Skill"}]}
+
+
+def logged() -> tuple[list[dict[str, Any]], Any]:
+    events: list[dict[str, Any]] = []
+    return events, lambda event, **f: events.append({"event": event, **f})
+
+
+# ------------------------------------------------------------------ gateway side (skilltrace)
+
+
+def test_the_listing_is_found_wherever_the_cli_put_it_and_parsed_line_by_line() -> None:
+    lines = skilltrace.listing_lines(body())
+    assert lines is not None and [skilltrace.line_name(x) for x in lines] == ["careful-fixer", "dataviz", "simplify"]
+    assert skilltrace.listing_lines(body(listing=False)) is None
+
+
+def test_observe_request_logs_turn_tools_listing_and_loads_but_never_the_conversation() -> None:
+    events, log = logged()
+    skilltrace.observe_request(body(), log)
+    loaded = body(
+        extra=[
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "content": "Launching skill: careful-fixer"}]},
+            {"role": "system", "content": [{"type": "text", "text": "USD budget: $0.01/$0.5"}]},
+        ]
+    )
+    skilltrace.observe_request(loaded, log)
+    first, second = events
+    assert first["turn"] == 0 and first["listed"] == ["careful-fixer", "dataviz", "simplify"] and "listing" in first
+    assert first["tools"] == ["Bash", "Skill"] and first["loaded"] == []
+    assert second["turn"] == 1 and second["loaded"] == ["careful-fixer"] and "listing" not in second
+    assert "fix the bug" not in json.dumps(events)
+
+
+def test_response_trace_reads_tool_uses_from_sse_and_json() -> None:
+    trace = skilltrace.ResponseTrace()
+    for event in (
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "name": "Skill", "input": {}},
+        },
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": '{"ski'}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": 'll": "x"}'}},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "name": "Bash", "input": {}}},
+    ):
+        trace.feed(b"data: " + json.dumps(event).encode())
+    assert trace.uses() == [{"name": "Skill", "skill": "x"}, {"name": "Bash"}]
+    plain = skilltrace.ResponseTrace()
+    plain.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "y"}}]})
+    assert plain.uses() == [{"name": "Skill", "skill": "y"}]
+
+
+def test_the_stopper_fires_only_on_the_named_skill() -> None:
+    stop = skilltrace.Stopper("careful-fixer")
+    stop.saw([{"name": "Skill", "skill": "dataviz"}, {"name": "Bash"}])
+    assert not stop.stopped()
+    stop.saw([{"name": "Skill", "skill": "careful-fixer"}])
+    assert stop.stopped()
+
+
+# ------------------------------------------------------------------ host side (installed.observe)
+
+
+def gateway_log(skill_arm: bool, calls: list[dict[str, Any]], listing_changes: bool = False) -> list[dict[str, Any]]:
+    events, log = logged()
+    skilltrace.observe_request(body(skill_line=skill_arm), log)
+    log("model_tool_use", uses=calls)
+    skilltrace.observe_request(
+        body(skill_line=skill_arm and not listing_changes, extra=[{"role": "assistant", "content": []}]), log
+    )
+    log("model_tool_use", uses=[])
+    return events
+
+
+def test_observe_invoked_listed_and_provenance() -> None:
+    use, prov, flags = installed.observe(
+        gateway_log(True, [{"name": "Skill", "skill": "careful-fixer"}]),
+        skill="careful-fixer",
+        arm="skill",
+        delivery="installed",
+    )
+    assert use.invoked == "yes" and use.listed and use.tool_uses == ("Skill:careful-fixer",) and flags == []
+    base, base_prov, _ = installed.observe(
+        gateway_log(False, []), skill="careful-fixer", arm="baseline", delivery="installed"
+    )
+    assert base.invoked == "no" and base.listed is False
+    assert prov["listing_sha256"] == base_prov["listing_sha256"], "the arms differ by exactly the skill's line"
+    assert prov["delivery_check"] == base_prov["delivery_check"] == "ok"
+    text = installed.listing_text(gateway_log(True, []))
+    assert text is not None and text.decode().splitlines()[0].startswith("- careful-fixer: ")
+
+
+def test_a_skill_arm_without_its_listing_is_could_not_measure_and_invalid_not_a_miss() -> None:
+    use, prov, _ = installed.observe(gateway_log(False, []), skill="careful-fixer", arm="skill", delivery="installed")
+    assert use.invoked == "could_not_measure" and use.listed is False and "not listed" in (use.reason or "")
+    assert prov["delivery_check"] != "ok"
+    nothing, prov2, _ = installed.observe([], skill="careful-fixer", arm="skill", delivery="installed")
+    assert nothing.invoked == "could_not_measure" and "no request" in (nothing.reason or "")
+    assert "could not measure" in (prov2["delivery_check"] or "")
+
+
+def test_a_baseline_that_lists_or_calls_the_skill_is_flagged() -> None:
+    _use, prov, flags = installed.observe(
+        gateway_log(True, [{"name": "Skill", "skill": "careful-fixer"}], listing_changes=True),
+        skill="careful-fixer",
+        arm="baseline",
+        delivery="installed",
+    )
+    assert prov["delivery_check"] != "ok"
+    assert any(f.startswith("baseline_invoked_skill") for f in flags)
+    assert any(f.startswith("skill_listing_changed") for f in flags)
+
+
+def test_prompt_delivery_is_forced_in_the_skill_arm() -> None:
+    use, prov, _ = installed.observe([], skill="x", arm="skill", delivery="prompt")
+    assert use.invoked == "forced" and prov == {"delivery": "prompt"}
+
+
+def test_installed_command_is_not_bare_and_loads_only_project_settings() -> None:
+    argv = installed.agent_command(
+        "do it", model="sonnet", allowed_tools=("Bash", "Read"), max_budget_usd=0.5, timeout_s=60, max_turns=3
+    )
+    assert "--bare" not in argv and argv[argv.index("--setting-sources") + 1] == "project"
+    assert argv[argv.index("--allowedTools") + 1] == "Bash,Read,Skill"
+    assert "--strict-mcp-config" in argv and json.loads(argv[argv.index("--settings") + 1]) == {"disableAllHooks": True}
+    assert argv[argv.index("--max-turns") + 1] == "3"
+    assert Execution().delivery == "prompt"
+
+
+def test_skill_name_and_mountpoint(tmp_path: Path) -> None:
+    skill = tmp_path / "s"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: real-name\ndescription: x\n---\nbody\n")
+    assert installed.skill_name(skill, "fallback") == "real-name"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    installed.prepare_mountpoint(ws, "real-name")
+    assert (ws / ".claude" / "skills" / "real-name").is_dir()
+    evil = tmp_path / "evil"
+    (evil / ".claude").mkdir(parents=True)
+    (evil / ".claude" / "skills").symlink_to("/etc")
+    with pytest.raises(InfraError):
+        installed.prepare_mountpoint(evil, "x")
+
+
+# ------------------------------------------------------------------ reports
+
+
+def record(arm: str, invoked: str, passed: bool, delivery: str = "installed") -> TrialRecord:
+    prov = Provenance(
+        lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c", image_digest="i",
+        prompt_template_sha256="p", harness_version="h",
+    )  # fmt: skip
+    return TrialRecord(
+        experiment_id="e", trial_id=f"t.{arm}.{invoked}.{passed}", task_id="t", arm=arm,  # type: ignore[arg-type]
+        run_index=0, provenance=prov, status="completed", started_at="", finished_at="",
+        verify=VerifyResult(exit_code=0 if passed else 1),
+        skill=SkillUse(delivery=delivery, invoked=invoked, listed=arm == "skill"),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_pass_rates_split_by_invoked_and_silent_bypass() -> None:
+    recs = [record("skill", "yes", True), record("skill", "no", False), record("baseline", "no", False)]
+    rows = {(r.arm, r.invoked): r for r in skillreport.invocation_rows(recs, "verify")}
+    assert rows[("skill", "yes")].rate_text == "1/1" and rows[("skill", "no")].rate_text == "0/1"
+    assert skillreport.silent_bypass(recs) is None
+    bypass = [record("skill", "no", True), record("skill", "no", False), record("baseline", "no", True)]
+    assert "silent bypass" in (skillreport.silent_bypass(bypass) or "")
+    assert any("silent bypass" in line for line in skillreport.markdown_lines(bypass, "verify"))
+    assert skillreport.silent_bypass([record("skill", "forced", True, "prompt")]) is None
+
+
+# ------------------------------------------------------------------ scripted model
+
+
+def test_scripted_invoke_probability_depends_on_query_and_description() -> None:
+    sc = scripted_api.Scenario(
+        {
+            "tasks": {},
+            "invocation": {
+                "s": {"p_default": 0.1, "rules": [{"query_any": ["bug"], "description_any": ["reproduc"], "p": 0.9}]}
+            },
+        }
+    )
+    assert scripted_api.invoke_probability(sc, "s", "a BUG here", "Reproduce first") == 0.9
+    assert scripted_api.invoke_probability(sc, "s", "a bug here", "Careful helper") == 0.1
+    assert scripted_api.skill_listing(body()) == {
+        "careful-fixer": "Fix a reported bug by reproducing it first.",
+        "dataviz": "Charts.",
+        "simplify": "Review.",
+    }
+
+
+# ------------------------------------------------------------------ trigger analysis
+
+
+def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[triggers.RunRecord]:
+    return [
+        triggers.RunRecord(
+            run_id=f"{variant}.{query}.{i}",
+            variant=variant,
+            query_id=query,
+            should_trigger=should,
+            run_index=i,
+            outcome=o,  # type: ignore[arg-type]
+            reason="the skill under test was not listed" if o == "could_not_measure" else None,
+        )
+        for i, o in enumerate(outcomes)
+    ]
+
+
+def prereg() -> triggers.TriggerPrereg:
+    return triggers.TriggerPrereg(
+        skill="s",
+        variants={"a": "x", "b": "y"},
+        queries=(
+            triggers.Query(id="q1", query="one", should_trigger=True),
+            triggers.Query(id="q2", query="two", should_trigger=True),
+            triggers.Query(id="n1", query="three", should_trigger=False, near_miss=True),
+        ),
+    )
+
+
+T, N, C = "triggered", "not_triggered", "could_not_measure"
+
+
+def test_trigger_analysis_recall_false_triggers_and_paired_comparison() -> None:
+    recs = (
+        runs("a", "q1", True, [T, T, T, N]) + runs("a", "q2", True, [T, T, N, N]) + runs("a", "n1", False, [N, N, T, N])
+        + runs("b", "q1", True, [T, N, N, N]) + runs("b", "q2", True, [T, N, N, N]) + runs("b", "n1", False, [N, N, N, N])
+    )  # fmt: skip
+    a = triggers.analyse(prereg(), recs)
+    ra = a["variants"]["a"]["recall"]
+    assert ra["rate"] == pytest.approx(5 / 8) and ra["queries"] == 2 and 0 <= ra["low"] < ra["rate"] < ra["high"] <= 1
+    assert a["variants"]["a"]["false_trigger_rate"]["rate"] == pytest.approx(1 / 4)
+    (comp,) = a["comparisons"]
+    assert comp["recall"]["difference"] == pytest.approx(((1 / 4 - 3 / 4) + (1 / 4 - 2 / 4)) / 2)
+    assert comp["recall"]["run_pairs_only_reference"] == 3 and comp["recall"]["run_pairs_only_variant"] == 0
+    assert "recall" in "\n".join(triggers.summary_lines(a)) and "Side by side" in triggers.markdown(a)
+
+
+def test_nothing_measured_is_could_not_measure_never_a_zero_recall() -> None:
+    recs = runs("a", "q1", True, [C, C]) + runs("a", "q2", True, [C]) + runs("a", "n1", False, [N, N])
+    a = triggers.analyse(prereg(), recs)
+    recall = a["variants"]["a"]["recall"]
+    assert recall["rate"] is None and "not listed" in recall["could_not_measure"]
+    assert a["variants"]["a"]["could_not_measure"] == 3
+    assert "could not measure" in "\n".join(triggers.summary_lines(a))
+    assert a["variants"]["b"]["recall"]["could_not_measure"].startswith("no run measured")
+
+
+def test_clustered_interval_is_wider_than_naive_when_queries_differ() -> None:
+    est = triggers.clustered_rate([(10, 10), (0, 10)], 0.95)
+    assert est["rate"] == 0.5 and est["low"] == 0.0 and est["high"] == 1.0
+    same = triggers.clustered_rate([(5, 5), (5, 5), (5, 5)], 0.95)
+    assert same["rate"] == 1.0 and same["low"] < 1.0, "zero robust variance falls back to Wilson over queries"
+
+
+def test_trigger_preregistration_checks_the_variants_name(tmp_path: Path) -> None:
+    for name, skill_name in (("a", "s"), ("b", "other")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "SKILL.md").write_text(f"---\nname: {skill_name}\ndescription: d\n---\n")
+    path = tmp_path / "p.yaml"
+    path.write_text("skill: s\nvariants: {a: a, b: b}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
+    with pytest.raises(ConfigError, match=r"variants\.b"):
+        triggers.load_trigger_study(path)
+    path.write_text("skill: s\nvariants: {a: a}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
+    assert triggers.load_trigger_study(path).variant_dirs["a"] == (tmp_path / "a").resolve()
+    assert len(triggers.plan_runs(triggers.load_trigger_study(path).prereg)) == 3
+    ids = {triggers.paired_session_id(1, "q", 0), triggers.paired_session_id(1, "q", 1)}
+    assert len(ids) == 2
+
+
+def test_api_calls_the_agent_makes_itself_never_count_as_the_skill_firing() -> None:
+    events, log = logged()
+    cli = skilltrace.observe_request(body(skill_line=True), log)
+    skilltrace.ResponseTrace(cli).emit(log)  # the CLI's turn: no tool use
+    forged_body = body(skill_line=True)
+    forged_body["messages"][0]["content"][0]["text"] = "curl from inside the sandbox"
+    own = skilltrace.observe_request(forged_body, log)
+    trace = skilltrace.ResponseTrace(own)
+    trace.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    trace.emit(log)
+    assert cli != own
+    use, _prov, flags = installed.observe(events, skill="careful-fixer", arm="skill", delivery="installed")
+    assert use.invoked == "no" and use.tool_uses == (), use
+    assert any(f.startswith("skill_trace_extra_conversations") for f in flags)
+    # positive control: the same Skill call in the CLI's own conversation counts
+    events2, log2 = logged()
+    cli2 = skilltrace.observe_request(body(skill_line=True), log2)
+    t2 = skilltrace.ResponseTrace(cli2)
+    t2.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    t2.emit(log2)
+    assert installed.observe(events2, skill="careful-fixer", arm="skill", delivery="installed")[0].invoked == "yes"
