@@ -8,7 +8,7 @@ Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
 that were running; rerunning the same command (or ``--resume``) runs only what
 is missing and never re-runs a trial whose last attempt is final. A different
-lock hash (or shard, or mode) refuses to resume into the same directory.
+lock hash (or shard, or mode, or any trial input: harness.inputs) refuses to resume into the same directory.
 Objects a killed controller left behind (containers and networks by label,
 trial directories and git worktrees by owner pid) are reaped on the next start.
 
@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, plan, reuse, sandbox, scenario
+from harness import __version__, decision, gitops, inputs, plan, reuse, sandbox, scenario
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
 from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
@@ -406,6 +406,7 @@ class Experiment:
                 harness_version=__version__,
             )
             compiled = self._compiled_scenario()
+            self._check_trial_inputs(store, images, compiled)
             fingerprints = self._fingerprints(provenance, images, compiled)
 
             def append(record: TrialRecord) -> None:
@@ -507,6 +508,24 @@ class Experiment:
         if foreign:
             raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
         return latest_by_trial(report.records)
+
+    def _check_trial_inputs(self, store: ExperimentDir, images: ImageSet, compiled: bytes | None) -> None:
+        """Refuse to resume a directory started with other trial inputs; record them on the first start."""
+        base = self.options.images.trial_base
+        current = inputs.trial_inputs(
+            self.study.prereg.execution,
+            images,
+            base_image=base,
+            base_image_id=self.engine.image_id(base) if base else None,
+            scenario=compiled,
+            upstream=self.options.upstream,
+            runtime=self.options.runtime,
+        )
+        meta = store.read_meta() or {}
+        recorded = meta.get(inputs.TRIAL_INPUTS)
+        inputs.check_resume(store.root, recorded, current)
+        if recorded != current:  # first start, or a directory started before an input was recorded
+            store.write_meta({**meta, inputs.TRIAL_INPUTS: {**(recorded or {}), **current}})
 
     # ------------------------------------------------------------ baseline reuse
     def _compiled_scenario(self) -> bytes | None:
