@@ -109,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
+    _preflight_arg(dm)
     _image_args(dm)
 
     rp = sub.add_parser(
@@ -171,7 +172,17 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="experiment directory (default harness-results/<skill>-<lock>)")
     p.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     p.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc (gVisor)")
+    _preflight_arg(p)
     _image_args(p)
+
+
+def _preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="do not run each task's verify_cmd at the base commit before the trials (default: run it, cached)",
+    )
 
 
 # ----------------------------------------------------------------------- commands
@@ -279,6 +290,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         images=_image_options(args),
         env=env,
         reuse_from=tuple(args.reuse_baseline_from or ()),
+        preflight=args.preflight,
     )
     return evaluate(study, options)
 
@@ -301,6 +313,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             runtime=args.runtime,
             images=_image_options(args),
             env=env,
+            preflight=args.preflight,
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")

@@ -343,6 +343,8 @@ class Study:
         self.prereg_path = prereg_path
         self.prereg = prereg
         self.task_file = tasks
+        self.excluded: dict[str, str] = {}
+        """Target tasks left out of the plan, with the reason (the preflight's trivial tasks)."""
 
     @property
     def root(self) -> Path:
@@ -368,9 +370,9 @@ class Study:
         """Runnable tasks the preregistration targets (TODO prompts excluded)."""
         targets = self.prereg.target_tasks
         if targets == "all":
-            return self.task_file.runnable
+            return tuple(t for t in self.task_file.runnable if t.id not in self.excluded)
         by_id = self.task_file.by_id()
-        return tuple(by_id[t] for t in targets if not by_id[t].is_todo)
+        return tuple(by_id[t] for t in targets if not by_id[t].is_todo and t not in self.excluded)
 
     def skipped_tasks(self) -> tuple[Task, ...]:
         targets = self.prereg.target_tasks

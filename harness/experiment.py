@@ -33,10 +33,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, decision, gitops, inputs, plan, reuse, sandbox, scenario
+from harness import __version__, decision, gitops, inputs, plan, preflight, reuse, sandbox, scenario
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
-from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
+from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
@@ -81,6 +81,8 @@ class RunOptions:
     tests can look for it everywhere; by default a random one. Never used in real runs."""
     workspace_limit: WorkspaceLimit | None = None
     """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.watchdog)."""
+    preflight: bool = True
+    """Run each task's verify_cmd at the base commit before any agent (harness.preflight)."""
 
 
 class Events:
@@ -406,7 +408,14 @@ class Experiment:
                 harness_version=__version__,
             )
             compiled = self._compiled_scenario()
-            self._check_trial_inputs(store, images, compiled)
+            base_outcomes = self._preflight(store, images, lock.base_sha)
+            if self.study.excluded:  # the preflight's trivial tasks are not planned
+                specs = plan.select_shard(
+                    plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed), self.options.shard
+                )
+            self._check_trial_inputs(store, images, compiled, {"preflight_skipped": sorted(self.study.excluded)})
+            if base_outcomes is not None:
+                preflight.write_record(store.root, base_outcomes)
             fingerprints = self._fingerprints(provenance, images, compiled)
 
             def append(record: TrialRecord) -> None:
@@ -509,7 +518,9 @@ class Experiment:
             raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
         return latest_by_trial(report.records)
 
-    def _check_trial_inputs(self, store: ExperimentDir, images: ImageSet, compiled: bytes | None) -> None:
+    def _check_trial_inputs(
+        self, store: ExperimentDir, images: ImageSet, compiled: bytes | None, extra: Mapping[str, object]
+    ) -> None:
         """Refuse to resume a directory started with other trial inputs; record them on the first start."""
         base = self.options.images.trial_base
         current = inputs.trial_inputs(
@@ -520,12 +531,58 @@ class Experiment:
             scenario=compiled,
             upstream=self.options.upstream,
             runtime=self.options.runtime,
+            extra=extra,
         )
         meta = store.read_meta() or {}
         recorded = meta.get(inputs.TRIAL_INPUTS)
         inputs.check_resume(store.root, recorded, current)
         if recorded != current:  # first start, or a directory started before an input was recorded
             store.write_meta({**meta, inputs.TRIAL_INPUTS: {**(recorded or {}), **current}})
+
+    def _preflight(self, store: ExperimentDir, images: ImageSet, base_sha: str) -> list[preflight.BaseOutcome] | None:
+        """Each target task's verify at the base commit (cached): stop when one cannot run, leave
+        trivial ones out of the plan (``study.excluded``). None when switched off."""
+        if not self.options.preflight:
+            return None
+        work = self._work_root()
+        outcomes = preflight.Preflight(
+            self.engine,
+            self._profile(images),
+            repo=self.study.repo_path,
+            base_sha=base_sha,
+            verify_image_id=images.trial_id,
+            run_id=self.run_id,
+            work=work,
+            cache_dir=work / "preflight-cache",
+            timeout_s=self.study.prereg.execution.budgets.verify_timeout_s,
+            redactor=store.redactor,
+            on_message=self.events.message,
+        ).run(self.study.target_tasks())
+        ran = [o for o in outcomes if not o.cached]
+        if ran:
+            self.events.message(
+                f"preflight: {len(ran)} task(s) checked at the base commit in {sum(o.seconds for o in ran):.1f} s "
+                f"({sum(o.seconds for o in ran) / len(ran):.2f} s per task); {len(outcomes) - len(ran)} from the cache"
+            )
+        broken = [o for o in outcomes if o.outcome == "cannot_run"]
+        if broken:
+            preflight.write_record(store.root, outcomes)
+            raise preflight.cannot_run_error(broken, self.options.images.trial_base)
+        trivial = {o.task_id: o.reason for o in outcomes if o.outcome == "passes"}
+        if trivial:
+            self.events.message(
+                f"preflight: skipping {len(trivial)} task(s) whose verify_cmd already passes at the base commit: "
+                + ", ".join(sorted(trivial))
+            )
+            self.study.excluded = {**self.study.excluded, **trivial}
+            if not self.study.target_tasks():
+                raise ConfigError(
+                    self.study.prereg_path,
+                    "every target task's verify_cmd already passes at the base commit (preflight)",
+                    field="target_tasks",
+                    hint="check base_ref and the tasks' verify_cmd; see preflight.json in " + str(store.root),
+                )
+        return outcomes
 
     # ------------------------------------------------------------ baseline reuse
     def _compiled_scenario(self) -> bytes | None:
@@ -642,23 +699,8 @@ class Experiment:
         (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
         run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        uid, gid = container_user()
-        sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
-        profile = sandbox.Profile(
-            trial_image=images.trial,
-            sidecar_image=images.sidecar,
-            limits=Limits(
-                memory=ex.resources.memory,
-                cpus=ex.resources.cpus,
-                pids=ex.resources.pids,
-                nofile=ex.resources.nofile,
-                fsize_bytes=parse_size(ex.resources.max_file_size),
-                tmpfs_size=ex.resources.tmpfs_size,
-            ),
-            user=f"{uid}:{gid}",
-            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
-            runtime=self.options.runtime,
-        )
+        sidecar_uid = self._sidecar_uid()
+        profile = self._profile(images)
         scripted_name = f"hx-{self.run_id}-scripted"
         try:
             api_key = self._api_key()
@@ -701,6 +743,30 @@ class Experiment:
             for error in errors:
                 self.events.message(f"cleanup: {error}")
             remove_tree(run_root)
+
+    def _sidecar_uid(self) -> tuple[int, int]:
+        return (65534, 65534) if os.getuid() == 0 else container_user()
+
+    def _profile(self, images: ImageSet) -> sandbox.Profile:
+        """The hardening profile of every container of this run (trials and preflight)."""
+        ex = self.study.prereg.execution
+        uid, gid = container_user()
+        sidecar_uid = self._sidecar_uid()
+        return sandbox.Profile(
+            trial_image=images.trial,
+            sidecar_image=images.sidecar,
+            limits=Limits(
+                memory=ex.resources.memory,
+                cpus=ex.resources.cpus,
+                pids=ex.resources.pids,
+                nofile=ex.resources.nofile,
+                fsize_bytes=parse_size(ex.resources.max_file_size),
+                tmpfs_size=ex.resources.tmpfs_size,
+            ),
+            user=f"{uid}:{gid}",
+            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
+            runtime=self.options.runtime,
+        )
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""

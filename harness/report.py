@@ -27,12 +27,12 @@ import json
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import decision, runstate
+from harness import decision, preflight, runstate
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -73,6 +73,11 @@ class ReportInput:
     """Every result line the analysis used (all attempts), for per-trial charts and tables."""
     notes: tuple[str, ...] = field(default=())
     """Things the reader should know about the inputs (unreadable result lines, a torn tail)."""
+    skip_reasons: tuple[tuple[str, str], ...] = ()
+    """(task id, reason) of skipped tasks not skipped for a TODO prompt (the preflight's trivial tasks)."""
+
+    def skip_reason(self, task_id: str) -> str:
+        return dict(self.skip_reasons).get(task_id, "TODO in prompt")
 
     @property
     def experiment_id(self) -> str:
@@ -139,6 +144,7 @@ def build_input(
     lock_hash: str,
     experiment_dir: str,
     notes: Sequence[str] = (),
+    skip_reasons: Mapping[str, str] | None = None,
 ) -> ReportInput:
     """Analyse result lines under the preregistered settings and decide (pure).
 
@@ -168,6 +174,7 @@ def build_input(
         spent_usd=runstate.spent_usd(records),
         records=tuple(records),
         notes=tuple(notes),
+        skip_reasons=tuple(sorted((skip_reasons or {}).items())),
     )
 
 
@@ -212,9 +219,10 @@ def analyse_records(
         study.prereg,
         records,
         planned_task_ids=[t.id for t in study.target_tasks()],
-        skipped_tasks=[t.id for t in study.skipped_tasks()],
+        skipped_tasks=[t.id for t in study.skipped_tasks()] + list(study.excluded),
         lock_hash=lock_hash,
         experiment_dir=str(experiment_dir),
+        skip_reasons=study.excluded,
     )
 
 
@@ -238,7 +246,9 @@ def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None)
             hint="pass the preregistration this experiment ran under with --prereg",
         )
     tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
-    return Study(prereg_path.resolve(), prereg, tasks)
+    study = Study(prereg_path.resolve(), prereg, tasks)
+    study.excluded = preflight.read_skipped(root)
+    return study
 
 
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
@@ -390,7 +400,7 @@ def terminal_summary(r: ReportInput) -> str:
             f"[{fmt_pp(t.newcombe.interval.low)}, {fmt_pp(t.newcombe.interval.high)}]"
         )
     if r.skipped_tasks:
-        lines.append(f"skipped (TODO in prompt): {', '.join(r.skipped_tasks)}")
+        lines.append("skipped: " + ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))
     if r.flagged:
         lines.append(
             f"flagged trials ({len(r.flagged)}): "
@@ -548,7 +558,7 @@ def markdown(r: ReportInput) -> str:
             ]
         )
     for tid in r.skipped_tasks:
-        task_rows.append([f"`{tid}`", "skipped", "skipped", "n/a", "n/a", "TODO in prompt"])
+        task_rows.append([f"`{tid}`", "skipped", "skipped", "n/a", "n/a", md_escape(r.skip_reason(tid))])
     lines += _md_table(["task", "baseline", "skill", "difference", "$/trial (baseline / skill)", "flags"], task_rows,
                        align="lrrrrl")  # fmt: skip
     if r.flagged:
@@ -666,7 +676,7 @@ def junit_xml(r: ReportInput) -> str:
         ET.SubElement(case, "system-out").text = clean("\n".join(lines))
     for tid in r.skipped_tasks:
         case = ET.SubElement(suite, "testcase", classname=f"{cls}.tasks", name=tid, time="0")
-        ET.SubElement(case, "skipped", message="TODO in the task prompt: not run")
+        ET.SubElement(case, "skipped", message=f"{r.skip_reason(tid)}: not run")
         counts["tests"] += 1
         counts["skipped"] += 1
 

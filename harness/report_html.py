@@ -497,7 +497,7 @@ def _tasks_card(r: ReportInput) -> str:
              "".join(f'<span class="chip">{esc(f)}</span>' for f in task_flags.get(t.task_id, ())) or "&ndash;"]
         )  # fmt: skip
     for tid in r.skipped_tasks:
-        rows.append([f"<code>{esc(tid)}</code>", "skipped", "skipped", "n/a", "n/a", "TODO in prompt"])
+        rows.append([f"<code>{esc(tid)}</code>", "skipped", "skipped", "n/a", "n/a", esc(r.skip_reason(tid))])
     return (
         '<div class="card"><h2>Per task, largest gain first</h2>'
         + _table(["task", "baseline passed", "skill passed", "difference", "$/trial (baseline / skill)", "flags"], rows,
@@ -539,7 +539,7 @@ def _footer(r: ReportInput) -> str:
         ("spent", fmt_usd(r.spent_usd)),
         ("results", r.experiment_dir),
     ]
-    items += [("skipped", ", ".join(r.skipped_tasks))] if r.skipped_tasks else []
+    items += [("skipped", ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))] if r.skipped_tasks else []
     items += [("note", n) for n in r.notes]
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in items)
     return f"<footer><dl>{rows}</dl><p>Rendered by skill-harness {esc(__version__)} from results.jsonl.</p></footer>"
