@@ -344,7 +344,11 @@ def test_github_actions_example_runs_eval_then_gates() -> None:
     assert "self-hosted" in job["runs-on"]
     steps = job["steps"]
     runs = [s.get("run", "") for s in steps]
-    eval_step = next(s for s in steps if "make eval SKILL=" in s.get("run", ""))
+    # the skill's repository has no Makefile and no checkout of the harness: the job installs it
+    assert not any("make " in r or ".venv/" in r for r in runs)
+    install = next(i for i, r in enumerate(runs) if "pipx install" in r and "$HARNESS_SPEC" in r)
+    eval_step = next(s for s in steps if "harness eval" in s.get("run", "") and '--skill "$SKILL"' in s["run"])
+    assert install < steps.index(eval_step)
     assert eval_step["env"]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
     # no other step sees the key
     assert sum("ANTHROPIC_API_KEY" in str(s) for s in steps) == 1
