@@ -22,6 +22,7 @@ from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteE
 
 EPILOG = """\
 typical use:
+  harness init path/to/skill                       write a commented tasks.json and preregistration.yaml
   harness lock path/to/preregistration.yaml        freeze the plan before any trial runs
   harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
   harness demo                                     the whole pipeline offline, scripted model, no key
@@ -68,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         help="build what is missing (default), show the current tags, or remove earlier builds",
     )
     _image_args(im)
+
+    it = sub.add_parser(
+        "init",
+        help="write a commented tasks.json and preregistration.yaml next to a skill folder (never overwrites)",
+    )
+    it.add_argument("skill", type=Path, metavar="SKILL_DIR", help="the skill folder (holds SKILL.md)")
+    it.add_argument("--out", type=Path, help="directory for the two files (default: the skill folder's parent)")
 
     lk = sub.add_parser("lock", help="freeze a preregistration: locked_at, base commit and SHA-256 over everything")
     lk.add_argument("prereg", type=Path, help="preregistration.yaml")
@@ -229,6 +237,16 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
     images = builder.ensure()
     size = engine.image_size(images.trial)
     print(f"trial image {images.trial} ({size / 1e6:.0f} MB, Claude Code {images.claude_code_version})")
+    return 0
+
+
+def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.scaffold import init
+
+    made = init(args.skill, args.out)
+    print(f"wrote {made.tasks}\nwrote {made.prereg}")
+    print("next: write real tasks (prompts without TODO, a verify_cmd that fails on the base commit), fill in "
+          f"the preregistration, then `harness lock {made.prereg}` and `harness eval {made.prereg}`")  # fmt: skip
     return 0
 
 
@@ -402,6 +420,7 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
+    "init": cmd_init,
     "lock": cmd_lock,
     "eval": cmd_eval,
     "demo": cmd_demo,

@@ -71,6 +71,8 @@ class Task(Strict):
 
 class TaskFile(Strict):
     tasks: tuple[Task, ...]
+    comment: str | tuple[str, ...] = ""
+    """Free text for people (JSON has no comments; ``harness init`` writes its guide here); ignored."""
 
     @model_validator(mode="after")
     def _checks(self) -> TaskFile:
@@ -152,7 +154,8 @@ class Execution(Strict):
     budgets: Budgets = Budgets()
     resources: Resources = Resources()
     seed: int = 20261130
-    """Seeds the interleaved trial order (and the scripted model in demos)."""
+    """Seeds the interleaved order of the trials (``harness.plan``) and nothing else: the scripted
+    model draws its outcomes from the scenario file's own ``seed`` (see docs/scenario.md)."""
     repo: str = "."
     """The repository under test, relative to the preregistration file."""
     base_ref: str = "HEAD"

@@ -589,6 +589,8 @@ class Experiment:
         if self.options.scripted is None:
             return None
         sc = scenario.load_scenario(self.options.scripted)
+        for warning in scenario.scenario_warnings(sc, skill=self.study.prereg.skill):
+            self.events.message(f"warning: {self.options.scripted}: {warning}")
         return scenario.compile_scenario(
             self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
         )
