@@ -574,6 +574,9 @@ def markdown(r: ReportInput) -> str:
             for f in flagged_trials(r)
         ]
         lines += _md_table(["trial", "arm", "outcome", "flags", "files changed"], frows, align="lllll")
+    from harness.report_trials import markdown_section  # it imports this module
+
+    lines += markdown_section(r)
     if r.notes:
         lines += ["", "### Notes", ""] + [f"- {md_escape(n)}" for n in r.notes]
     lines += [

@@ -37,6 +37,7 @@ from harness.report import (
     run_provenance,
     tasks_by_difference,
 )
+from harness.report_trials import trial_rows
 
 VERDICT_COLOURS = {
     "adopt": "#15803d",
@@ -526,6 +527,23 @@ def _flagged_card(r: ReportInput) -> str:
     )
 
 
+def _trials_card(r: ReportInput) -> str:
+    rows = [
+        [f"<code>{esc(t.trial_id)}</code>", esc(t.arm), esc(t.outcome), esc(t.status), esc(t.agent_cost),
+         esc(t.total_cost),
+         " · ".join(f'<a href="{esc(path)}">{esc(text)}</a>' for text, path in t.links) or "&ndash;"]
+        for t in trial_rows(r)
+    ]  # fmt: skip
+    if not rows:
+        return ""
+    return (
+        f'<div class="card"><h2>Every trial ({len(rows)})</h2>'
+        + _table(["trial", "arm", "outcome", "status", "$ agent", "$ with judge", "artifacts"], rows, numeric=(4, 5))
+        + '<p class="hint">Links open the trial\'s artifacts in this experiment directory: the patch it made, the '
+        "tail of its verify output and the agent's full transcript (stream-json, secrets redacted).</p></div>"
+    )
+
+
 def _footer(r: ReportInput) -> str:
     prov = run_provenance(r)
     first, last = run_dates(r)
@@ -576,6 +594,7 @@ def render(r: ReportInput) -> str:
         "(deadline or budget) and infra trials are excluded from the denominators and counted here.</p></div>",
         _tasks_card(r),
         _flagged_card(r),
+        _trials_card(r),
         _footer(r),
         "</main></body></html>",
     ]

@@ -97,7 +97,9 @@ def test_html_is_self_contained_with_svg_charts() -> None:
     assert tags.tags.count("svg") == 4  # pass rate, cost, per-task differences, turns
     for banned in ("script", "link", "img", "iframe", "object", "embed"):
         assert banned not in tags.tags
-    assert not [a for a, _ in tags.attrs if a in ("src", "href", "action", "srcset", "xlink:href")]
+    assert not [a for a, _ in tags.attrs if a in ("src", "action", "srcset", "xlink:href")]
+    # the only links: each trial's artifacts, relative paths inside the experiment directory
+    assert all(re.fullmatch(r"artifacts/[0-9a-f]{2}/[0-9a-f]{64}", v or "") for a, v in tags.attrs if a == "href")
     assert "http://" not in page and "https://" not in page
     assert "url(" not in page and "@import" not in page
     assert "default-src 'none'" in page  # CSP: the browser refuses anything external
