@@ -146,8 +146,12 @@ def _parser() -> argparse.ArgumentParser:
         "history",
         help="a skill's results over time, by model and date",
         description="One row per experiment of SKILL: date, model, Claude Code version, baseline k/n, skill k/n, "
-        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory.",
+        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory. "
+        "Exits 1 when no experiment of SKILL is found.",
     )
+    hs.add_argument("--in", dest="in_dirs", type=Path, action="append", metavar="DIR",
+                    help="look in DIR instead of the working directory: an experiment directory, a folder of them "
+                    "(harness-results) or a directory holding harness-results/ (repeatable)")  # fmt: skip
     hs.add_argument("skill", metavar="SKILL", help="the skill name (as in the preregistration)")
     hs.add_argument("--results", type=Path, action="append", metavar="DIR",
                     help="experiment directory to include (repeatable; replaces the default search)")  # fmt: skip
@@ -369,14 +373,18 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.history import format_table, history
+    from harness.history import discover_in, format_table, history
 
-    rows = history(args.skill, args.results)
+    if args.in_dirs:  # found, not named: a shard shows only when named with --results
+        rows = history(args.skill, discover_in(args.in_dirs), explicit=False)
+        rows += history(args.skill, args.results) if args.results else []
+    else:
+        rows = history(args.skill, args.results)
     if not rows:
         default = "harness-results/*/, demo-output/results-*/"
-        where = ", ".join(str(d) for d in args.results) if args.results else default
-        print(f"no experiments of skill {args.skill} found in {where}")
-        return 0
+        where = ", ".join(str(d) for d in [*(args.results or []), *(args.in_dirs or [])]) or default
+        print(f"no experiments of skill {args.skill} found in {where}", file=sys.stderr)
+        return 1
     print(format_table(rows))
     return 0
 

@@ -17,13 +17,16 @@ not refused for it (a missing key is "not recorded", never "changed").
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config import Execution
 from harness.errors import ResumeError
-from harness.images import ImageSet
+
+if TYPE_CHECKING:  # the reports read recorded inputs without importing the Docker layer
+    from harness.images import ImageSet
 
 TRIAL_INPUTS = "trial_inputs"
 """The key in experiment.json."""
@@ -65,6 +68,16 @@ def trial_inputs(
         inputs["delivery"] = delivery
     inputs.update(extra or {})
     return inputs
+
+
+def recorded(directory: Path) -> dict[str, Any]:
+    """The trial inputs ``directory/experiment.json`` recorded (empty when none or unreadable)."""
+    try:
+        meta = json.loads((directory / "experiment.json").read_text())
+        value = meta.get(TRIAL_INPUTS) if isinstance(meta, dict) else None
+    except (OSError, ValueError):
+        return {}
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def changed_inputs(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -23,6 +23,7 @@ names, reasons quoting model output) are escaped for each format here.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import math
 import re
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import decision, preflight, runstate
+from harness import decision, inputs, preflight, runstate
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -75,6 +76,9 @@ class ReportInput:
     """Things the reader should know about the inputs (unreadable result lines, a torn tail)."""
     skip_reasons: tuple[tuple[str, str], ...] = ()
     """(task id, reason) of skipped tasks not skipped for a TODO prompt (the preflight's trivial tasks)."""
+
+    base_image: str = ""
+    """The image the trial image was built on (``--base-image``, else the harness runtime image)."""
 
     def skip_reason(self, task_id: str) -> str:
         return dict(self.skip_reasons).get(task_id, "TODO in prompt")
@@ -215,7 +219,7 @@ def analyse_records(
     study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
 ) -> ReportInput:
     """The report input of a study's result lines (what `eval`, `report`, `gate` and `merge` all show)."""
-    return build_input(
+    data = build_input(
         study.prereg,
         records,
         planned_task_ids=[t.id for t in study.target_tasks()],
@@ -224,6 +228,7 @@ def analyse_records(
         experiment_dir=str(experiment_dir),
         skip_reasons=study.excluded,
     )
+    return dataclasses.replace(data, base_image=str(inputs.recorded(Path(experiment_dir)).get("base_image", "")))
 
 
 def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None) -> Study:
@@ -359,6 +364,17 @@ def run_dates(r: ReportInput) -> tuple[str | None, str | None]:
     return min(x.started_at for x in r.records), max(x.finished_at for x in r.records)
 
 
+def wall_seconds(r: ReportInput) -> float | None:
+    """From the first trial's start to the last one's end (None without parseable timestamps)."""
+    first, last = run_dates(r)
+    if not first or not last:
+        return None
+    try:
+        return max(0.0, (dt.datetime.fromisoformat(last) - dt.datetime.fromisoformat(first)).total_seconds())
+    except ValueError:
+        return None
+
+
 def tasks_by_difference(a: Analysis) -> list[decision.TaskRow]:
     """Per-task rows, largest gain first; tasks without a difference last."""
     return sorted(a.tasks, key=lambda t: (t.difference is None, -(t.difference or 0.0), t.task_id))
@@ -419,7 +435,7 @@ def terminal_summary(r: ReportInput) -> str:
     lines += [
         "",
         f"DECISION ({d.rule} rule, preregistered): {d.verdict.upper()}",
-        f"spent {fmt_usd(r.spent_usd)}   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
+        f"spent {fmt_usd(r.spent_usd)} (agents and judges)   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
     ]
     return clean("\n".join(lines))
 
@@ -582,9 +598,10 @@ def markdown(r: ReportInput) -> str:
     lines += [
         "",
         f"<sub>lock `{r.lock_hash[:16]}` · judge {md_code(prov['judge_model'])} · image "
-        f"{md_code(prov['image_digest'])} · base {md_code(prov['base_sha'])} · "
+        f"{md_code(prov['image_digest'])} (built on {md_code(r.base_image or 'n/a')}) · base {md_code(prov['base_sha'])} · "
         f"{md_escape((first or 'n/a')[:16].replace('T', ' '))} to {md_escape((last or 'n/a')[:16].replace('T', ' '))}"
-        f" · spent {fmt_usd(r.spent_usd)} · skill-harness</sub>",
+        f" · spent {fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, "
+        "as the decision compares them) · skill-harness</sub>",
         "",
     ]
     return "\n".join(lines)
@@ -673,7 +690,7 @@ def junit_xml(r: ReportInput) -> str:
             flags = (x.patch.flags if x.patch else ()) + x.flags
             lines.append(
                 f"{x.trial_id}: {outcome(x, r.prereg.decision.pass_rule)} (status {x.status}, "
-                f"cost {fmt_usd(x.agent_cost_usd)}, turns {x.agent.num_turns if x.agent else 'n/a'})"
+                f"cost {fmt_usd(x.agent_cost_usd)} agent, {fmt_usd(x.total_cost_usd)} with judge, turns {x.agent.num_turns if x.agent else 'n/a'})"
                 + (f" flags: {', '.join(flags)}" if flags else "")
             )
         ET.SubElement(case, "system-out").text = clean("\n".join(lines))
@@ -685,8 +702,9 @@ def junit_xml(r: ReportInput) -> str:
 
     for k, v in counts.items():
         suite.set(k, str(v))
-    suite.set("time", f"{total_time:.3f}")
-    root = ET.Element("testsuites", name=f"skill-harness {r.prereg.skill}", time=f"{total_time:.3f}")
+    wall = wall_seconds(r)  # the suite's time is the experiment's wall time, not the sum of its trials
+    suite.set("time", f"{wall if wall is not None else total_time:.3f}")
+    root = ET.Element("testsuites", name=f"skill-harness {r.prereg.skill}", time=suite.get("time", "0"))
     for k in ("tests", "failures", "errors", "skipped"):
         root.set(k, str(counts[k]))
     root.append(suite)
