@@ -553,7 +553,8 @@ class Experiment:
             verify_image_id=images.trial_id,
             run_id=self.run_id,
             work=work,
-            cache_dir=work / "preflight-cache",
+            # beside the work root, which holds only run directories (swept by owner)
+            cache_dir=work.parent / f"{work.name}-preflight-cache",
             timeout_s=self.study.prereg.execution.budgets.verify_timeout_s,
             redactor=store.redactor,
             on_message=self.events.message,

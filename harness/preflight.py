@@ -15,8 +15,8 @@ resources and ``verify_timeout_s``). Its base outcome is one of
     timeout     the check did not finish at the base; recorded, not skipped
 
 Outcomes are cached by fingerprint (task id, verify command, base commit,
-verify image id) under the work root, so a rerun, a resume or another skill on
-the same tasks does not run them again. Every task's outcome is written to
+verify image id) beside the work root (``<work root>-preflight-cache``), so a
+rerun, a resume or another skill on the same tasks does not run them again. Every task's outcome is written to
 ``preflight.json`` in the experiment directory, which the reports read.
 """
 

@@ -57,6 +57,8 @@ def test_a_trivial_task_is_skipped_with_its_reason_and_the_outcome_is_cached(
     assert recorded["fix-mean-p"]["exit_code"] == 1
     assert "FAILED" in recorded["fix-mean-p"]["output_tail"]
     assert not any(r["cached"] for r in recorded.values())
+    assert list((tmp_path / "work").iterdir()) == [], "the work root holds only run directories"
+    assert len(list((tmp_path / "work-preflight-cache").glob("*.json"))) == 2
     seconds = [r["seconds"] for r in recorded.values()]
     assert all(s > 0 for s in seconds)
     print(f"preflight seconds per task (uncached): {seconds}")
