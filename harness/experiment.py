@@ -558,6 +558,7 @@ class Experiment:
             timeout_s=self.study.prereg.execution.budgets.verify_timeout_s,
             redactor=store.redactor,
             on_message=self.events.message,
+            stop=self.stop,
         ).run(self.study.target_tasks())
         ran = [o for o in outcomes if not o.cached]
         if ran:

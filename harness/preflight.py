@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness import agent as cli
 from harness import gitops
 from harness.config import Task
-from harness.errors import HarnessError, PrerequisiteError
+from harness.errors import HarnessError, Interrupted, PrerequisiteError
 from harness.labels import make_labels
 from harness.lock import canonical_json, sha256_hex
 from harness.redact import Redactor
@@ -135,6 +136,7 @@ class Preflight:
         timeout_s: int,
         redactor: Redactor,
         on_message: Callable[[str], None] = lambda _m: None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.engine = engine
         self.profile = profile
@@ -147,6 +149,7 @@ class Preflight:
         self.timeout_s = timeout_s
         self.redactor = redactor
         self.on_message = on_message
+        self.stop = stop or threading.Event()
 
     def run(self, tasks: Sequence[Task]) -> list[BaseOutcome]:
         out: list[BaseOutcome] = []
@@ -192,6 +195,8 @@ class Preflight:
             gitops.add_worktree(self.repo, base, self.base_sha)
             out = []
             for i, (task, fp) in enumerate(todo):
+                if self.stop.is_set():
+                    raise Interrupted("interrupted during the preflight; nothing was recorded")
                 outcome = self._one(task, fp, root / f"t{i}", base, labels, i)
                 self._store(outcome)
                 out.append(outcome)
