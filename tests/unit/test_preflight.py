@@ -70,3 +70,11 @@ def test_cannot_run_names_the_task_the_output_and_base_image() -> None:
     assert "t: exit 127: sh: 1: pytest: not found" in text
     assert "--base-image" in text
     assert "my-ci:1" in str(cannot_run_error([bad], "my-ci:1"))
+
+
+def test_no_preflight_flag_on_eval_and_demo() -> None:
+    from harness.cli import _parser
+
+    assert _parser().parse_args(["eval", "p.yaml"]).preflight is True
+    assert _parser().parse_args(["eval", "p.yaml", "--no-preflight"]).preflight is False
+    assert _parser().parse_args(["demo", "--no-preflight"]).preflight is False
