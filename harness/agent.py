@@ -50,12 +50,24 @@ def claude_env(gateway_ip: str) -> dict[str, str]:
 
 
 def _claude(
-    prompt: str, *, model: str, max_budget_usd: float, timeout_s: int, options: Sequence[str]
+    prompt: str,
+    *,
+    model: str,
+    max_budget_usd: float,
+    timeout_s: int,
+    options: Sequence[str],
+    output: Sequence[str] = ("--output-format", "json"),
 ) -> tuple[str, ...]:
     """``claude --bare -p`` under an in-container deadline (SIGTERM, then SIGKILL after the grace)."""
     deadline = deadline_argv(timeout_s)
-    common = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
+    common = (*output, "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
     return (*deadline, "claude", "--bare", "-p", prompt, *common, *options, "--no-session-persistence")
+
+
+TRANSCRIPT_OUTPUT = ("--output-format", "stream-json", "--verbose")
+"""The agent's stdout is its full transcript: one JSON message per line (init, every assistant and
+tool-result message), ending in the same result object ``--output-format json`` prints, which
+:func:`find_result` takes from the last line."""
 
 
 def agent_command(
@@ -67,6 +79,7 @@ def agent_command(
         max_budget_usd=max_budget_usd,
         timeout_s=timeout_s,
         options=("--allowedTools", ",".join(allowed_tools)),
+        output=TRANSCRIPT_OUTPUT,
     )
 
 
@@ -108,6 +121,12 @@ def find_result(stdout: bytes) -> dict[str, Any] | None:
             if isinstance(item, dict) and item.get("type") == "result":
                 return item
     return None
+
+
+def result_json(stdout: bytes) -> bytes:
+    """The result object alone (what ``agent.json`` held before transcripts), else stdout as it is."""
+    data = find_result(stdout)
+    return stdout if data is None else json.dumps(data, indent=1).encode()
 
 
 def _int(v: Any) -> int | None:

@@ -23,6 +23,7 @@ from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteE
 
 EPILOG = """\
 typical use:
+  harness init path/to/skill                       write a commented tasks.json and preregistration.yaml
   harness lock path/to/preregistration.yaml        freeze the plan before any trial runs
   harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
   harness demo                                     the whole pipeline offline, scripted model, no key
@@ -71,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
         help="build what is missing (default), show the current tags, or remove earlier builds",
     )
     _image_args(im)
+
+    it = sub.add_parser(
+        "init",
+        help="write a commented tasks.json and preregistration.yaml next to a skill folder (never overwrites)",
+    )
+    it.add_argument("skill", type=Path, metavar="SKILL_DIR", help="the skill folder (holds SKILL.md)")
+    it.add_argument("--out", type=Path, help="directory for the two files (default: the skill folder's parent)")
 
     lk = sub.add_parser("lock", help="freeze a preregistration: locked_at, base commit and SHA-256 over everything")
     lk.add_argument("prereg", type=Path, help="preregistration.yaml")
@@ -122,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
+    _preflight_arg(dm)
     _image_args(dm)
 
     from harness import triggers
@@ -154,8 +163,12 @@ def _parser() -> argparse.ArgumentParser:
         "history",
         help="a skill's results over time, by model and date",
         description="One row per experiment of SKILL: date, model, Claude Code version, baseline k/n, skill k/n, "
-        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory.",
+        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory. "
+        "Exits 1 when no experiment of SKILL is found.",
     )
+    hs.add_argument("--in", dest="in_dirs", type=Path, action="append", metavar="DIR",
+                    help="look in DIR instead of the working directory: an experiment directory, a folder of them "
+                    "(harness-results) or a directory holding harness-results/ (repeatable)")  # fmt: skip
     hs.add_argument("skill", metavar="SKILL", help="the skill name (as in the preregistration)")
     hs.add_argument("--results", type=Path, action="append", metavar="DIR",
                     help="experiment directory to include (repeatable; replaces the default search)")  # fmt: skip
@@ -260,7 +273,17 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="experiment directory (default harness-results/<skill>-<lock>)")
     p.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     p.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc (gVisor)")
+    _preflight_arg(p)
     _image_args(p)
+
+
+def _preflight_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="do not run each task's verify_cmd at the base commit before the trials (default: run it, cached)",
+    )
 
 
 # ----------------------------------------------------------------------- commands
@@ -307,6 +330,16 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
     images = builder.ensure()
     size = engine.image_size(images.trial)
     print(f"trial image {images.trial} ({size / 1e6:.0f} MB, Claude Code {images.claude_code_version})")
+    return 0
+
+
+def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
+    from harness.scaffold import init
+
+    made = init(args.skill, args.out)
+    print(f"wrote {made.tasks}\nwrote {made.prereg}")
+    print("next: write real tasks (prompts without TODO, a verify_cmd that fails on the base commit), fill in "
+          f"the preregistration, then `harness lock {made.prereg}` and `harness eval {made.prereg}`")  # fmt: skip
     return 0
 
 
@@ -377,6 +410,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         env=env,
         reuse_from=tuple(args.reuse_baseline_from or ()),
         route=_route(args, env),
+        preflight=args.preflight,
     )
     if study.prereg.library is not None:  # a library experiment: harness.library_run
         from harness.library_run import evaluate_library
@@ -425,6 +459,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             runtime=args.runtime,
             images=_image_options(args),
             env=env,
+            preflight=args.preflight,
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
@@ -505,14 +540,18 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.history import format_table, history
+    from harness.history import discover_in, format_table, history
 
-    rows = history(args.skill, args.results)
+    if args.in_dirs:  # found, not named: a shard shows only when named with --results
+        rows = history(args.skill, discover_in(args.in_dirs), explicit=False)
+        rows += history(args.skill, args.results) if args.results else []
+    else:
+        rows = history(args.skill, args.results)
     if not rows:
         default = "harness-results/*/, demo-output/results-*/"
-        where = ", ".join(str(d) for d in args.results) if args.results else default
-        print(f"no experiments of skill {args.skill} found in {where}")
-        return 0
+        where = ", ".join(str(d) for d in [*(args.results or []), *(args.in_dirs or [])]) or default
+        print(f"no experiments of skill {args.skill} found in {where}", file=sys.stderr)
+        return 1
     print(format_table(rows))
     return 0
 
@@ -568,6 +607,7 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
+    "init": cmd_init,
     "lock": cmd_lock,
     "eval": cmd_eval,
     "calibrate": cmd_calibrate,

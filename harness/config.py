@@ -93,6 +93,8 @@ class Task(Strict):
 
 class TaskFile(Strict):
     tasks: Annotated[tuple[Task, ...], Field(max_length=MAX_TASKS)]
+    comment: str | tuple[str, ...] = ""
+    """Free text for people (JSON has no comments; ``harness init`` writes its guide here); ignored."""
 
     @model_validator(mode="after")
     def _checks(self) -> TaskFile:
@@ -200,7 +202,8 @@ class Execution(Strict):
     budgets: Budgets = Budgets()
     resources: Resources = Resources()
     seed: Annotated[Int, Field(ge=-(1 << 63), lt=1 << 63)] = 20261130
-    """Seeds the interleaved trial order (and the scripted model in demos)."""
+    """Seeds the interleaved order of the trials (``harness.plan``) and nothing else: the scripted
+    model draws its outcomes from the scenario file's own ``seed`` (see docs/scenario.md)."""
     repo: str = "."
     """The repository under test, relative to the preregistration file."""
     base_ref: str = "HEAD"
@@ -491,6 +494,8 @@ class Study:
         self.prereg_path = prereg_path
         self.prereg = prereg
         self.task_file = tasks
+        self.excluded: dict[str, str] = {}
+        """Target tasks left out of the plan, with the reason (the preflight's trivial tasks)."""
 
     @property
     def root(self) -> Path:
@@ -518,9 +523,9 @@ class Study:
         """Runnable tasks the preregistration targets (TODO prompts excluded)."""
         targets = self.prereg.target_tasks
         if targets == "all":
-            return self.task_file.runnable
+            return tuple(t for t in self.task_file.runnable if t.id not in self.excluded)
         by_id = self.task_file.by_id()
-        return tuple(by_id[t] for t in targets if not by_id[t].is_todo)
+        return tuple(by_id[t] for t in targets if not by_id[t].is_todo and t not in self.excluded)
 
     def skipped_tasks(self) -> tuple[Task, ...]:
         targets = self.prereg.target_tasks

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness import gitops
 from harness.errors import PrerequisiteError
-from harness.images import project_root
+from harness.images import assets_root
 from harness.lock import lock
 
 DEMO_SKILLS = ("careful-fixer", "verbose-planner")
@@ -35,9 +35,9 @@ class DemoSetup:
 
 def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
     """(Re)create the demo work directory and lock its preregistrations. Idempotent."""
-    src = examples or project_root() / "examples"
+    src = examples or assets_root() / "examples"
     if not (src / "demo" / "tasks.json").is_file():
-        raise PrerequisiteError(f"the demo files are missing under {src}", hint="run from the project checkout")
+        raise PrerequisiteError(f"the demo files are missing under {src}", hint="reinstall the harness")
     work.mkdir(parents=True, exist_ok=True)
     setup_root = work / "setup"
     if setup_root.exists():

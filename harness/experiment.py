@@ -8,7 +8,7 @@ Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
 that were running; rerunning the same command (or ``--resume``) runs only what
 is missing and never re-runs a trial whose last attempt is final. A different
-lock hash (or shard, or mode) refuses to resume into the same directory.
+lock hash (or shard, or mode, or any trial input: harness.inputs) refuses to resume into the same directory.
 Objects a killed controller left behind (containers and networks by label,
 trial directories and git worktrees by owner pid) are reaped on the next start.
 
@@ -41,25 +41,28 @@ from harness import (
     gitops,
     installed,
     plan,
+    preflight,
     prices,
     retry,
     reuse,
     samepatch,
     sandbox,
     scenario,
+    trialinputs,
     uids,
     upstream,
     workroots,
 )
 from harness.config import Execution, Study, parse_size
 from harness.engine import Engine, Limits
-from harness.errors import HarnessError, Interrupted, PrerequisiteError, ResumeError
+from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
 from harness.images import ImageBuilder, ImageOptions, ImageSet
 from harness.labels import ROLE, RUN, make_labels, pid_alive
 from harness.lock import copy_locked_skill, verify_lock
 from harness.plan import TrialSpec
+from harness.preflight import BaseOutcome
 from harness.records import Provenance, StopReason, TrialRecord
 from harness.redact import Redactor
 from harness.retry import retrying
@@ -106,6 +109,8 @@ class RunOptions:
     baseline with itself."""
     route: Upstream | None = None
     """Real runs: the gateway's upstream route (URL, proxy, extra CA, network); default: ``upstream``, direct."""
+    preflight: bool = True
+    """Run each task's verify_cmd at the base commit before any agent (harness.preflight)."""
 
 
 class Events:
@@ -398,6 +403,7 @@ class Experiment:
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
         self.starts = StartGate(self.stop)
+        self._role_users_cache: uids.RoleUsers | None = None
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -472,6 +478,12 @@ class Experiment:
                 delivery=ex.delivery,
                 **self._route_provenance(),
             )
+            base_outcomes = self._preflight(store, images, lock.base_sha)
+            if self.study.excluded:  # the preflight's trivial tasks are not planned
+                specs = plan.select_shard(self.plan_specs(), self.options.shard)
+            self._check_trial_inputs(store, images, compiled, {"preflight_skipped": sorted(self.study.excluded)})
+            if base_outcomes is not None:
+                preflight.write_record(store.root, base_outcomes)
             fingerprints = self._fingerprints(provenance, images, compiled)
 
             def append(record: TrialRecord) -> None:
@@ -576,11 +588,81 @@ class Experiment:
             raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
         return latest_by_trial(report.records)
 
+    def _check_trial_inputs(
+        self, store: ExperimentDir, images: ImageSet, compiled: bytes | None, extra: Mapping[str, object]
+    ) -> None:
+        """Refuse to resume a directory started with other trial inputs; record them on the first start."""
+        base = self.options.images.trial_base
+        current = trialinputs.trial_inputs(
+            self.study.prereg.execution,
+            images,
+            base_image=base,
+            base_image_id=self.engine.image_id(base) if base else None,
+            scenario=compiled,
+            upstream=self.options.upstream,
+            runtime=self.options.runtime,
+            extra=extra,
+        )
+        meta = store.read_meta() or {}
+        recorded = meta.get(trialinputs.TRIAL_INPUTS)
+        trialinputs.check_resume(store.root, recorded, current)
+        if recorded != current:  # first start, or a directory started before an input was recorded
+            store.write_meta({**meta, trialinputs.TRIAL_INPUTS: {**(recorded or {}), **current}})
+
+    def _preflight(self, store: ExperimentDir, images: ImageSet, base_sha: str) -> list[BaseOutcome] | None:
+        """Each target task's verify at the base commit (cached): stop when one cannot run, leave
+        trivial ones out of the plan (``study.excluded``). None when switched off."""
+        if not self.options.preflight:
+            return None
+        work = self._work_root()
+        outcomes = preflight.Preflight(
+            self.engine,
+            self._profile(images),
+            repo=self.study.repo_path,
+            base_sha=base_sha,
+            verify_image_id=images.trial_id,
+            run_id=self.run_id,
+            work=work,
+            # beside the work root, which holds only run directories (swept by owner)
+            cache_dir=work.parent / f"{work.name}-preflight-cache",
+            timeout_s=self.study.prereg.execution.budgets.verify_timeout_s,
+            redactor=store.redactor,
+            on_message=self.events.message,
+            stop=self.stop,
+        ).run(self.study.target_tasks())
+        ran = [o for o in outcomes if not o.cached]
+        if ran:
+            self.events.message(
+                f"preflight: {len(ran)} task(s) checked at the base commit in {sum(o.seconds for o in ran):.1f} s "
+                f"({sum(o.seconds for o in ran) / len(ran):.2f} s per task); {len(outcomes) - len(ran)} from the cache"
+            )
+        broken = [o for o in outcomes if o.outcome == "cannot_run"]
+        if broken:
+            preflight.write_record(store.root, outcomes)
+            raise preflight.cannot_run_error(broken, self.options.images.trial_base)
+        trivial = {o.task_id: o.reason for o in outcomes if o.outcome == "passes"}
+        if trivial:
+            self.events.message(
+                f"preflight: skipping {len(trivial)} task(s) whose verify_cmd already passes at the base commit: "
+                + ", ".join(sorted(trivial))
+            )
+            self.study.excluded = {**self.study.excluded, **trivial}
+            if not self.study.target_tasks():
+                raise ConfigError(
+                    self.study.prereg_path,
+                    "every target task's verify_cmd already passes at the base commit (preflight)",
+                    field="target_tasks",
+                    hint="check base_ref and the tasks' verify_cmd; see preflight.json in " + str(store.root),
+                )
+        return outcomes
+
     # ------------------------------------------------------------ baseline reuse
     def _compiled_scenario(self) -> bytes | None:
         if self.options.scripted is None:
             return None
         sc = scenario.load_scenario(self.options.scripted)
+        for warning in scenario.scenario_warnings(sc, skill=self.study.prereg.skill):
+            self.events.message(f"warning: {self.options.scripted}: {warning}")
         return scenario.compile_scenario(
             self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
         )
@@ -691,24 +773,8 @@ class Experiment:
         (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
         upstream_net = f"hx-{self.run_id}-up"
         run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        users = self._role_users()
-        uid, gid = users.agent
-        sidecar_uid = users.sidecar
-        profile = sandbox.Profile(
-            trial_image=images.trial,
-            sidecar_image=images.sidecar,
-            limits=Limits(
-                memory=ex.resources.memory,
-                cpus=ex.resources.cpus,
-                pids=ex.resources.pids,
-                nofile=ex.resources.nofile,
-                fsize_bytes=parse_size(ex.resources.max_file_size),
-                tmpfs_size=ex.resources.tmpfs_size,
-            ),
-            user=f"{uid}:{gid}",
-            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
-            runtime=self.options.runtime,
-        )
+        sidecar_uid = self._sidecar_uid()
+        profile = self._profile(images)
         scripted_name = f"hx-{self.run_id}-scripted"
         try:
             api_key = self._api_key()
@@ -791,6 +857,7 @@ class Experiment:
             key = samepatch.verify_key(task, provenance.base_sha, images.trial, rec.patch.sha256, timeout_s)
             same.verify.seed(key, rec.verify, rec.trial_id)
         return same
+
     def _route(self) -> upstream.Upstream:
         return self.options.route or upstream.Upstream(url=self.options.upstream)
 
@@ -800,6 +867,36 @@ class Experiment:
         if self.options.scripted is not None:
             return {"upstream_host": "scripted", "upstream_proxy": "no", **table}
         return {**self._route().provenance(), **table}
+
+    def _sidecar_uid(self) -> tuple[int, int]:
+        return self._users().sidecar
+
+    def _users(self) -> uids.RoleUsers:
+        """The run's role uids, picked once (trials and preflight run under the same ones)."""
+        if self._role_users_cache is None:
+            self._role_users_cache = self._role_users()
+        return self._role_users_cache
+
+    def _profile(self, images: ImageSet) -> sandbox.Profile:
+        """The hardening profile of every container of this run (trials and preflight)."""
+        ex = self.study.prereg.execution
+        uid, gid = self._users().agent
+        sidecar_uid = self._sidecar_uid()
+        return sandbox.Profile(
+            trial_image=images.trial,
+            sidecar_image=images.sidecar,
+            limits=Limits(
+                memory=ex.resources.memory,
+                cpus=ex.resources.cpus,
+                pids=ex.resources.pids,
+                nofile=ex.resources.nofile,
+                fsize_bytes=parse_size(ex.resources.max_file_size),
+                tmpfs_size=ex.resources.tmpfs_size,
+            ),
+            user=f"{uid}:{gid}",
+            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
+            runtime=self.options.runtime,
+        )
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""

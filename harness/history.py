@@ -46,6 +46,18 @@ def discover(cwd: Path, patterns: Sequence[str] = DEFAULT_GLOBS) -> list[Path]:
     return sorted(found)
 
 
+def discover_in(roots: Iterable[Path]) -> list[Path]:
+    """Experiment directories in each of ``roots`` (``history --in``): a root that is one, its
+    subdirectories that are (a folder such as harness-results), and the default locations under it."""
+    found: set[Path] = set()
+    for root in roots:
+        if (root / RESULTS).is_file() and (root / META).is_file():
+            found.add(root)
+            continue
+        found.update(discover(root, ("*", *DEFAULT_GLOBS)))
+    return sorted(found)
+
+
 def _values(records: Iterable[TrialRecord], pick: str) -> str:
     """The models or CLI versions of the trials that reached an outcome (final attempts only)."""
     ran = [r for r in final_attempts(records)[0] if r.is_outcome]
@@ -104,9 +116,12 @@ def _ratio_text(value: object) -> str:
     return "inf" if value == "inf" else "n/a"
 
 
-def history(skill: str, dirs: Iterable[Path] | None = None, *, cwd: Path | None = None) -> list[HistoryRow]:
-    """Rows for ``skill``, oldest first (then by model), from ``dirs`` or the default locations."""
-    explicit = dirs is not None
+def history(
+    skill: str, dirs: Iterable[Path] | None = None, *, cwd: Path | None = None, explicit: bool | None = None
+) -> list[HistoryRow]:
+    """Rows for ``skill``, oldest first (then by model), from ``dirs`` or the default locations.
+    ``explicit`` (default: whether ``dirs`` is given): shards are shown only from named directories."""
+    explicit = dirs is not None if explicit is None else explicit
     paths = list(dirs) if dirs is not None else discover(cwd or Path.cwd())
     rows = [row for p in paths if (row := row_for(p, skill, explicit=explicit)) is not None]
     return sorted(rows, key=lambda x: (x.date, x.model, x.experiment))

@@ -45,6 +45,13 @@ def project_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def assets_root() -> Path:
+    """Where ``Dockerfile.trial``, ``images/`` and the demo's ``examples/`` are: the copy an installed
+    wheel carries in ``harness/assets/`` (written by setup.py), else the checkout (``pip install -e``)."""
+    packaged = Path(__file__).resolve().parent / "assets"
+    return packaged if (packaged / "Dockerfile.trial").is_file() else project_root()
+
+
 @dataclass(frozen=True)
 class ImageSet:
     base: str
@@ -65,7 +72,7 @@ class ImageOptions:
     extra_ca: Path | None = None
     """Extra CA bundle for TLS-intercepting proxies; default: the host's bundle when present."""
     root: Path | None = None
-    """Where Dockerfile.trial and images/ live; default: the project checkout."""
+    """Where Dockerfile.trial and images/ live; default: :func:`assets_root` (package data, else the checkout)."""
 
 
 def _h(*parts: bytes | str) -> str:
@@ -107,14 +114,16 @@ class ImageBuilder:
         self.engine = engine
         self.options = options or ImageOptions()
         self.on_line = on_line or (lambda _line: None)
-        self.root = self.options.root or project_root()
+        self.root = self.options.root or assets_root()
 
     # -------------------------------------------------------------- inputs
     def _file(self, rel: str) -> Path:
         path = self.root / rel
         if not path.is_file():
             raise PrerequisiteError(
-                f"{path} is missing", hint="run the harness from its checkout (pip install -e .) or pass --images-root"
+                f"{path} is missing",
+                hint="reinstall the harness (pip install / pipx install builds them into the package) "
+                "or run it from its checkout",
             )
         return path
 

@@ -31,6 +31,7 @@ from typing import Any
 from harness import __version__, plan, report
 from harness.config import Study
 from harness.errors import ConfigError, HarnessError, LockError
+from harness.preflight import PREFLIGHT_JSON
 from harness.records import TrialRecord
 from harness.redact import Redactor
 from harness.runstate import is_final, latest_by_trial
@@ -188,6 +189,8 @@ def merge(out: Path, shard_dirs: Sequence[Path], *, prereg_path: Path | None = N
             store.results.append(rec)
             records.append(rec)
     first = shards[0].meta
+    if (shards[0].root / PREFLIGHT_JSON).is_file():  # the tasks the preflight left out of the plan
+        shutil.copy2(shards[0].root / PREFLIGHT_JSON, out / PREFLIGHT_JSON)
     store.write_meta(
         {
             "lock_hash": lock_hash,

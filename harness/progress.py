@@ -95,7 +95,7 @@ class Progress(Events):
             self.console.print(
                 Text(
                     f"[{n}/{total}] {_safe(spec.trial_id):32} {result:9} status={record.status}{retry} "
-                    f"verify={verify} judge={judge} ${record.total_cost_usd:.4f} "
+                    f"verify={verify} judge={judge} ${record.total_cost_usd:.4f} with judge "
                     f"{sum(record.durations_s.values()):.1f}s | {summary}"
                 )
             )
@@ -130,7 +130,7 @@ class Progress(Events):
             running = sum(1 for a, _, _ in self.running.values() if a == arm)
             counts = " ".join(f"{self.done[(arm, o)]} {o}" for o in OUTCOME_COLUMNS if self.done[(arm, o)])
             parts.append(f"{arm} {running} running, {done}/{self.total[arm]} done" + (f" ({counts})" if counts else ""))
-        return "; ".join(parts) + f"; spent ${self.spent:.4f}"
+        return "; ".join(parts) + f"; spent ${self.spent:.4f} (agents + judges)"
 
     def _refresh(self) -> None:
         if self.live is not None:
@@ -154,5 +154,5 @@ class Progress(Events):
             lines = [f"  {tid}  {phase}  {time.monotonic() - t0:.0f}s" for tid, (_, phase, t0) in active]
             spent = self.spent
         elapsed = time.monotonic() - self.started
-        footer = Text(f"spent ${spent:.4f}   elapsed {elapsed:.0f}s", style="bold")
+        footer = Text(f"spent ${spent:.4f} (agents + judges)   elapsed {elapsed:.0f}s", style="bold")
         return Group(table, footer, Text("\n".join(_safe(x) for x in lines), style="dim"))

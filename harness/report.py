@@ -23,16 +23,17 @@ names, reasons quoting model output) are escaped for each format here.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import apihealth, decision, prices, runstate, samepatch, skillreport
+from harness import apihealth, decision, preflight, prices, runstate, samepatch, skillreport, trialinputs
 from harness.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.decision import Analysis, DecisionResult, Reason, fmt_pp
 from harness.errors import ConfigError, HarnessError, LockError
@@ -73,6 +74,14 @@ class ReportInput:
     """Every result line the analysis used (all attempts), for per-trial charts and tables."""
     notes: tuple[str, ...] = field(default=())
     """Things the reader should know about the inputs (unreadable result lines, a torn tail)."""
+    skip_reasons: tuple[tuple[str, str], ...] = ()
+    """(task id, reason) of skipped tasks not skipped for a TODO prompt (the preflight's trivial tasks)."""
+
+    base_image: str = ""
+    """The image the trial image was built on (``--base-image``, else the harness runtime image)."""
+
+    def skip_reason(self, task_id: str) -> str:
+        return dict(self.skip_reasons).get(task_id, "TODO in prompt")
 
     @property
     def experiment_id(self) -> str:
@@ -139,6 +148,7 @@ def build_input(
     lock_hash: str,
     experiment_dir: str,
     notes: Sequence[str] = (),
+    skip_reasons: Mapping[str, str] | None = None,
 ) -> ReportInput:
     """Analyse result lines under the preregistered settings and decide (pure).
 
@@ -173,6 +183,7 @@ def build_input(
             *apihealth.report_notes(records),
             *prices.missing_notes(prereg.execution),
         ),
+        skip_reasons=tuple(sorted((skip_reasons or {}).items())),
     )
 
 
@@ -214,14 +225,16 @@ def analyse_records(
     study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
 ) -> ReportInput:
     """The report input of a study's result lines (what `eval`, `report`, `gate` and `merge` all show)."""
-    return build_input(
+    data = build_input(
         study.prereg,
         records,
         planned_task_ids=[t.id for t in study.target_tasks()],
-        skipped_tasks=[t.id for t in study.skipped_tasks()],
+        skipped_tasks=[t.id for t in study.skipped_tasks()] + list(study.excluded),
         lock_hash=lock_hash,
         experiment_dir=str(experiment_dir),
+        skip_reasons=study.excluded,
     )
+    return dataclasses.replace(data, base_image=str(trialinputs.recorded(Path(experiment_dir)).get("base_image", "")))
 
 
 def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None) -> Study:
@@ -244,7 +257,9 @@ def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None)
             hint="pass the preregistration this experiment ran under with --prereg",
         )
     tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
-    return Study(prereg_path.resolve(), prereg, tasks)
+    study = Study(prereg_path.resolve(), prereg, tasks)
+    study.excluded = preflight.read_skipped(root)
+    return study
 
 
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
@@ -355,6 +370,17 @@ def run_dates(r: ReportInput) -> tuple[str | None, str | None]:
     return min(x.started_at for x in r.records), max(x.finished_at for x in r.records)
 
 
+def wall_seconds(r: ReportInput) -> float | None:
+    """From the first trial's start to the last one's end (None without parseable timestamps)."""
+    first, last = run_dates(r)
+    if not first or not last:
+        return None
+    try:
+        return max(0.0, (dt.datetime.fromisoformat(last) - dt.datetime.fromisoformat(first)).total_seconds())
+    except ValueError:
+        return None
+
+
 def tasks_by_difference(a: Analysis) -> list[decision.TaskRow]:
     """Per-task rows, largest gain first; tasks without a difference last."""
     return sorted(a.tasks, key=lambda t: (t.difference is None, -(t.difference or 0.0), t.task_id))
@@ -396,7 +422,7 @@ def terminal_summary(r: ReportInput) -> str:
             f"[{fmt_pp(t.newcombe.interval.low)}, {fmt_pp(t.newcombe.interval.high)}]"
         )
     if r.skipped_tasks:
-        lines.append(f"skipped (TODO in prompt): {', '.join(r.skipped_tasks)}")
+        lines.append("skipped: " + ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))
     if r.flagged:
         lines.append(
             f"flagged trials ({len(r.flagged)}): "
@@ -415,7 +441,7 @@ def terminal_summary(r: ReportInput) -> str:
     lines += [
         "",
         f"DECISION ({d.rule} rule, preregistered): {verdict_word(d)}",
-        f"spent {fmt_usd(r.spent_usd)}   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
+        f"spent {fmt_usd(r.spent_usd)} (agents and judges)   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
     ]
     return clean("\n".join(lines))
 
@@ -562,7 +588,7 @@ def markdown(r: ReportInput) -> str:
             ]
         )
     for tid in r.skipped_tasks:
-        task_rows.append([f"`{tid}`", "skipped", "skipped", "n/a", "n/a", "TODO in prompt"])
+        task_rows.append([f"`{tid}`", "skipped", "skipped", "n/a", "n/a", md_escape(r.skip_reason(tid))])
     lines += _md_table(["task", "baseline", "skill", "difference", "$/trial (baseline / skill)", "flags"], task_rows,
                        align="lrrrrl")  # fmt: skip
     if r.flagged:
@@ -578,15 +604,19 @@ def markdown(r: ReportInput) -> str:
             for f in flagged_trials(r)
         ]
         lines += _md_table(["trial", "arm", "outcome", "flags", "files changed"], frows, align="lllll")
+    from harness.report_trials import markdown_section  # it imports this module
+
+    lines += markdown_section(r)
     if r.notes:
         lines += ["", "### Notes", ""] + [f"- {md_escape(n)}" for n in r.notes]
     lines += skillreport.markdown_lines(r.final_records, r.prereg.decision.pass_rule)
     lines += [
         "",
         f"<sub>lock `{r.lock_hash[:16]}` · judge {md_code(prov['judge_model'])} · image "
-        f"{md_code(prov['image_digest'])} · base {md_code(prov['base_sha'])} · "
+        f"{md_code(prov['image_digest'])} (built on {md_code(r.base_image or 'n/a')}) · base {md_code(prov['base_sha'])} · "
         f"{md_escape((first or 'n/a')[:16].replace('T', ' '))} to {md_escape((last or 'n/a')[:16].replace('T', ' '))}"
-        f" · spent {fmt_usd(r.spent_usd)} · skill-harness</sub>",
+        f" · spent {fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, "
+        "as the decision compares them) · skill-harness</sub>",
         "",
     ]
     return "\n".join(lines)
@@ -673,20 +703,21 @@ def junit_xml(r: ReportInput) -> str:
             flags = (x.patch.flags if x.patch else ()) + x.flags
             lines.append(
                 f"{x.trial_id}: {outcome(x, r.prereg.decision.pass_rule)} (status {x.status}, "
-                f"cost {fmt_usd(x.agent_cost_usd)}, turns {x.agent.num_turns if x.agent else 'n/a'})"
+                f"cost {fmt_usd(x.agent_cost_usd)} agent, {fmt_usd(x.total_cost_usd)} with judge, turns {x.agent.num_turns if x.agent else 'n/a'})"
                 + (f" flags: {', '.join(flags)}" if flags else "")
             )
         ET.SubElement(case, "system-out").text = clean("\n".join(lines))
     for tid in r.skipped_tasks:
         case = ET.SubElement(suite, "testcase", classname=f"{cls}.tasks", name=tid, time="0")
-        ET.SubElement(case, "skipped", message="TODO in the task prompt: not run")
+        ET.SubElement(case, "skipped", message=f"{r.skip_reason(tid)}: not run")
         counts["tests"] += 1
         counts["skipped"] += 1
 
     for k, v in counts.items():
         suite.set(k, str(v))
-    suite.set("time", f"{total_time:.3f}")
-    root = ET.Element("testsuites", name=f"skill-harness {r.prereg.skill}", time=f"{total_time:.3f}")
+    wall = wall_seconds(r)  # the suite's time is the experiment's wall time, not the sum of its trials
+    suite.set("time", f"{wall if wall is not None else total_time:.3f}")
+    root = ET.Element("testsuites", name=f"skill-harness {r.prereg.skill}", time=suite.get("time", "0"))
     for k in ("tests", "failures", "errors", "skipped"):
         root.set(k, str(counts[k]))
     root.append(suite)

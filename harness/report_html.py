@@ -37,6 +37,7 @@ from harness.report import (
     run_provenance,
     tasks_by_difference,
 )
+from harness.report_trials import trial_rows
 
 VERDICT_COLOURS = {
     "adopt": "#15803d",
@@ -509,7 +510,7 @@ def _tasks_card(r: ReportInput) -> str:
              "".join(f'<span class="chip">{esc(f)}</span>' for f in task_flags.get(t.task_id, ())) or "&ndash;"]
         )  # fmt: skip
     for tid in r.skipped_tasks:
-        rows.append([f"<code>{esc(tid)}</code>", "skipped", "skipped", "n/a", "n/a", "TODO in prompt"])
+        rows.append([f"<code>{esc(tid)}</code>", "skipped", "skipped", "n/a", "n/a", esc(r.skip_reason(tid))])
     return (
         '<div class="card"><h2>Per task, largest gain first</h2>'
         + _table(["task", "baseline passed", "skill passed", "difference", "$/trial (baseline / skill)", "flags"], rows,
@@ -538,6 +539,23 @@ def _flagged_card(r: ReportInput) -> str:
     )
 
 
+def _trials_card(r: ReportInput) -> str:
+    rows = [
+        [f"<code>{esc(t.trial_id)}</code>", esc(t.arm), esc(t.outcome), esc(t.status), esc(t.agent_cost),
+         esc(t.total_cost),
+         " · ".join(f'<a href="{esc(path)}">{esc(text)}</a>' for text, path in t.links) or "&ndash;"]
+        for t in trial_rows(r)
+    ]  # fmt: skip
+    if not rows:
+        return ""
+    return (
+        f'<div class="card"><h2>Every trial ({len(rows)})</h2>'
+        + _table(["trial", "arm", "outcome", "status", "$ agent", "$ with judge", "artifacts"], rows, numeric=(4, 5))
+        + '<p class="hint">Links open the trial\'s artifacts in this experiment directory: the patch it made, the '
+        "tail of its verify output and the agent's full transcript (stream-json, secrets redacted).</p></div>"
+    )
+
+
 def _footer(r: ReportInput) -> str:
     prov = run_provenance(r)
     first, last = run_dates(r)
@@ -546,12 +564,14 @@ def _footer(r: ReportInput) -> str:
         ("model", f"{prov['model']} ({prov['resolved_model']}); judge {prov['judge_model']}"),
         ("Claude Code", prov["cli_version"]),
         ("image", prov["image_digest"]),
+        ("base image", r.base_image or "n/a (not recorded)"),
         ("base commit", prov["base_sha"]),
         ("trials ran", f"{first or 'n/a'} to {last or 'n/a'}"),
-        ("spent", fmt_usd(r.spent_usd)),
+        ("spent", f"{fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, as "
+                  "the decision compares them)"),
         ("results", r.experiment_dir),
     ]
-    items += [("skipped", ", ".join(r.skipped_tasks))] if r.skipped_tasks else []
+    items += [("skipped", ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))] if r.skipped_tasks else []
     items += [("note", n) for n in r.notes]
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in items)
     return f"<footer><dl>{rows}</dl><p>Rendered by skill-harness {esc(__version__)} from results.jsonl.</p></footer>"
@@ -588,6 +608,7 @@ def render(r: ReportInput) -> str:
         "(deadline or budget) and infra trials are excluded from the denominators and counted here.</p></div>",
         _tasks_card(r),
         _flagged_card(r),
+        _trials_card(r),
         _footer(r),
         "</main></body></html>",
     ]

@@ -150,6 +150,23 @@ def load_scenario(path: Path) -> Scenario:
     return validate(path, Scenario, data, "a mapping with a 'tasks' field")
 
 
+def scenario_warnings(scenario: Scenario, *, skill: str) -> list[str]:
+    """What would silently spoil a scripted run (pure): a skill arm that reads SKILL.md with no
+    marker to find in it is counted as 'skill not read', and every such trial fails."""
+    out = []
+    skill_cfg = scenario.skills.get(skill)
+    for task_id, task in scenario.tasks.items():
+        chosen = task.arms.get("skill") or skill_cfg or scenario.arms.get("skill") or ArmBehaviour()
+        marker = task.skill_marker or (skill_cfg.marker if skill_cfg else "") or scenario.skill_marker
+        if chosen.read_skill and not marker:
+            out.append(
+                f"task {task_id!r}: the skill arm reads /skill/SKILL.md but no marker is set (skill_marker, "
+                f"skills.{skill}.marker or tasks.{task_id}.skill_marker): the scripted model will find the skill "
+                "unread and fail every skill trial of this task"
+            )
+    return out
+
+
 def compile_scenario(
     path: Path, scenario: Scenario, tasks: tuple[Task, ...], *, skill: str, seed: int | None = None
 ) -> bytes:
@@ -158,7 +175,13 @@ def compile_scenario(
     known = {t.id: t for t in tasks}
     for task_id in scenario.tasks:
         if task_id not in known:
-            raise ConfigError(path, f"task {task_id!r} is not one of the experiment's tasks", field=f"tasks.{task_id}")
+            raise ConfigError(
+                path,
+                f"task {task_id!r} is not one of the {len(known)} task(s) this experiment runs "
+                f"(the preregistration's target_tasks, TODO prompts left out: {', '.join(sorted(known))})",
+                field=f"tasks.{task_id}",
+                hint="remove it from the scenario, or add it to target_tasks (and lock again)",
+            )
     skill_cfg = scenario.skills.get(skill)
     if scenario.skills and skill_cfg is None:
         raise ConfigError(

@@ -218,7 +218,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             if listing is not None:
                 done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
             done.agent = cli.parse_result(run.stdout, run.exit_code)
-            done.artifacts["agent.json"] = ctx.artifacts.put(run.stdout)
+            done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # stream-json, redacted
+            done.artifacts["agent.json"] = ctx.artifacts.put(cli.result_json(run.stdout))
             if run.stdout_truncated:
                 done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
             done.oom = run.oom_killed

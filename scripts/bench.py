@@ -167,6 +167,7 @@ class Bench:
             host_slots=max(jobs, 8),
             slots_dir=self.slots,
             reuse_from=tuple(reuse_from),
+            preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
         )
         t0 = time.monotonic()
         result = Experiment(study, self.engine, options).run()

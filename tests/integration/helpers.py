@@ -85,6 +85,8 @@ def run_experiment(
     # job) must not hold back a test whose arms have to run at the same time
     options.setdefault("host_slots", jobs)
     options.setdefault("slots_dir", work_root.parent / "host-slots")
+    # the preflight has its own tests (test_preflight.py); hostile tasks check nothing on purpose
+    options.setdefault("preflight", False)
     opts = RunOptions(out=out, jobs=jobs, scripted=scenario, work_root=work_root, **options)
     return Experiment(study, engine, opts, events).run()
 

@@ -179,7 +179,7 @@ def test_agent_command() -> None:
     assert argv[4] == "claude"
     assert "--bare" in argv
     assert after(argv, "-p") == "fix the bug"
-    assert after(argv, "--output-format") == "json"
+    assert after(argv, "--output-format") == "stream-json" and "--verbose" in argv  # the transcript
     assert after(argv, "--model") == "sonnet"
     assert after(argv, "--allowedTools") == "Bash,Edit,Read"
     assert after(argv, "--max-budget-usd") == "1.5"
@@ -247,3 +247,19 @@ def test_claude_env_is_fresh_each_call() -> None:
     a = claude_env("10.0.0.1")
     a["EXTRA"] = "x"
     assert "EXTRA" not in claude_env("10.0.0.1")
+
+
+def test_a_stream_json_transcript_yields_its_final_result_object() -> None:
+    from harness.agent import result_json
+
+    lines = [
+        {"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash", "Edit", "Read"]},
+        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Read", "input": {}}]}},
+        {"type": "user", "message": {"content": [{"type": "tool_result", "content": "x"}]}},
+        {"type": "result", "subtype": "success", "num_turns": 2, "total_cost_usd": 0.01, "usage": {}},
+    ]
+    stdout = "\n".join(json.dumps(line) for line in lines).encode() + b"\n"
+    result = parse_result(stdout, 0)
+    assert result.num_turns == 2 and result.cost_usd == 0.01 and result.parse_error is None
+    assert json.loads(result_json(stdout))["type"] == "result"
+    assert result_json(b"garbage") == b"garbage"

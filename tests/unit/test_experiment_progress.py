@@ -39,7 +39,7 @@ def test_plain_lines_show_running_done_outcomes_and_spend_per_arm() -> None:
     summary = lines[2].split(" | ", 1)[1]
     assert f"baseline {b_run} running" in summary and f"skill {s_run} running" in summary
     assert "1 infra" in summary and "1 pass" in summary
-    assert summary.endswith("spent $0.3500")
+    assert summary.endswith("spent $0.3500 (agents + judges)")
 
 
 def test_skipped_trials_are_counted_and_the_reason_printed() -> None:

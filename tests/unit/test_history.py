@@ -66,5 +66,25 @@ def test_history_table_and_command(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert cli.main(["history", "tidy"]) == 0
     out = capsys.readouterr().out
     assert "13/18" in out and "reject" in out and "opus" in out
-    assert cli.main(["history", "nobody"]) == 0
-    assert "no experiments of skill nobody" in capsys.readouterr().out
+    assert cli.main(["history", "nobody"]) == 1, "nothing found is not a success"
+    assert "no experiments of skill nobody" in capsys.readouterr().err
+
+
+def test_history_in_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    _layout(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert cli.main(["history", "tidy"]) == 1, "the working directory holds nothing"
+    capsys.readouterr()
+    assert cli.main(["history", "tidy", "--in", str(tmp_path)]) == 0
+    from_root = capsys.readouterr().out
+    assert "13/18" in from_root and "opus" in from_root
+    # a folder of experiment directories, and one experiment directory, work too
+    assert cli.main(["history", "tidy", "--in", str(tmp_path / "harness-results")]) == 0
+    assert capsys.readouterr().out.count("\n") >= 3
+    assert cli.main(["history", "tidy", "--in", str(tmp_path / "harness-results" / "tidy-old")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3  # header, rule, one row
+    assert cli.main(["history", "nobody", "--in", str(tmp_path)]) == 1
+    assert f"found in {tmp_path}" in capsys.readouterr().err

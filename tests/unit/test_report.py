@@ -97,7 +97,9 @@ def test_html_is_self_contained_with_svg_charts() -> None:
     assert tags.tags.count("svg") == 4  # pass rate, cost, per-task differences, turns
     for banned in ("script", "link", "img", "iframe", "object", "embed"):
         assert banned not in tags.tags
-    assert not [a for a, _ in tags.attrs if a in ("src", "href", "action", "srcset", "xlink:href")]
+    assert not [a for a, _ in tags.attrs if a in ("src", "action", "srcset", "xlink:href")]
+    # the only links: each trial's artifacts, relative paths inside the experiment directory
+    assert all(re.fullmatch(r"artifacts/[0-9a-f]{2}/[0-9a-f]{64}", v or "") for a, v in tags.attrs if a == "href")
     assert "http://" not in page and "https://" not in page
     assert "url(" not in page and "@import" not in page
     assert "default-src 'none'" in page  # CSP: the browser refuses anything external
@@ -344,7 +346,11 @@ def test_github_actions_example_runs_eval_then_gates() -> None:
     assert "self-hosted" in job["runs-on"]
     steps = job["steps"]
     runs = [s.get("run", "") for s in steps]
-    eval_step = next(s for s in steps if "make eval SKILL=" in s.get("run", ""))
+    # the skill's repository has no Makefile and no checkout of the harness: the job installs it
+    assert not any("make " in r or ".venv/" in r for r in runs)
+    install = next(i for i, r in enumerate(runs) if "pipx install" in r and "$HARNESS_SPEC" in r)
+    eval_step = next(s for s in steps if "harness eval" in s.get("run", "") and '--skill "$SKILL"' in s["run"])
+    assert install < steps.index(eval_step)
     assert eval_step["env"]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
     # no other step sees the key
     assert sum("ANTHROPIC_API_KEY" in str(s) for s in steps) == 1

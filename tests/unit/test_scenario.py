@@ -185,3 +185,28 @@ def test_the_shipped_demo_scenario_compiles() -> None:
         data = json.loads(compile_scenario(demo / "scenario.yaml", scenario, tasks, skill=skill))
         assert data["skill_marker"] == scenario.skills[skill].marker
         assert set(data["tasks"]) <= {t.id for t in tasks}
+
+
+def test_an_unknown_task_names_the_task_set_it_is_checked_against(scenario_file: Path) -> None:
+    scenario = load_scenario(scenario_file)
+    with pytest.raises(ConfigError) as info:
+        compile_scenario(scenario_file, scenario, TASKS[:1], skill="tidy")
+    text = str(info.value)
+    assert "'t2' is not one of the 1 task(s) this experiment runs" in text
+    assert "target_tasks" in text and ": t1)" in text
+
+
+def test_a_skill_arm_without_a_marker_is_warned_about(tmp_path: Path, scenario_file: Path) -> None:
+    from harness.scenario import scenario_warnings
+
+    path = tmp_path / "s.yaml"
+    path.write_text("arms:\n  skill: {p_success: 0.7}\ntasks:\n  t1: {}\n  t2: {arms: {skill: {read_skill: false}}}\n")
+    warnings = scenario_warnings(load_scenario(path), skill="tidy")
+    assert len(warnings) == 1
+    assert "task 't1': the skill arm reads /skill/SKILL.md but no marker is set" in warnings[0]
+    # positive controls: a marker at any level silences it
+    assert scenario_warnings(load_scenario(scenario_file), skill="tidy") == []
+    path.write_text("skill_marker: m-1\ntasks:\n  t1: {}\n")
+    assert scenario_warnings(load_scenario(path), skill="tidy") == []
+    path.write_text("tasks:\n  t1: {skill_marker: m-2}\n")
+    assert scenario_warnings(load_scenario(path), skill="tidy") == []
