@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
     dm.add_argument("--jobs", type=int, default=None, help="concurrent trials (default: from cores and memory)")
     dm.add_argument("--runtime", help="container runtime for untrusted containers, e.g. runsc")
+    dm.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the two prompt-delivery A/B experiments (no installed delivery, library or trigger parts)",
+    )
     _preflight_arg(dm)
     _image_args(dm)
 
@@ -448,7 +453,9 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     setup = prepare_demo(args.out.resolve())
     print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
-    for skill, prereg in setup.preregistrations.items():
+    for n, (skill, prereg) in enumerate(setup.preregistrations.items()):
+        if args.quick and n >= 2:
+            break
         print(f"\n=== skill {skill} ===")
         study = load_study(prereg)
         own = setup.root / "demo" / f"scenario-{skill}.yaml"  # the installed part has its own
@@ -463,6 +470,8 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
         evaluate(study, options)
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
+    if args.quick:
+        return 0
     if setup.library is not None:
         from harness.library_run import evaluate_library
 

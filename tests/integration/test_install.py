@@ -66,7 +66,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     assert wheel_tags["trial"] == images.trial
 
     t1 = time.monotonic()
-    demo = _run([str(venv / "bin" / "harness"), "demo", "--out", str(tmp_path / "demo"), "--jobs", "4"],
+    demo = _run([str(venv / "bin" / "harness"), "demo", "--quick", "--out", str(tmp_path / "demo"), "--jobs", "4"],
                 cwd=tmp_path, env=env)  # fmt: skip
     ran = time.monotonic() - t1
     for skill in ("careful-fixer", "verbose-planner"):
