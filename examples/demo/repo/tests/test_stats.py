@@ -1,6 +1,6 @@
 import unittest
 
-from textkit.stats import mean, median
+from textkit.stats import mean, median, spread
 
 
 class MeanTests(unittest.TestCase):
@@ -17,3 +17,11 @@ class MedianTests(unittest.TestCase):
 
     def test_even_averages_the_middle_pair(self):
         self.assertEqual(median([4, 1, 3, 2]), 2.5)
+
+
+class SpreadTests(unittest.TestCase):
+    def test_spread(self):
+        self.assertEqual(spread([3, 9, 4]), 6)
+
+    def test_spread_of_nothing_is_zero(self):
+        self.assertEqual(spread([]), 0)
