@@ -375,6 +375,10 @@ def fit(
     )
 
 
+POSITIVE_EPS = 1e-9
+"""Coefficients at or below this count as zero for selection (floating-point noise of the fit)."""
+
+
 def select(fit: LibraryFit, *, top_k: int, method: SelectMethod) -> tuple[str, ...]:
     """The selected skills, best first; never padded when fewer qualify.
 
@@ -385,10 +389,11 @@ def select(fit: LibraryFit, *, top_k: int, method: SelectMethod) -> tuple[str, .
     """
     if top_k < 0:
         raise ContributionError(f"top_k={top_k} must be >= 0")
+    # "strictly positive" up to rounding: an exactly-zero effect fitted by QR comes out as +1e-17
     if method == "positive":
-        chosen = [e for e in fit.estimates if e.beta > 0]
+        chosen = [e for e in fit.estimates if e.beta > POSITIVE_EPS]
     elif method == "holm":
-        chosen = [e for e in fit.estimates if e.beta > 0 and e.p_holm < fit.alpha]
+        chosen = [e for e in fit.estimates if e.beta > POSITIVE_EPS and e.p_holm < fit.alpha]
     else:
         raise ContributionError(f"unknown selection method {method!r} (use 'positive' or 'holm')")
     chosen.sort(key=lambda e: (-e.beta, e.skill))

@@ -103,7 +103,9 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> In
     centre = (p + z * z / (2.0 * n)) / denom
     half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / denom
     # Clamp only the rounding noise at the ends (k=0 or k=n give exactly 0 or 1 in exact arithmetic).
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return Interval(low, high)
 
 
 # ----------------------------------------------------------------------- mean of tasks

@@ -355,3 +355,20 @@ def test_no_all_zero_rows_means_no_aa_check() -> None:
     f = fit(obs, ["a", "b"], seed=1)
     assert f.aa is not None and f.aa.n == 0 and not f.aa.differs_from_zero
     assert to_json(f, component="pass", selected=[], method="holm", baseline={})["aa_check"]["mean_delta"] is None
+
+
+def test_a_coefficient_that_is_zero_up_to_rounding_is_not_selected() -> None:
+    """Found in the library integration run: an exactly neutral skill fitted as +1e-17 was 'positive'."""
+    import dataclasses
+
+    from harness import contributions as c
+
+    obs = [
+        c.Observation(task_id=f"t{i}", sample=0, mask=m, masked=r, bare=0.0)
+        for i, (m, r) in enumerate([((1, 0), 1.0), ((0, 1), 0.0), ((1, 1), 1.0), ((0, 0), 0.0), ((1, 0), 1.0), ((0, 1), 0.0)])
+    ]
+    fit = c.fit(obs, ["helps", "neutral"], seed=1)
+    noisy = dataclasses.replace(
+        fit, estimates=tuple(dataclasses.replace(e, beta=1e-17) if e.skill == "neutral" else e for e in fit.estimates)
+    )
+    assert c.select(noisy, top_k=2, method="positive") == ("helps",)

@@ -228,3 +228,10 @@ def test_summarize() -> None:
 def test_t_quantile_df_zero_is_infinite() -> None:
     assert stats.t_quantile(0.975, 0) == math.inf
     assert stats.t_quantile(0.975, 19) == pytest.approx(T19_975)
+
+
+def test_wilson_is_exactly_zero_and_one_at_the_ends() -> None:
+    from harness.stats import wilson_interval
+
+    assert wilson_interval(0, 9).low == 0.0
+    assert wilson_interval(9, 9).high == 1.0
