@@ -54,7 +54,7 @@ from harness import (
     workroots,
 )
 from harness.config import Execution, Study, parse_size
-from harness.engine import Engine, Limits
+from harness.engine import Engine
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.gateway import wait_listening
 from harness.hostslots import HostSlots, slot_count, slots_dir
@@ -71,11 +71,10 @@ from harness.store import ExperimentDir
 from harness.trial import StartGate, TrialContext, run_trial
 from harness.upstream import Upstream
 from harness.watchdog import WorkspaceLimit
-from harness.workroots import default_work_root
+from harness.workroots import OWNER_FILE, default_work_root
 from harness.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
-OWNER_FILE = "owner"
 """In each run directory: '<pid> <host>' of the controller, so a later start can sweep a killed run's leftovers."""
 INFRA_RETRY_MAX_WAIT_S = 30.0
 
@@ -880,23 +879,7 @@ class Experiment:
     def _profile(self, images: ImageSet) -> sandbox.Profile:
         """The hardening profile of every container of this run (trials and preflight)."""
         ex = self.study.prereg.execution
-        uid, gid = self._users().agent
-        sidecar_uid = self._sidecar_uid()
-        return sandbox.Profile(
-            trial_image=images.trial,
-            sidecar_image=images.sidecar,
-            limits=Limits(
-                memory=ex.resources.memory,
-                cpus=ex.resources.cpus,
-                pids=ex.resources.pids,
-                nofile=ex.resources.nofile,
-                fsize_bytes=parse_size(ex.resources.max_file_size),
-                tmpfs_size=ex.resources.tmpfs_size,
-            ),
-            user=f"{uid}:{gid}",
-            sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
-            runtime=self.options.runtime,
-        )
+        return sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
 
     def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
@@ -921,14 +904,7 @@ class Experiment:
 
     def _role_users(self) -> uids.RoleUsers:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
-        try:
-            options = self.engine.info().security_options
-        except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
-            options = ()
-        try:
-            return uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=options)
-        except ValueError as e:
-            raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
+        return sandbox.role_users(self.engine, os.getuid(), os.getgid())
 
     @staticmethod
     def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:

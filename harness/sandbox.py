@@ -27,7 +27,10 @@ from importlib import resources
 from pathlib import Path
 
 from harness import agent as cli
-from harness.engine import BindMount, ContainerSpec, Limits
+from harness import uids
+from harness.config import Resources, parse_size
+from harness.engine import BindMount, ContainerSpec, Engine, Limits
+from harness.errors import HarnessError, PrerequisiteError
 from harness.labels import ROLE
 
 GATEWAY_KEY_PATH = "/run/harness/api-key"
@@ -50,6 +53,40 @@ class Profile:
     host account uses, see :mod:`harness.uids`)."""
     sidecar_user: str
     runtime: str | None = None
+
+
+def role_users(engine: Engine, euid: int, egid: int) -> uids.RoleUsers:
+    """The uids the run's roles use: ids no host account uses (issue 14), or the engine's remapping."""
+    try:
+        options = engine.info().security_options
+    except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
+        options = ()
+    try:
+        return uids.role_users(euid=euid, egid=egid, security_options=options)
+    except ValueError as e:
+        raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
+
+
+def make_profile(
+    resources: Resources, trial_image: str, sidecar_image: str, users: uids.RoleUsers, runtime: str | None
+) -> Profile:
+    """The hardening profile of every container of one run: A/B trials, preflight, trigger runs."""
+    (uid, gid), (suid, sgid) = users.agent, users.sidecar
+    return Profile(
+        trial_image=trial_image,
+        sidecar_image=sidecar_image,
+        limits=Limits(
+            memory=resources.memory,
+            cpus=resources.cpus,
+            pids=resources.pids,
+            nofile=resources.nofile,
+            fsize_bytes=parse_size(resources.max_file_size),
+            tmpfs_size=resources.tmpfs_size,
+        ),
+        user=f"{uid}:{gid}",
+        sidecar_user=f"{suid}:{sgid}",
+        runtime=runtime,
+    )
 
 
 def container_name(run_id: str, trial_key: str, role: str) -> str:

@@ -32,6 +32,7 @@ import math
 import os
 import random
 import secrets
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -42,13 +43,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness import agent as cli
-from harness import gateway, installed, sandbox, scenario, stats
-from harness.config import TASK_ID, Resources, parse_size, parse_yaml, read_text, validate
-from harness.engine import Engine, Limits
+from harness import gateway, installed, sandbox, scenario, stats, workroots
+from harness.config import TASK_ID, Resources, parse_yaml, read_text, validate
+from harness.engine import Engine
 from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.images import ImageBuilder, ImageOptions
 from harness.labels import RUN, TRIAL, make_labels
 from harness.lock import skill_files
+from harness.workroots import OWNER_FILE
 from harness.workspace import container_user, copy_skill, remove_tree
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
@@ -215,24 +217,16 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     options.out.mkdir(parents=True, exist_ok=True)
     images = ImageBuilder(engine, options.images).ensure()
     run_id = secrets.token_hex(4)
-    work = (options.work_root or Path("/tmp") / f"harness-{os.getuid()}") / f"triggers-{run_id}"
-    work.mkdir(mode=0o700, parents=True)
-    uid, gid = container_user()
-    sidecar_uid = (65534, 65534) if os.getuid() == 0 else (uid, gid)
-    profile = sandbox.Profile(
-        trial_image=images.trial,
-        sidecar_image=images.sidecar,
-        limits=Limits(
-            memory=ex.resources.memory,
-            cpus=ex.resources.cpus,
-            pids=ex.resources.pids,
-            nofile=ex.resources.nofile,
-            fsize_bytes=parse_size(ex.resources.max_file_size),
-            tmpfs_size=ex.resources.tmpfs_size,
-        ),
-        user=f"{uid}:{gid}",
-        sidecar_user=f"{sidecar_uid[0]}:{sidecar_uid[1]}",
-    )
+    root = options.work_root or workroots.default_work_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    workroots.remember(root)  # gc finds a killed trigger run's directories (and key file) too
+    work = root / f"triggers-{run_id}"
+    work.mkdir(mode=0o700)
+    # the owner file lets gc and the next start remove it (key file included) after a SIGKILL
+    (work / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    users = sandbox.role_users(engine, os.getuid(), os.getgid())
+    sidecar_uid = users.sidecar
+    profile = sandbox.make_profile(ex.resources, images.trial, images.sidecar, users, None)
     labels = make_labels(run_id, role="run", ttl_s=3600 + ex.budgets.timeout_s * len(plan_runs(prereg)))
     upstream_net = f"hx-{run_id}-up"
     scripted_name = f"hx-{run_id}-scripted"

@@ -21,6 +21,9 @@ import stat
 import tempfile
 from pathlib import Path
 
+OWNER_FILE = "owner"
+"""In every run directory: ``<pid> <host>`` of its controller (a dead one's directory is swept)."""
+
 
 def default_work_root() -> Path:
     """Where trial directories live unless ``RunOptions.work_root`` says otherwise."""
