@@ -106,6 +106,9 @@ def scripted_views(compiled: bytes) -> tuple[str, dict[str, Any]]:
     data = json.loads(compiled)
     tasks = data.pop("tasks", {})
     data.pop("skill_marker", None)
+    # the skill under evaluation's name and its Skill-tool invocation rules: a baseline never sees the skill
+    data.pop("skill", None)
+    data.pop("invocation", None)
     views: dict[str, Any] = {}
     for task_id, script in tasks.items():
         view = {k: v for k, v in script.items() if k not in ("skill_marker", "arms")}

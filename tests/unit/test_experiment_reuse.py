@@ -207,3 +207,20 @@ def test_artifacts_are_copied_by_content_hash(tmp_path: Path) -> None:
     assert reuse.copy_artifacts(rec, src, dst) == 1
     assert (dst / "artifacts" / digest[:2] / digest).read_bytes() == data
     assert not (dst / "artifacts" / "00" / bad).exists()
+
+
+def test_the_skill_name_and_its_invocation_rules_do_not_split_baseline_fingerprints() -> None:
+    """Found in the merged suite: compile_scenario now records the skill's name (installed delivery),
+    which made every skill's baseline fingerprint differ and reuse across skills find nothing."""
+    import json
+
+    from harness.reuse import scripted_views
+
+    def compiled(skill: str) -> bytes:
+        return json.dumps(
+            {"seed": 1, "skill": skill, "invocation": {skill: {"p_default": 1}}, "tasks": {"t": {"arms": {}}}}
+        ).encode()
+
+    assert scripted_views(compiled("careful-fixer"))[0] == scripted_views(compiled("verbose-planner"))[0]
+    changed = json.dumps({"seed": 2, "skill": "x", "tasks": {"t": {"arms": {}}}}).encode()
+    assert scripted_views(changed)[0] != scripted_views(compiled("x"))[0]  # positive control: the seed counts
