@@ -153,7 +153,9 @@ def load_scenario(path: Path) -> Scenario:
 def scenario_warnings(scenario: Scenario, *, skill: str) -> list[str]:
     """What would silently spoil a scripted run (pure): a skill arm that reads SKILL.md with no
     marker to find in it is counted as 'skill not read', and every such trial fails."""
-    out = []
+    out: list[str] = []
+    if scenario.library is not None:  # a library experiment has no /skill arm (its skills are under /skills/)
+        return out
     skill_cfg = scenario.skills.get(skill)
     for task_id, task in scenario.tasks.items():
         chosen = task.arms.get("skill") or skill_cfg or scenario.arms.get("skill") or ArmBehaviour()

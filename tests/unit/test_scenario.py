@@ -210,3 +210,13 @@ def test_a_skill_arm_without_a_marker_is_warned_about(tmp_path: Path, scenario_f
     assert scenario_warnings(load_scenario(path), skill="tidy") == []
     path.write_text("tasks:\n  t1: {skill_marker: m-2}\n")
     assert scenario_warnings(load_scenario(path), skill="tidy") == []
+
+
+def test_a_library_scenario_gets_no_skill_marker_warnings() -> None:
+    """The library demo printed five false warnings: its masked arm reads /skills/<name>/, not /skill."""
+    from harness.scenario import Scenario, scenario_warnings
+
+    plain = Scenario.model_validate({"tasks": {"t": {}}})
+    assert scenario_warnings(plain, skill="s")  # positive control: a skill arm with no marker warns
+    library = Scenario.model_validate({"tasks": {"t": {}}, "library": {"skills": {}}})
+    assert scenario_warnings(library, skill="s") == []
