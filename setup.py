@@ -2,7 +2,7 @@
 
 The repository keeps ``Dockerfile.trial``, ``images/`` and ``examples/`` where people look for
 them; building a wheel (``pip install``, ``pipx install git+URL``, ``python -m build``) copies
-them byte for byte into ``harness/assets/``, which :func:`harness.images.assets_root` prefers.
+them byte for byte into ``harness/assets/``, which :func:`harness.sandbox.images.assets_root` prefers.
 Same bytes, same content-hash image tags as a checkout. Everything else is in pyproject.toml.
 """
 

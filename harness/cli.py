@@ -138,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     _preflight_arg(dm)
     _image_args(dm)
 
-    from harness import triggers
+    from harness.experiment import triggers
 
     triggers.add_parser(sub)
 
@@ -218,11 +218,11 @@ def _calibrate_parser(sub: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.calibrate import calibrate
-    from harness.config import load_study
-    from harness.experiment import RunOptions
-    from harness.lock import verify_lock
-    from harness.run import default_jobs
+    from harness.experiment.calibrate import calibrate
+    from harness.experiment.evaluate import default_jobs
+    from harness.experiment.experiment import RunOptions
+    from harness.study.config import load_study
+    from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
     lock_hash = verify_lock(study)
@@ -241,7 +241,7 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 def _warn_without_recent_calibration(study: Any) -> None:
     """Baseline reuse across weeks hides drift: warn when the ledger holds no recent A/A calibration."""
-    from harness import ledger
+    from harness.reporting import ledger
 
     path = ledger.ledger_path(study)
     if ledger.recent_calibration(path, model=study.prereg.execution.model) is None:
@@ -295,19 +295,19 @@ def _preflight_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _image_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from harness.images import ImageOptions
+    from harness.sandbox.images import ImageOptions
 
     return ImageOptions(trial_base=args.base_image, extra_ca=args.extra_ca)
 
 
 def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
-    from harness.engine import Engine
+    from harness.sandbox.engine import Engine
 
     return Engine(env)
 
 
 def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.doctor import gather
+    from harness.sandbox.doctor import gather
 
     checks = gather(_engine(env), _image_options(args))
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
@@ -317,8 +317,8 @@ def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.engine import Engine
-    from harness.images import ImageBuilder
+    from harness.sandbox.engine import Engine
+    from harness.sandbox.images import ImageBuilder
 
     engine: Engine = _engine(env)
     builder = ImageBuilder(engine, _image_options(args), on_line=lambda line: print(line, flush=True))
@@ -339,7 +339,7 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.scaffold import init
+    from harness.study.scaffold import init
 
     made = init(args.skill, args.out)
     print(f"wrote {made.tasks}\nwrote {made.prereg}")
@@ -349,12 +349,12 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.lock import lock
+    from harness.study.lock import lock
 
     digest, base = lock(args.prereg)
     print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
-    from harness.config import load_study
-    from harness.prices import missing_notes
+    from harness.study.config import load_study
+    from harness.study.prices import missing_notes
 
     for note in missing_notes(load_study(args.prereg).prereg.execution):
         print(f"warning: {note}", file=sys.stderr)
@@ -374,9 +374,9 @@ def _find_prereg(args: argparse.Namespace) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.config import check_host_fits, load_study
-    from harness.lock import verify_lock
     from harness.plan import parse_shard
+    from harness.study.config import check_host_fits, load_study
+    from harness.study.lock import verify_lock
 
     study = load_study(_find_prereg(args))
     check_host_fits(study)
@@ -399,8 +399,8 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
     suffix = f"-shard{shard[0]}of{shard[1]}" if shard else ""
     out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
-    from harness.experiment import RunOptions
-    from harness.run import default_jobs, evaluate
+    from harness.experiment.evaluate import default_jobs, evaluate
+    from harness.experiment.experiment import RunOptions
 
     if args.reuse_baseline_from:
         _warn_without_recent_calibration(study)
@@ -417,15 +417,15 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         route=_route(args, env),
         preflight=args.preflight,
     )
-    if study.prereg.library is not None:  # a library experiment: harness.library_run
-        from harness.library_run import evaluate_library
+    if study.prereg.library is not None:  # a library experiment: harness.experiment.library
+        from harness.experiment.library import evaluate_library
 
         return evaluate_library(study, options)
     return evaluate(study, options)
 
 
 def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-untyped-def]
-    from harness import upstream
+    from harness.experiment import upstream
 
     if args.scripted is not None:
         given = [f for f in ("upstream", "upstream_ca", "upstream_network") if getattr(args, f) is not None]
@@ -436,9 +436,9 @@ def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-un
 
 
 def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.config import load_study
-    from harness.library import plan_lines
-    from harness.masks import DEFAULT_SIGMA_DELTA
+    from harness.analysis.masks import DEFAULT_SIGMA_DELTA
+    from harness.experiment.library_plan import plan_lines
+    from harness.study.config import load_study
 
     lines, ok = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
     print("\n".join(lines))
@@ -446,10 +446,10 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.config import load_study
     from harness.demo import prepare_demo
-    from harness.experiment import RunOptions
-    from harness.run import default_jobs, evaluate
+    from harness.experiment.evaluate import default_jobs, evaluate
+    from harness.experiment.experiment import RunOptions
+    from harness.study.config import load_study
 
     setup = prepare_demo(args.out.resolve())
     print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
@@ -473,7 +473,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
     if args.quick:
         return 0
     if setup.library is not None:
-        from harness.library_run import evaluate_library
+        from harness.experiment.library import evaluate_library
 
         print("\n=== skill library demo-library (4 skills: one helps, one hurts, one only costs, one neutral) ===")
         study = load_study(setup.library)
@@ -496,8 +496,8 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
     """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
     import time
 
-    from harness.engine import Engine
-    from harness.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.sandbox.engine import Engine
 
     prereg = root / "triggers" / "preregistration.yaml"
     if not prereg.is_file():
@@ -515,7 +515,7 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
 
 
 def _print_demo_outcome(results: Path) -> None:
-    from harness.report import REPORT_FILES, gate
+    from harness.reporting.report import REPORT_FILES, gate
 
     for name in REPORT_FILES:
         print(f"  {results / name}")
@@ -524,8 +524,8 @@ def _print_demo_outcome(results: Path) -> None:
 
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness import report
-    from harness.library_run import is_library_dir, report_library
+    from harness.experiment.library import is_library_dir, report_library
+    from harness.reporting import report
 
     if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
         print("\n".join(report_library(args.dir, args.prereg)))
@@ -539,7 +539,7 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.report import ResultsUnavailable, gate
+    from harness.reporting.report import ResultsUnavailable, gate
 
     if args.dir is None:
         raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")
@@ -549,7 +549,7 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.history import discover_in, format_table, history
+    from harness.reporting.history import discover_in, format_table, history
 
     if args.in_dirs:  # found, not named: a shard shows only when named with --results
         rows = history(args.skill, discover_in(args.in_dirs), explicit=False)
@@ -566,13 +566,13 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness import report
-    from harness.merge import merge
-    from harness.report import analyse_records
+    from harness.reporting import report
+    from harness.reporting.report import analyse_records
+    from harness.results.merge import merge
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
     if merged.study.prereg.library is not None:
-        from harness.library_run import report_library
+        from harness.experiment.library import report_library
 
         print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
         print("\n".join(report_library(args.out, args.prereg)))
@@ -585,7 +585,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.labels import OWNER, OWNER_VALUE
+    from harness.sandbox.labels import OWNER, OWNER_VALUE
 
     engine = _engine(env)
     if args.all:
@@ -599,7 +599,7 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"removed {kind} {name} ({reason})")
     print(f"{len(reaped)} orphaned object(s) removed")
     # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
-    from harness.experiment import sweep_known_roots
+    from harness.experiment.experiment import sweep_known_roots
 
     swept = sweep_known_roots()
     if swept:
@@ -608,7 +608,7 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.triggers import cmd_triggers as run
+    from harness.experiment.triggers import cmd_triggers as run
 
     return run(args, env)
 

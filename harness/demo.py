@@ -13,10 +13,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import gitops
 from harness.errors import PrerequisiteError
-from harness.images import assets_root
-from harness.lock import lock
+from harness.host import gitops
+from harness.sandbox.images import assets_root
+from harness.study.lock import lock
 
 DEMO_SKILLS = ("careful-fixer", "verbose-planner")
 DEMO_INSTALLED = "careful-fixer-installed"

@@ -14,8 +14,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.config import Task
 from harness.records import ARMS, Arm
+from harness.study.config import Task
 
 SKILL_PREFIX = (
     "Before you start, read the skill file at /skill/SKILL.md and follow its guidance for this task. "
@@ -28,7 +28,7 @@ BASELINE_PREFIX = ""
 
 def prompt_for(arm: Arm, task_prompt: str, skills: Sequence[str] = ()) -> str:
     if arm == "masked":
-        from harness.delivery import library_prefix
+        from harness.trial.delivery import library_prefix
 
         return library_prefix(skills) + task_prompt
     return (SKILL_PREFIX if arm == "skill" else BASELINE_PREFIX) + task_prompt

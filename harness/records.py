@@ -123,7 +123,7 @@ class VerifyResult(Model):
     skipped_reason: str | None = None
     oom_killed: bool = False
     reused_from: str | None = None
-    """Trial id whose verify ran on a byte-identical patch of the same task (see harness.samepatch)."""
+    """Trial id whose verify ran on a byte-identical patch of the same task (see harness.trial.samepatch)."""
 
 
 class JudgeResult(Model):

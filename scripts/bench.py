@@ -46,14 +46,14 @@ import yaml
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import decision
-from harness.config import Decision, load_study
+from harness.analysis import decision
 from harness.demo import prepare_demo
-from harness.engine import Engine
-from harness.experiment import Experiment, ExperimentResult, RunOptions
-from harness.images import ImageBuilder, ImageSet, project_root
-from harness.lock import lock
-from harness.runstate import spent_usd
+from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.results.attempts import spent_usd
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageBuilder, ImageSet, project_root
+from harness.study.config import Decision, load_study
+from harness.study.lock import lock
 
 ROOT = project_root()
 CONTAINERS_PER_TRIAL = 5
@@ -323,7 +323,7 @@ def early_stop_savings(bench: Bench) -> list[Row]:
         spent[mode] = spent_usd(result.records)
         skipped = sum(1 for r in result.records if r.status == "skipped")
         counts[mode] = (len(result.records) - skipped, skipped)
-        from harness.report import analyse_records
+        from harness.reporting.report import analyse_records
 
         study = load_study(prereg)
         data = analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=bench.work)
@@ -352,8 +352,8 @@ def early_stop_savings(bench: Bench) -> list[Row]:
 def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 20261130) -> tuple[float, float]:
     """Mean share of planned trials curtailment saves for a null skill (p=0.5, equal costs), checked
     after every trial in plan order: the same check the loop makes with --jobs 1."""
-    from harness.config import Task
     from harness.plan import plan_trials
+    from harness.study.config import Task
 
     settings = Decision(rule="point", early_stop="curtail")
     rng = random.Random(seed)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import load_study
 from harness.demo import prepare_demo
-from harness.engine import Engine
-from harness.experiment import Experiment, RunOptions
-from harness.lock import lock
+from harness.experiment.experiment import Experiment, RunOptions
+from harness.sandbox.engine import Engine
+from harness.study.config import load_study
+from harness.study.lock import lock
 
 
 def run(work: Path, delivery: str) -> list[list[int]]:

@@ -4,14 +4,14 @@ Data-generating model (additive, so the no-intercept regression is correctly spe
 each task i has a bare pass probability p0_i ~ Uniform(0.3, 0.65) and its own skill effects
 beta + u_i with u_ik ~ Uniform(-0.05, 0.05) (heterogeneity across tasks, mean zero, which makes
 the observations of one task correlated). Every (task, sample) pair gets a Bernoulli(p) mask C
-over K = 4 skills (``harness.masks.draw_masks``), a bare reward B ~ Bernoulli(p0_i) and a masked
+over K = 4 skills (``harness.analysis.masks.draw_masks``), a bare reward B ~ Bernoulli(p0_i) and a masked
 reward R ~ Bernoulli(p0_i + C . (beta + u_i)); the probabilities stay inside [0.1, 0.9], so
 E[R - B | C] = C . beta exactly.
 
-Part 1 sends every simulated dataset through the real ``harness.contributions.fit`` (HC3,
+Part 1 sends every simulated dataset through the real ``harness.analysis.contributions.fit`` (HC3,
 task-clustered bootstrap percentile interval with 2,000 resamples) and reports the mean of
 beta-hat against beta and the coverage of the bootstrap interval. Part 2 prints, for tasks x
-samples x p, the expected SE per coefficient (``harness.masks.expected_se`` with the model's true
+samples x p, the expected SE per coefficient (``harness.analysis.masks.expected_se`` with the model's true
 SD of R - B) next to the simulated SD of beta-hat and the mean HC3 SE. Part 3 runs a library in
 which no skill works through ``fit`` and ``select``: the share of skills each selection rule picks.
 
@@ -39,8 +39,8 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_library.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.contributions import Observation, fit, ols_no_intercept, select
-from harness.masks import DesignError, draw_masks, expected_se
+from harness.analysis.contributions import Observation, fit, ols_no_intercept, select
+from harness.analysis.masks import DesignError, draw_masks, expected_se
 
 DEFAULT_SEED = 20261201
 BETA = (0.10, -0.10, 0.05, 0.0)

@@ -4,7 +4,7 @@ Each simulated experiment draws T tasks with U-shaped difficulty (baseline pass
 probability p ~ Beta(.5, .5)), gives the skill a logit shift b chosen so that
 the mean true gain E[expit(logit p + b) - p] equals the target effect, runs N
 trials per arm and task, and sends the outcomes through the real
-``harness.decision.analyze`` and ``harness.decision.decide`` under both rules.
+``harness.analysis.decision.analyze`` and ``harness.analysis.decision.decide`` under both rules.
 Costs are drawn per task (log-normal) with per-trial noise; the skill's true
 cost ratio is ``--cost-ratio`` (default 1.0, so the cost condition rarely
 binds and the table shows the pass-rate logic). Every cell has its own seeded
@@ -15,7 +15,7 @@ binds and the table shows the pass-rate logic). Every cell has its own seeded
 Prints a Markdown table: P(adopt) / P(reject) / P(inconclusive) per rule.
 At effect 0 P(adopt) is the false-adoption rate; at positive effects it is power.
 The small-suite rows (3-6 tasks) show the small-sample gates at work. A second table
-gives the coverage of the cost-ratio interval (``harness.stats.cost_ratio``, Fieller)
+gives the coverage of the cost-ratio interval (``harness.analysis.stats.cost_ratio``, Fieller)
 for a skill whose true cost ratio is ``--coverage-ratio``.
 """
 
@@ -37,9 +37,9 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_rules.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.config import Decision
-from harness.decision import DecisionContext, Observation, analyze, decide
+from harness.analysis.decision import DecisionContext, Observation, analyze, decide
 from harness.records import Arm, Outcome
+from harness.study.config import Decision
 
 DEFAULT_REPS = 2000
 DEFAULT_SEED = 20261130
@@ -165,7 +165,7 @@ class CoverageCell:
 
 def cost_coverage(cell: CoverageCell) -> tuple[CoverageCell, float, float]:
     """Share of simulated experiments whose cost-ratio interval covers the true ratio, and the mean width."""
-    from harness import stats
+    from harness.analysis import stats
 
     rng = random.Random(f"{cell.seed}:cost:{cell.tasks}:{cell.runs}:{cell.ratio}")
     hits = 0
@@ -206,7 +206,7 @@ def render(results: Sequence[CellResult], reps: int, seed: int, command: str) ->
     lines = [
         (
             f"Simulated with `{command}` ({reps} reps per row, seed {seed}); U-shaped difficulty Beta(.5,.5), "
-            "logit-shift effect, decisions by harness.decision.decide."
+            "logit-shift effect, decisions by harness.analysis.decision.decide."
         ),
         f"Monte Carlo standard error of a share p: sqrt(p(1-p)/{reps}) (at most {0.5 / math.sqrt(reps):.3f}).",
         "",

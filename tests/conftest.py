@@ -60,14 +60,14 @@ def _no_docker_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
 
 @pytest.fixture(scope="session")
 def engine():  # type: ignore[no-untyped-def]
-    from harness.engine import Engine
+    from harness.sandbox.engine import Engine
 
     return Engine()
 
 
 @pytest.fixture(scope="session")
 def images(engine):  # type: ignore[no-untyped-def]
-    from harness.images import ImageBuilder
+    from harness.sandbox.images import ImageBuilder
 
     return ImageBuilder(engine).ensure()
 
@@ -78,7 +78,7 @@ def _worktrees(repo: Path) -> list[str]:
 
 
 def _ours_or_orphaned(labels: dict[str, str]) -> bool:
-    from harness.labels import HOST, PID, pid_alive
+    from harness.sandbox.labels import HOST, PID, pid_alive
 
     try:
         pid = int(labels.get(PID, "0"))

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from harness import report
-from harness.config import Preregistration
 from harness.records import AgentResult, JudgeResult, PatchInfo, Provenance, Status, TrialRecord, VerifyResult
+from harness.reporting import report
+from harness.study.config import Preregistration
 
 LOCK = "ab" * 32
 HOSTILE = "<script>alert(1)</script>"

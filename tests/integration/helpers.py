@@ -7,12 +7,12 @@ from typing import Any
 
 import yaml
 
-from harness.config import load_study
-from harness.engine import Engine
-from harness.experiment import Events, Experiment, ExperimentResult, RunOptions
-from harness.lock import lock
+from harness.experiment.experiment import Events, Experiment, ExperimentResult, RunOptions
 from harness.records import TrialRecord
-from harness.runstate import latest_by_trial
+from harness.results.attempts import latest_by_trial
+from harness.sandbox.engine import Engine
+from harness.study.config import load_study
+from harness.study.lock import lock
 
 
 def write_experiment(

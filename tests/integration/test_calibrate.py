@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import calibrate
-from harness.config import load_study
-from harness.runstate import latest_by_trial
+from harness.experiment import calibrate
+from harness.results.attempts import latest_by_trial
+from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import Engine
-from harness.experiment import Events
+from harness.experiment.experiment import Events
 from harness.records import TrialRecord
+from harness.sandbox.engine import Engine
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

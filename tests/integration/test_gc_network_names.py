@@ -5,8 +5,8 @@ from __future__ import annotations
 import docker
 import pytest
 
-from harness.engine import Engine
-from harness.labels import make_labels
+from harness.sandbox.engine import Engine
+from harness.sandbox.labels import make_labels
 
 
 @pytest.mark.docker

@@ -48,7 +48,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     installed = time.monotonic() - t0
 
     where = _run(
-        [str(py), "-c", "import harness, harness.images as i; print(harness.__file__); print(i.assets_root())"],
+        [str(py), "-c", "import harness, harness.sandbox.images as i; print(harness.__file__); print(i.assets_root())"],
         cwd=tmp_path,
         env=env,
     ).stdout.split()
@@ -56,10 +56,10 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     assert where[1].startswith(str(venv)) and where[1].endswith("harness/assets")
 
     # the wheel's image inputs are the checkout's bytes: the same content-hash tags
-    from harness.images import ImageBuilder
+    from harness.sandbox.images import ImageBuilder
 
     checkout_tags = {role: tag for role, (tag, _) in ImageBuilder(engine).planned().items()}
-    probe = "import json; from harness.engine import Engine; from harness.images import ImageBuilder; " \
+    probe = "import json; from harness.sandbox.engine import Engine; from harness.sandbox.images import ImageBuilder; " \
         "print(json.dumps({r: t for r, (t, _) in ImageBuilder(Engine()).planned().items()}))"  # fmt: skip
     wheel_tags = json.loads(_run([str(py), "-c", probe], cwd=tmp_path, env=env).stdout)
     assert wheel_tags == checkout_tags

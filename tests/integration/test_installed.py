@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness import decision
+from harness.analysis import decision
 from harness.records import TrialRecord
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 from tests.security.helpers import HostileTask, bash, kv, probes, scripted_events, write_hostile

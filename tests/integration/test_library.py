@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from harness import contributions, library
-from harness.config import load_study
+from harness.analysis import contributions
 from harness.demo import prepare_demo
 from harness.errors import LockError
-from harness.experiment import RunOptions
-from harness.library_run import CONTRIBUTIONS_JSON, evaluate_library
-from harness.lock import lock
+from harness.experiment import library_plan as library
+from harness.experiment.experiment import RunOptions
+from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
 from harness.records import MountedSkill, TrialRecord
-from harness.store import RESULTS, read_results
+from harness.results.store import RESULTS, read_results
+from harness.study.config import load_study
+from harness.study.lock import lock
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

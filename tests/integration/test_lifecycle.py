@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from harness import labels as L
-from harness.store import read_results
+from harness.results.store import read_results
+from harness.sandbox import labels as L
 from tests.integration.helpers import write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

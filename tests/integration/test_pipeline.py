@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.agent import PLACEHOLDER_KEY
 from harness.records import outcome
+from harness.trial.claude import PLACEHOLDER_KEY
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -31,13 +31,14 @@ from typing import Any
 
 import pytest
 
-from harness import experiment, reuse, scenario, upstream
-from harness.config import load_study
-from harness.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.errors import InfraError
-from harness.gateway import wait_listening
-from harness.labels import make_labels
-from harness.report import analyse_records
+from harness.experiment import experiment, reuse, upstream
+from harness.reporting.report import analyse_records
+from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
+from harness.sandbox.labels import make_labels
+from harness.study import scenario
+from harness.study.config import load_study
+from harness.trial.gateway import wait_listening
 from tests.integration.helpers import demo_task_scripts, latest, write_experiment
 
 pytestmark = [

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import reportkit as kit
 
-from harness import report, report_html
+from harness.reporting import html as report_html
+from harness.reporting import report
 
 WIDTH, HEIGHT = 1200, 2000
 CHROMIUM = next((c for c in ("chromium", "chromium-browser") if shutil.which(c)), None)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_study
 from harness.records import TrialRecord
-from harness.report import analyse_records
-from harness.store import read_results
+from harness.reporting.report import analyse_records
+from harness.results.store import read_results
+from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

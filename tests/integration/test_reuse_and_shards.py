@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from harness import report
+from harness.analysis.decision import PROVENANCE_MISMATCH
 from harness.cli import main
-from harness.config import load_study
-from harness.decision import PROVENANCE_MISMATCH
-from harness.report import analyse_records
-from harness.store import read_results
+from harness.reporting import report
+from harness.reporting.report import analyse_records
+from harness.results.store import read_results
+from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.samepatch import reuse_counts
+from harness.trial.samepatch import reuse_counts
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

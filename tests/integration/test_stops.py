@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import report
-from harness.config import load_study
-from harness.decision import BUDGET_STOPPED, EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE, UNBALANCED
+from harness.analysis.decision import BUDGET_STOPPED, EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE, UNBALANCED
 from harness.plan import plan_trials
-from harness.report import analyse_records
+from harness.reporting import report
+from harness.reporting.report import analyse_records
+from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import load_experiment, write_reports
+from harness.reporting.report import load_experiment, write_reports
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

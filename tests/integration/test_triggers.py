@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.triggers import TriggerOptions, load_trigger_study, run_triggers
+from harness.experiment.triggers import TriggerOptions, load_trigger_study, run_triggers
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.labels import make_labels
+from harness.sandbox.labels import make_labels
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.engine import Engine
 from harness.errors import HarnessError
+from harness.sandbox.engine import Engine
 from tests.integration.helpers import demo_task_scripts, write_experiment
 
 SKILL_MARKER = "careful-fixer-7c1e"

@@ -92,7 +92,7 @@ def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(forged, 
 
 
 def test_the_report_counts_api_failures_per_arm(forged) -> None:  # type: ignore[no-untyped-def]
-    from harness import apihealth
+    from harness.trial import apihealth
 
     counts = apihealth.failures_by_arm(forged["_all"])
     assert set(counts["skill"]) == {"529", "429", "cut"} and not counts["baseline"], counts

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from harness import experiment as experiment_mod
-from harness import uids
-from harness.config import load_study
 from harness.errors import ConfigError, LockError
-from harness.ledger import shelve
-from harness.lock import copy_locked_skill, lock, skill_files, verify_lock
-from harness.sandbox import GATEWAY_KEY_PATH
-from harness.workspace import copy_skill
+from harness.experiment import experiment as experiment_mod
+from harness.reporting.ledger import shelve
+from harness.sandbox import uids
+from harness.sandbox.roles import GATEWAY_KEY_PATH
+from harness.study.config import load_study
+from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
+from harness.trial.workspace import copy_skill
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, write_hostile
 

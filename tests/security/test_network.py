@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from harness.engine import ContainerSpec, Engine, Limits
-from harness.labels import make_labels
+from harness.sandbox.engine import ContainerSpec, Engine, Limits
+from harness.sandbox.labels import make_labels
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, bash, probes, write_hostile
 

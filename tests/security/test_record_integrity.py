@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engine import ExitInfo
 from harness.records import AgentResult, GatewayMeter
-from harness.trial import classify_agent, integrity_flags
+from harness.sandbox.engine import ExitInfo
+from harness.trial.trial import classify_agent, integrity_flags
 
 NO_RESULT = AgentResult(parse_error="no result object on stdout")
 METER = GatewayMeter(requests=3, forwarded=3, cost_usd=0.02)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness.watchdog import WorkspaceLimit
+from harness.trial.watchdog import WorkspaceLimit
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, Inspector, bash, kv, mean_task, probes, write_hostile
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_study
-from harness.doctor import judge_versions
 from harness.errors import PrerequisiteError
-from harness.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment, RunOptions
+from harness.sandbox.doctor import judge_versions
+from harness.study.config import load_study
 from tests.integration.helpers import write_experiment
 
 pytestmark = [pytest.mark.docker]

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from harness import engine as engine_mod
-from harness.agent import PLACEHOLDER_KEY, claude_env
-from harness.config import load_study
 from harness.errors import ConfigError, LockError
-from harness.lock import lock, verify_lock
-from harness.sandbox import GATEWAY_KEY_PATH
+from harness.sandbox import engine as engine_mod
+from harness.sandbox.roles import GATEWAY_KEY_PATH
+from harness.study.config import load_study
+from harness.study.lock import lock, verify_lock
+from harness.trial.claude import PLACEHOLDER_KEY, claude_env
 from tests.integration.helpers import latest, run_experiment
 from tests.security.conftest import control_run
 from tests.security.helpers import (

@@ -1,4 +1,4 @@
-"""harness.agent: the CLI's argv and environment, and reading its JSON result defensively."""
+"""harness.trial.claude: the CLI's argv and environment, and reading its JSON result defensively."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness.agent import (
+from harness.records import AgentResult
+from harness.trial.claude import (
     GATEWAY_PORT,
     KILL_GRACE_S,
     PLACEHOLDER_KEY,
@@ -20,8 +21,7 @@ from harness.agent import (
     parse_result,
     structured_output,
 )
-from harness.judge import VERDICT_SCHEMA
-from harness.records import AgentResult
+from harness.trial.judge import VERDICT_SCHEMA
 
 DATA = Path(__file__).parent / "data"
 RESULT_BYTES = (DATA / "claude-result.json").read_bytes()
@@ -250,7 +250,7 @@ def test_claude_env_is_fresh_each_call() -> None:
 
 
 def test_a_stream_json_transcript_yields_its_final_result_object() -> None:
-    from harness.agent import result_json
+    from harness.trial.claude import result_json
 
     lines = [
         {"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash", "Edit", "Read"]},

@@ -1,4 +1,4 @@
-"""harness.apihealth and harness.upstream: the API's health from the gateway's record, and the real run's route."""
+"""harness.trial.apihealth and harness.experiment.upstream: the API's health from the gateway's record, and the real run's route."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from trialkit import TASKS, make_record, skipped
 
-from harness import apihealth, retry, upstream
+from harness import retry
 from harness.errors import ConfigError
-from harness.experiment import LoopPolicy, TrialLoop
+from harness.experiment import upstream
+from harness.experiment.experiment import LoopPolicy, TrialLoop
 from harness.plan import plan_trials
 from harness.records import GatewayMeter, TrialRecord
+from harness.trial import apihealth
 
 EVENTS = [
     {"event": "forwarded", "status": 200, "stream": True, "complete": True},
@@ -136,8 +138,8 @@ def test_bad_routes_name_the_setting(env: dict[str, str], url: str | None, field
 def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
     from trialkit import PROV
 
-    from harness import reuse
-    from harness.config import Execution
+    from harness.experiment import reuse
+    from harness.study.config import Execution
 
     def fp(**route: str) -> str:
         settings = reuse.baseline_settings(
@@ -157,7 +159,7 @@ def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
 def test_arms_that_went_different_ways_are_invalid() -> None:
     from trialkit import PROV
 
-    from harness import decision
+    from harness.analysis import decision
 
     ctx = decision.DecisionContext(
         budget_stopped=False,
@@ -172,8 +174,8 @@ def test_arms_that_went_different_ways_are_invalid() -> None:
 
 
 def test_scripted_errors_per_conversation_with_retry_after() -> None:
-    from harness.scenario import InjectedError
     from harness.sidecars import scripted_api
+    from harness.study.scenario import InjectedError
 
     err = InjectedError(status=429, conversations=1, retry_after_s=2).model_dump(mode="json", exclude_none=True)
     assert err == {"at_turn": 0, "status": 429, "times": 1, "conversations": 1, "retry_after_s": 2.0}

@@ -17,10 +17,10 @@ import yaml
 from studykit import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
 
 from harness import cli
-from harness.config import load_study, parse_preregistration, parse_tasks
 from harness.errors import ConfigError, LockError
-from harness.experiment import Experiment, RunOptions
-from harness.lock import LOCK_COMMENT, fingerprint, lock, lock_path, verify_lock
+from harness.experiment.experiment import Experiment, RunOptions
+from harness.study.config import load_study, parse_preregistration, parse_tasks
+from harness.study.lock import LOCK_COMMENT, fingerprint, lock, lock_path, verify_lock
 
 HANG_BACKSTOP_S = 60  # not a timing assertion: a hang fails the test instead of blocking the suite
 
@@ -491,7 +491,7 @@ def test_validator_messages_have_no_pydantic_prefix(tmp_path: Path) -> None:
 
 
 def test_a_scenario_may_use_aliases_within_a_bound(tmp_path: Path) -> None:
-    from harness.scenario import load_scenario
+    from harness.study.scenario import load_scenario
 
     path = tmp_path / "scenario.yaml"
     steps = [{"tool": "Bash", "input": {"command": "true"}}]
@@ -506,7 +506,7 @@ def test_a_scenario_may_use_aliases_within_a_bound(tmp_path: Path) -> None:
 
 
 def test_a_scenario_refuses_inf(tmp_path: Path) -> None:
-    from harness.scenario import load_scenario
+    from harness.study.scenario import load_scenario
 
     path = tmp_path / "scenario.yaml"
     path.write_text("probe_wait_s: .inf\ntasks: {}\n")

@@ -12,15 +12,17 @@ import pytest
 import reportkit as kit
 from trialkit import TASKS, make_record
 
-from harness import calibrate, cli, ledger
-from harness.experiment import run_as_planned
+from harness import cli
+from harness.experiment import calibrate
+from harness.experiment.experiment import run_as_planned
 from harness.plan import plan_trials
+from harness.reporting import ledger
 
 AA = {f"t{i}": ("PPF", "PFP") for i in range(6)} | {"t6": ("FFF", "FFF"), "t7": ("PPP", "PPP")}
 
 
 def _study(tmp_path: Path, spec: dict[str, tuple[str, str]]) -> Any:
-    from harness.config import load_study
+    from harness.study.config import load_study
 
     kit.write_experiment(tmp_path, spec, rule="interval")
     return load_study(tmp_path / "study" / "preregistration.yaml")

@@ -11,8 +11,8 @@ import pytest
 from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 from harness import cli
-from harness.experiment import RunOptions
-from harness.lock import lock
+from harness.experiment.experiment import RunOptions
+from harness.study.lock import lock
 
 KEY_ENV = {"ANTHROPIC_API_KEY": "sk-ant-test-key-not-real-0123456789"}
 
@@ -35,8 +35,8 @@ def _no_engine_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_evaluate(*args: object, **kwargs: object) -> int:
         raise AssertionError("evaluate() was called")
 
-    monkeypatch.setattr("harness.engine.Engine", no_engine)
-    monkeypatch.setattr("harness.run.evaluate", no_evaluate)
+    monkeypatch.setattr("harness.sandbox.engine.Engine", no_engine)
+    monkeypatch.setattr("harness.experiment.evaluate.evaluate", no_evaluate)
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ def test_eval_scripted_needs_no_key(
         seen.update(vars(options))
         return 0
 
-    monkeypatch.setattr("harness.run.evaluate", fake_evaluate)
+    monkeypatch.setattr("harness.experiment.evaluate.evaluate", fake_evaluate)
     scenario = tmp_path / "scenario.yaml"
     code, _, err = run(
         capsys, "eval", str(locked.prereg), "--scripted", str(scenario), "--shard", "2/3", "--out", str(tmp_path / "o")

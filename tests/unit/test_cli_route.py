@@ -10,8 +10,8 @@ import pytest
 from studykit import StudyFactory
 
 from harness import cli
-from harness.experiment import RunOptions
-from harness.lock import lock
+from harness.experiment.experiment import RunOptions
+from harness.study.lock import lock
 
 KEY = "sk-ant-test-key-not-real-0123456789"
 
@@ -31,7 +31,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, RunOptions]:
         got["options"] = options
         return 0
 
-    monkeypatch.setattr("harness.run.evaluate", fake_evaluate)
+    monkeypatch.setattr("harness.experiment.evaluate.evaluate", fake_evaluate)
     return got
 
 

@@ -1,4 +1,4 @@
-"""harness.config: every kind of bad input becomes one ConfigError naming the file and the field."""
+"""harness.study.config: every kind of bad input becomes one ConfigError naming the file and the field."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from studykit import DEFAULT_PREREG, StudyFactory
 
-from harness.config import (
+from harness.errors import ConfigError, HarnessError
+from harness.study.config import (
     Execution,
     Task,
     load_preregistration,
@@ -17,7 +18,6 @@ from harness.config import (
     parse_preregistration,
     parse_tasks,
 )
-from harness.errors import ConfigError, HarnessError
 
 
 def config_error(fn, *args) -> ConfigError:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm  # dev extra, tests only: the independent HC3 reference
 
-from harness.contributions import (
+from harness.analysis.contributions import (
     CAVEAT,
     ESTIMATOR,
     ContributionError,
@@ -25,7 +25,7 @@ from harness.contributions import (
     select,
     to_json,
 )
-from harness.masks import DesignError
+from harness.analysis.masks import DesignError
 
 VECTORS = {
     v["name"]: v for v in json.loads((Path(__file__).parent / "data" / "masked_library_vectors.json").read_text())
@@ -361,7 +361,7 @@ def test_a_coefficient_that_is_zero_up_to_rounding_is_not_selected() -> None:
     """Found in the library integration run: an exactly neutral skill fitted as +1e-17 was 'positive'."""
     import dataclasses
 
-    from harness import contributions as c
+    from harness.analysis import contributions as c
 
     obs = [
         c.Observation(task_id=f"t{i}", sample=0, mask=m, masked=r, bare=0.0)

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from harness.contributions import CAVEAT, LibraryFit, Observation, fit, select
-from harness.contributions_report import markdown_section, svg_chart
+from harness.analysis.contributions import CAVEAT, LibraryFit, Observation, fit, select
+from harness.reporting.contributions import markdown_section, svg_chart
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""harness.decision: analysis figures and every verdict path on hand-built observation sets."""
+"""harness.analysis.decision: analysis figures and every verdict path on hand-built observation sets."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
-from harness import decision as d
-from harness import stats
-from harness.config import Decision
-from harness.decision import DecisionContext, Observation, analyze, curtailment, decide
+from harness.analysis import decision as d
+from harness.analysis import stats
+from harness.analysis.decision import DecisionContext, Observation, analyze, curtailment, decide
 from harness.records import (
     AgentResult,
     Arm,
@@ -22,6 +21,7 @@ from harness.records import (
     Verdict,
     VerifyResult,
 )
+from harness.study.config import Decision
 
 POINT = Decision(rule="point")
 INTERVAL = Decision(rule="interval")

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from harness import decision as d
-from harness import stats
-from harness.config import Decision
-from harness.decision import DecisionContext, Observation, analyze, decide
+from harness.analysis import decision as d
+from harness.analysis import stats
+from harness.analysis.decision import DecisionContext, Observation, analyze, decide
+from harness.study.config import Decision
 from tests.unit.test_decision import INTERVAL, POINT, PROV, arm_obs, build, ctx, spec_from
 
 # ------------------------------------------------------------------- 1. honest defaults
@@ -247,7 +247,7 @@ def test_fieller_is_unbounded_when_the_baseline_mean_is_not_distinguishable_from
 
 
 def test_judge_model_equal_to_executor_model_is_refused_or_warned() -> None:
-    from harness.config import Execution
+    from harness.study.config import Execution
 
     with pytest.raises(ValueError):
         Execution(model="sonnet", judge_model="sonnet")
@@ -272,7 +272,7 @@ def _record(tid: str, attempt: int, status: str = "completed", exit_code: int = 
 
 
 def test_two_final_records_with_the_same_attempt_are_refused() -> None:
-    from harness.runstate import DuplicateAttemptError, final_attempts
+    from harness.results.attempts import DuplicateAttemptError, final_attempts
 
     fail, forged_pass = _record("x", 1, exit_code=1), _record("x", 1, exit_code=0)
     with pytest.raises(DuplicateAttemptError) as info:
@@ -288,8 +288,8 @@ def test_two_final_records_with_the_same_attempt_are_refused() -> None:
 def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) -> None:
     from pathlib import Path
 
-    from harness import report
     from harness.errors import HarnessError
+    from harness.reporting import report
 
     root = Path(str(tmp_path))
     line = _record("x", 1).model_dump_json()  # type: ignore[attr-defined]
@@ -311,7 +311,8 @@ def test_every_report_shows_the_point_only_adoption_in_amber(tmp_path: object) -
 
     import reportkit as kit
 
-    from harness import report, report_html
+    from harness.reporting import html as report_html
+    from harness.reporting import report
 
     r = kit.make_input(NOISY6, rule="point")
     assert r.decision.verdict == "adopt" and r.decision.point_only_adopt

@@ -1,10 +1,10 @@
-"""harness.doctor: version parsing and known-CVE warnings (pure; no engine)."""
+"""harness.sandbox.doctor: version parsing and known-CVE warnings (pure; no engine)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.doctor import MINIMUMS, judge_versions, parse_version
+from harness.sandbox.doctor import MINIMUMS, judge_versions, parse_version
 
 
 @pytest.mark.parametrize(

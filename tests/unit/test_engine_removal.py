@@ -7,9 +7,9 @@ import types
 
 import docker
 
-from harness.engine import Engine
 from harness.errors import InfraError
-from harness.labels import make_labels
+from harness.sandbox.engine import Engine
+from harness.sandbox.labels import make_labels
 
 
 class RecordingEngine(Engine):

@@ -6,8 +6,8 @@ import pytest
 import requests.exceptions
 import urllib3.exceptions
 
-from harness.engine import Engine
 from harness.errors import InfraError
+from harness.sandbox.engine import Engine
 
 
 class _Container:

@@ -8,12 +8,12 @@ from typing import Any
 
 from trialkit import make_record, skipped
 
-from harness.config import Decision, Execution, Preregistration, Study, Task, TaskFile
-from harness.decision import EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE
-from harness.experiment import LoopPolicy, TrialLoop, curtailment_check
+from harness.analysis.decision import EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE
+from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
-from harness.runstate import max_cost_per_trial
+from harness.results.attempts import max_cost_per_trial
+from harness.study.config import Decision, Execution, Preregistration, Study, Task, TaskFile
 
 TASKS = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(2))
 
@@ -46,8 +46,8 @@ def _run(study: Study, outcome: Any) -> tuple[list[TrialRecord], str | None]:
 
 
 def _decide(study: Study, records: list[TrialRecord]) -> Any:
-    from harness.decision import analyze, context_from_records, decide, observations_from_records
-    from harness.runstate import stops
+    from harness.analysis.decision import analyze, context_from_records, decide, observations_from_records
+    from harness.results.attempts import stops
 
     settings = study.prereg.decision
     analysis = analyze(observations_from_records(records, settings.pass_rule), settings)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.hostslots import HostSlots, default_slots, slots_dir
+from harness.host.slots import HostSlots, default_slots, slots_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ HOLDER = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from harness.hostslots import HostSlots
+    from harness.host.slots import HostSlots
     slots = HostSlots(int(sys.argv[1]), Path(sys.argv[2]))
     with slots.slot() as i:
         t0 = time.time()
@@ -117,7 +117,7 @@ def test_the_slot_directory_does_not_follow_tmpdir() -> None:
 
 def test_harness_host_slots_sets_the_limit_and_a_bad_value_is_a_clear_error() -> None:
     from harness.errors import ConfigError
-    from harness.hostslots import slot_count
+    from harness.host.slots import slot_count
 
     assert slot_count({"HARNESS_HOST_SLOTS": "3"}, per_trial_mem=2 << 30) == 3
     assert slot_count({}, per_trial_mem=2 << 30) == default_slots(per_trial_mem=2 << 30)

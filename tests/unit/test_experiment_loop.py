@@ -16,8 +16,8 @@ from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import Interrupted
-from harness.experiment import LoopPolicy, TrialLoop
-from harness.hostslots import HostSlots
+from harness.experiment.experiment import LoopPolicy, TrialLoop
+from harness.host.slots import HostSlots
 from harness.plan import TrialSpec, plan_trials
 from harness.records import ReusedFrom, TrialRecord
 
@@ -256,8 +256,8 @@ def test_a_stop_signal_raises_interrupted_and_records_nothing_for_unstarted_tria
 
 def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
     """A 4 h task must keep the run's scripted API and network from being reaped as expired."""
-    from harness.config import Execution, Task
-    from harness.experiment import run_ttl_s
+    from harness.experiment.experiment import run_ttl_s
+    from harness.study.config import Execution, Task
 
     ex = Execution(model="sonnet", judge_model="haiku")
     short = plan_trials(TASKS, 1, seed=1)

@@ -10,12 +10,12 @@ import pytest
 from trialkit import make_record
 
 from harness.cli import main
-from harness.config import load_study
-from harness.lock import lock
-from harness.merge import MergeError, merge
 from harness.plan import plan_trials, shard_of
 from harness.records import TrialRecord
-from harness.store import read_results
+from harness.results.merge import MergeError, merge
+from harness.results.store import read_results
+from harness.study.config import load_study
+from harness.study.lock import lock
 
 
 def _setup(make_study: Any, tmp_path: Path, n: int = 2) -> tuple[Any, str, dict[int, list[TrialRecord]]]:

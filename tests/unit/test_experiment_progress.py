@@ -6,11 +6,11 @@ import io
 
 from trialkit import make_record
 
-from harness.config import Task
+from harness.experiment.progress import Progress
 from harness.plan import plan_trials
-from harness.progress import Progress
 from harness.records import ReusedFrom
-from harness.runstate import spent_usd
+from harness.results.attempts import spent_usd
+from harness.study.config import Task
 
 TASKS = [Task(id="alpha", prompt="a", verify_cmd="true"), Task(id="beta", prompt="b", verify_cmd="true")]
 

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from trialkit import PROV, TASKS, make_record
 
-from harness.config import load_study
 from harness.errors import ResumeError
-from harness.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
-from harness.lock import lock
+from harness.experiment.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
-from harness.runstate import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
+from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
+from harness.study.config import load_study
+from harness.study.lock import lock
 
 
 class NoEngine:

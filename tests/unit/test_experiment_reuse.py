@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from trialkit import PROV, TASKS, make_record
 
-from harness import reuse
-from harness.config import Decision, Execution, Task
-from harness.decision import analyze, context_from_records, decide, observations_from_records
+from harness.analysis.decision import analyze, context_from_records, decide, observations_from_records
+from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
+from harness.study.config import Decision, Execution, Task
 
 EX = Execution()
 
@@ -214,7 +214,7 @@ def test_the_skill_name_and_its_invocation_rules_do_not_split_baseline_fingerpri
     which made every skill's baseline fingerprint differ and reuse across skills find nothing."""
     import json
 
-    from harness.reuse import scripted_views
+    from harness.experiment.reuse import scripted_views
 
     def compiled(skill: str) -> bytes:
         return json.dumps(

@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 from studykit import DEFAULT_TASKS, init_repo, run_git
 
 from harness import cli
-from harness.config import load_study
-from harness.lock import lock_path, verify_lock
+from harness.study.config import load_study
+from harness.study.lock import lock_path, verify_lock
 
 EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "300"))
 HANG_BACKSTOP_S = 60  # a hang fails the example instead of blocking the suite; not a timing assertion
@@ -330,6 +330,6 @@ def test_positive_control_the_checks_see_a_crash(shared: tuple[Path, Path], monk
     def boom(*args: object, **kwargs: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr("harness.lock.load_study", boom)
+    monkeypatch.setattr("harness.study.lock.load_study", boom)
     with pytest.raises(AssertionError, match="Traceback"):
         check_lock(studies, repo, dump_yaml(PREREG, "block"), json.dumps(TASKS))

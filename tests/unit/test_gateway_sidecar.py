@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from harness import gateway as host_gateway
+from harness.trial import gateway as host_gateway
 
 GATEWAY_SCRIPT = Path(__file__).resolve().parents[2] / "harness" / "sidecars" / "gateway.py"
 REAL_KEY = "sk-ant-real-key-held-by-the-gateway-only"

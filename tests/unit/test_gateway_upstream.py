@@ -4,7 +4,7 @@
 answers from a script (a 529 with retry-after, a stream reset before
 ``message_stop``, a complete stream), optionally through the test's CONNECT proxy
 (``tests/integration/connect_proxy.py``, also a subprocess). The gateway's JSON log
-goes through :func:`harness.apihealth.annotate`, as at a trial's end.
+goes through :func:`harness.trial.apihealth.annotate`, as at a trial's end.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
 
-from harness import apihealth
-from harness import gateway as host_gateway
+from harness.trial import apihealth
+from harness.trial import gateway as host_gateway
 
 PROXY_SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "connect_proxy.py"
 START = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],

@@ -1,4 +1,4 @@
-"""harness.gitops: worktrees of one repository added and removed by many trials at once."""
+"""harness.host.gitops: worktrees of one repository added and removed by many trials at once."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studykit import init_repo, run_git
 
-from harness import gitops
+from harness.host import gitops
 
 
 def test_concurrent_worktree_adds_and_removes_in_one_repository_all_succeed(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""harness.history: one row per experiment of a skill, by model and date."""
+"""harness.reporting.history: one row per experiment of a skill, by model and date."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import reportkit as kit
 
-from harness import cli, report
-from harness.history import discover, format_table, history
+from harness import cli
+from harness.reporting import report
+from harness.reporting.history import discover, format_table, history
 
 
 def _layout(tmp_path: Path) -> dict[str, Path]:

@@ -1,10 +1,10 @@
-"""harness.images: content-hash tags and pruning of earlier builds (a fake engine; no Docker)."""
+"""harness.sandbox.images: content-hash tags and pruning of earlier builds (a fake engine; no Docker)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from harness.images import BUILD_STAGE_LABEL, REPOSITORIES, ImageBuilder, ImageOptions
+from harness.sandbox.images import BUILD_STAGE_LABEL, REPOSITORIES, ImageBuilder, ImageOptions
 
 
 class FakeEngine:

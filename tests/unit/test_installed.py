@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from harness import installed, skillreport, triggers
-from harness.config import Execution
+from harness.analysis import skilluse as skillreport
 from harness.errors import ConfigError, InfraError
+from harness.experiment import triggers
 from harness.records import Provenance, SkillUse, TrialRecord, VerifyResult
 from harness.sidecars import scripted_api, skilltrace
+from harness.study.config import Execution
+from harness.trial import installed
 
 LISTING = (
     "When you launch agents...\n\nThe following skills are available for use with the Skill tool:\n\n"

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from studykit import StudyFactory
 
-from harness import uids
-from harness.config import load_study
 from harness.errors import ConfigError, HarnessError, LockError
-from harness.ledger import shelve
-from harness.lock import copy_locked_skill, lock, skill_files, verify_lock
+from harness.reporting.ledger import shelve
+from harness.sandbox import uids
+from harness.study.config import load_study
+from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
 
 REFERENCE = Path("/work/shared/reference")
 GATEWAY = Path(__file__).resolve().parents[2] / "harness" / "sidecars" / "gateway.py"
@@ -276,7 +276,7 @@ def test_tasks_and_preregistration_edited_after_the_check_are_not_what_the_run_u
 
 
 def test_doctor_says_which_ids_the_roles_run_as() -> None:
-    from harness.doctor import uid_check
+    from harness.sandbox.doctor import uid_check
 
     plain = uid_check(("name=seccomp,profile=default",))
     assert plain.level == "ok" and plain.name == "container uids"

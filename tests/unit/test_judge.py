@@ -1,13 +1,13 @@
-"""harness.judge: what the judge sees (blind to the arm) and how its answer is read."""
+"""harness.trial.judge: what the judge sees (blind to the arm) and how its answer is read."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.config import Task
-from harness.judge import CHECKLIST, MAX_DIFF_CHARS, VERDICT_SCHEMA, judge_prompt, verdict_from
 from harness.plan import SKILL_PREFIX
 from harness.records import PatchInfo
+from harness.study.config import Task
+from harness.trial.judge import CHECKLIST, MAX_DIFF_CHARS, VERDICT_SCHEMA, judge_prompt, verdict_from
 
 TASK = Task(
     id="t1",

@@ -1,4 +1,4 @@
-"""harness.labels: the label namespace and who counts as an orphan."""
+"""harness.sandbox.labels: the label namespace and who counts as an orphan."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness.labels import (
+from harness.sandbox.labels import (
     EXPIRES,
     HOST,
     OWNER,

@@ -1,4 +1,4 @@
-"""harness.ledger: every status transition, shelving (move, never delete, never overwrite), and eval's update."""
+"""harness.reporting.ledger: every status transition, shelving (move, never delete, never overwrite), and eval's update."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 import reportkit as kit
 import yaml
 
-from harness import ledger, run
-from harness.config import Study, load_study
 from harness.errors import ConfigError, HarnessError
-from harness.ledger import RunSummary, SkillEntry, apply, record, shelve
+from harness.experiment import evaluate as run
+from harness.reporting import ledger
+from harness.reporting.ledger import RunSummary, SkillEntry, apply, record, shelve
+from harness.study.config import Study, load_study
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -141,7 +142,7 @@ def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any
         data = yaml.safe_load(path.read_text())
         data.update(prereg_extra)
         path.write_text(yaml.safe_dump(data))
-    from harness.report import load_experiment
+    from harness.reporting.report import load_experiment
 
     return load_study(path), load_experiment(exp)
 
@@ -232,10 +233,10 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
 ) -> None:
     from contextlib import nullcontext
 
-    from harness.experiment import ExperimentResult, RunOptions
-    from harness.images import ImageOptions
+    from harness.experiment.experiment import ExperimentResult, RunOptions
     from harness.redact import Redactor
-    from harness.store import ExperimentDir
+    from harness.results.store import ExperimentDir
+    from harness.sandbox.images import ImageOptions
 
     study, r = _study(tmp_path, kit.LOSS)
     store = ExperimentDir(tmp_path / "out", Redactor([]))

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 from studykit import init_repo
 
-from harness import contributions, delivery, library
-from harness.config import load_study
-from harness.engine import BindMount, ContainerSpec, Limits
+from harness.analysis import contributions
+from harness.analysis.masks import DesignError
 from harness.errors import ConfigError, LockError
-from harness.lock import lock, skill_files, verify_lock
-from harness.masks import DesignError
+from harness.experiment import library_plan as library
 from harness.plan import shard_of
 from harness.records import (
     AgentResult,
@@ -27,7 +25,11 @@ from harness.records import (
     TrialRecord,
     VerifyResult,
 )
-from harness.store import RESULTS
+from harness.results.store import RESULTS
+from harness.sandbox.engine import BindMount, ContainerSpec, Limits
+from harness.study.config import load_study
+from harness.study.lock import lock, skill_files, verify_lock
+from harness.trial import delivery
 
 SKILLS = ("alpha", "beta", "gamma")
 TASKS = [{"id": f"t{i}", "prompt": f"Do task {i}.", "verify_cmd": "true"} for i in range(4)]
@@ -493,8 +495,8 @@ def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one
 
 
 def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: Path) -> None:
-    from harness.experiment import RunOptions
-    from harness.library_run import LibraryExperiment
+    from harness.experiment.experiment import RunOptions
+    from harness.experiment.library import LibraryExperiment
 
     prereg = make_library(tmp_path)
     _bare_dir(tmp_path, {"t0.baseline.0": True})
@@ -517,8 +519,8 @@ def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: P
 
 
 def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> None:
-    from harness.experiment import RunOptions
-    from harness.library_run import evaluate_library
+    from harness.experiment.experiment import RunOptions
+    from harness.experiment.library import evaluate_library
 
     prereg = make_library(tmp_path)
     lock(prereg)

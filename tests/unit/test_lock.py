@@ -1,4 +1,4 @@
-"""harness.lock: freezing a preregistration, and noticing every change to what it covers."""
+"""harness.study.lock: freezing a preregistration, and noticing every change to what it covers."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
-from harness.config import load_study
 from harness.errors import ConfigError, LockError
-from harness.lock import fingerprint, lock, lock_path, skill_files, strip_lock_block, verify_lock
+from harness.study.config import load_study
+from harness.study.lock import fingerprint, lock, lock_path, skill_files, strip_lock_block, verify_lock
 
 NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
 
@@ -280,8 +280,8 @@ def test_strip_lock_block_keeps_keys_after_the_block() -> None:
 
 def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`make eval SKILL=dir` looks for dir/preregistration.yaml: locking must not invalidate itself."""
-    from harness.config import load_study
-    from harness.lock import lock, verify_lock
+    from harness.study.config import load_study
+    from harness.study.lock import lock, verify_lock
 
     init_repo(tmp_path / "repo")
     skill = tmp_path / "skill"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.masks import (
+from harness.analysis.masks import (
     DesignError,
     aliasing,
     check_design,

@@ -1,4 +1,4 @@
-"""harness.patch: the agent's patch as hostile data, on real git output and on hand-written bytes."""
+"""harness.trial.patch: the agent's patch as hostile data, on real git output and on hand-written bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from studykit import init_repo, run_git
 
-from harness.patch import (
+from harness.trial.patch import (
     analyse,
     escapes,
     is_test_path,

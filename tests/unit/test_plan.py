@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from harness.config import Task
 from harness.plan import (
     BASELINE_PREFIX,
     SKILL_PREFIX,
@@ -21,6 +20,7 @@ from harness.plan import (
     trial_id,
 )
 from harness.records import ARMS
+from harness.study.config import Task
 
 TASKS = tuple(Task(id=f"task-{i:02d}", prompt=f"do thing {i}", verify_cmd="true") for i in range(12))
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import Task
-from harness.preflight import (
+from harness.experiment.preflight import (
     PREFLIGHT_JSON,
     BaseOutcome,
     cannot_run_error,
@@ -17,6 +16,7 @@ from harness.preflight import (
     read_skipped,
     write_record,
 )
+from harness.study.config import Task
 
 
 @pytest.mark.parametrize(

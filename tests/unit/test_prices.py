@@ -1,13 +1,13 @@
-"""harness.prices: the shipped price table, per-model overrides in the preregistration, unpriced models named."""
+"""harness.study.prices: the shipped price table, per-model overrides in the preregistration, unpriced models named."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import prices
-from harness.config import Execution
 from harness.errors import ConfigError
 from harness.sidecars.gateway import DEFAULT_PRICING
+from harness.study import prices
+from harness.study.config import Execution
 
 
 def test_the_shipped_table_is_what_the_gateway_falls_back_to() -> None:

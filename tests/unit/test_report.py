@@ -1,4 +1,4 @@
-"""harness.report and harness.report_html: report.md, report.html, junit.xml, decision.json, gate, `harness report`."""
+"""harness.reporting.report and harness.reporting.html: report.md, report.html, junit.xml, decision.json, gate, `harness report`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import pytest
 import reportkit as kit
 import yaml
 
-from harness import cli, decision, report, report_html
+from harness import cli
+from harness.analysis import decision
 from harness.errors import LockError
-from harness.report import ResultsUnavailable, gate, junit_xml, load_experiment, markdown
+from harness.reporting import html as report_html
+from harness.reporting import report
+from harness.reporting.report import ResultsUnavailable, gate, junit_xml, load_experiment, markdown
 
 
 def _with_flags(spec: dict[str, tuple[str, str]], flags: dict[str, list[str]], **kw: object) -> report.ReportInput:

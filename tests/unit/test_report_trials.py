@@ -8,8 +8,9 @@ from pathlib import Path
 
 import reportkit as kit
 
-from harness import report, report_html
-from harness.report_trials import artifact_path, trial_rows
+from harness.reporting import html as report_html
+from harness.reporting import report
+from harness.reporting.trials import artifact_path, trial_rows
 
 
 def _with_artifacts() -> report.ReportInput:

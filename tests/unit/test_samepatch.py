@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from harness.config import Task
 from harness.records import JudgeResult, VerifyResult
-from harness.samepatch import OnceByKey, judge_key, judge_shareable, verify_key, verify_shareable
+from harness.study.config import Task
+from harness.trial.samepatch import OnceByKey, judge_key, judge_shareable, verify_key, verify_shareable
 
 TASK = Task(id="t", prompt="p", verify_cmd="pytest -q", protected_paths=("tests",))
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.config import load_preregistration, load_tasks
 from harness.errors import ConfigError
-from harness.scaffold import init
+from harness.study.config import load_preregistration, load_tasks
+from harness.study.scaffold import init
 
 
 def _skill(root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""harness.scenario: validating scenario files and compiling them for the scripted Messages API."""
+"""harness.study.scenario: validating scenario files and compiling them for the scripted Messages API."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from harness.config import Task, load_tasks
 from harness.errors import ConfigError
-from harness.scenario import Scenario, compile_scenario, load_scenario
+from harness.study.config import Task, load_tasks
+from harness.study.scenario import Scenario, compile_scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = (
@@ -197,7 +197,7 @@ def test_an_unknown_task_names_the_task_set_it_is_checked_against(scenario_file:
 
 
 def test_a_skill_arm_without_a_marker_is_warned_about(tmp_path: Path, scenario_file: Path) -> None:
-    from harness.scenario import scenario_warnings
+    from harness.study.scenario import scenario_warnings
 
     path = tmp_path / "s.yaml"
     path.write_text("arms:\n  skill: {p_success: 0.7}\ntasks:\n  t1: {}\n  t2: {arms: {skill: {read_skill: false}}}\n")
@@ -214,7 +214,7 @@ def test_a_skill_arm_without_a_marker_is_warned_about(tmp_path: Path, scenario_f
 
 def test_a_library_scenario_gets_no_skill_marker_warnings() -> None:
     """The library demo printed five false warnings: its masked arm reads /skills/<name>/, not /skill."""
-    from harness.scenario import Scenario, scenario_warnings
+    from harness.study.scenario import Scenario, scenario_warnings
 
     plain = Scenario.model_validate({"tasks": {"t": {}}})
     assert scenario_warnings(plain, skill="s")  # positive control: a skill arm with no marker warns

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.masks import expected_se
+from harness.analysis.masks import expected_se
 from scripts.simulate_library import (
     BETA,
     se_cell,

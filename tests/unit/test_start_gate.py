@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from harness.errors import Interrupted
-from harness.trial import StartGate
+from harness.trial.trial import StartGate
 
 
 def test_a_start_after_the_stop_is_refused() -> None:
@@ -69,7 +69,7 @@ class _SlowCreateEngine:
 
 
 def _run_in_window(gated: bool) -> list[str]:
-    from harness.engine import ContainerSpec, Engine
+    from harness.sandbox.engine import ContainerSpec, Engine
 
     fake = _SlowCreateEngine()
     engine = Engine.__new__(Engine)

@@ -1,4 +1,4 @@
-"""harness.stats: every reference figure from stats_anchors.md, plus hand-computed cases."""
+"""harness.analysis.stats: every reference figure from stats_anchors.md, plus hand-computed cases."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from harness import stats
+from harness.analysis import stats
 
 # Student-t quantiles written out so the expected values below do not come from the code under test.
 T2_975 = 4.302652729749462
@@ -231,7 +231,7 @@ def test_t_quantile_df_zero_is_infinite() -> None:
 
 
 def test_wilson_is_exactly_zero_and_one_at_the_ends() -> None:
-    from harness.stats import wilson_interval
+    from harness.analysis.stats import wilson_interval
 
     assert wilson_interval(0, 9).low == 0.0
     assert wilson_interval(9, 9).high == 1.0

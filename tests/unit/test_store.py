@@ -1,4 +1,4 @@
-"""harness.store: append-only results, torn-tail repair, content-addressed redacted artifacts."""
+"""harness.results.store: append-only results, torn-tail repair, content-addressed redacted artifacts."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from harness.errors import ResumeError
 from harness.records import AgentResult, TrialRecord
 from harness.redact import REDACTED, Redactor
-from harness.store import (
+from harness.results.store import (
     RESULTS,
     ArtifactStore,
     ExperimentDir,

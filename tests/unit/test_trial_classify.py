@@ -1,13 +1,13 @@
-"""harness.trial.classify_agent: the agent phase's status from exit info, CLI result and gateway meter."""
+"""harness.trial.trial.classify_agent: the agent phase's status from exit info, CLI result and gateway meter."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.engine import ExitInfo
 from harness.errors import InfraError
 from harness.records import AgentResult, GatewayMeter
-from harness.trial import classify_agent
+from harness.sandbox.engine import ExitInfo
+from harness.trial.trial import classify_agent
 
 SUCCESS = AgentResult(exit_code=0, subtype="success", is_error=False, cost_usd=0.01, result_excerpt="Done")
 NO_RESULT = AgentResult(parse_error="no result object on stdout")
@@ -136,8 +136,8 @@ def test_no_answer_names_the_upstream_problem() -> None:
 
 def test_a_watchdog_trip_is_the_agents_fail_or_an_infra_error_when_the_host_ran_low() -> None:
     from harness.errors import InfraError
-    from harness.trial import _Progress, _workspace_limit
-    from harness.watchdog import Trip
+    from harness.trial.trial import _Progress, _workspace_limit
+    from harness.trial.watchdog import Trip
 
     done = _Progress()
     _workspace_limit(Trip("more than 10 files and directories in the workspace", True), done)

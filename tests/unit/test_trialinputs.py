@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import Execution
 from harness.errors import ResumeError
-from harness.images import ImageSet
-from harness.trialinputs import changed_inputs, check_resume, trial_inputs
+from harness.experiment.trialinputs import changed_inputs, check_resume, trial_inputs
+from harness.sandbox.images import ImageSet
+from harness.study.config import Execution
 
 IMAGES = ImageSet(
     base="harness-base:x",

@@ -1,4 +1,4 @@
-"""harness.watchdog: the run-time knobs and the trips, on real directories in tmp_path."""
+"""harness.trial.watchdog: the run-time knobs and the trips, on real directories in tmp_path."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.watchdog import WorkspaceLimit, check
+from harness.trial.watchdog import WorkspaceLimit, check
 
 
 def test_defaults_and_the_environment_knobs() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import workroots
-from harness.experiment import OWNER_FILE, sweep_known_roots, sweep_work_root
+from harness.experiment.experiment import OWNER_FILE, sweep_known_roots, sweep_work_root
+from harness.host import workroots
 
 
 def _killed_run(root: Path) -> Path:

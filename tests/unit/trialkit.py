@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.config import Task
 from harness.plan import TrialSpec
 from harness.records import AgentResult, JudgeResult, Provenance, Status, StopReason, TrialRecord, VerifyResult
+from harness.study.config import Task
 
 PROV = Provenance(
     lock_hash="l" * 64,

@@ -1,0 +1,248 @@
+"""A/A calibration: the baseline against itself (``harness calibrate PREREG``).
+
+Both arms run the baseline (same prompt, no skill mounted, same plan); the second
+arm is recorded under the arm name ``skill`` so the ordinary analysis applies.
+Whatever a rule adopts or rejects here is noise, so the run measures:
+
+* how often each rule would adopt or reject a skill that does nothing, by
+  resampling the A/A data (tasks drawn with replacement, arms swapped at random
+  per task: both are exchangeable when the arms are identical);
+* how often the judge agrees with verify (pass/fail, with Cohen's kappa);
+* the drift between the two arms (the paired difference with its interval;
+  an interval that excludes 0 means the harness itself differs between arms).
+
+The summary is written to ``calibration.json`` in the run's directory and
+appended to the ledger next to the preregistration. :func:`summarize` is pure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.analysis import decision
+from harness.records import TrialRecord
+from harness.results.attempts import final_attempts
+from harness.study.config import Decision, Study
+
+CALIBRATION_JSON = "calibration.json"
+DEFAULT_RESAMPLES = 400
+
+
+def judge_agreement(records: Sequence[TrialRecord]) -> dict[str, Any]:
+    """Agreement of the judge's pass/fail with verify's exit code over final records that have both."""
+    finals, _ = final_attempts(records)
+    pairs: list[tuple[bool, bool]] = []
+    for r in finals:
+        if r.verify is None or r.verify.exit_code is None or r.judge is None or r.judge.verdict == "unknown":
+            continue
+        pairs.append((r.verify.exit_code == 0, r.judge.verdict == "pass"))
+    n = len(pairs)
+    if n == 0:
+        return {"trials": 0, "agreement": None, "kappa": None}
+    agree = sum(1 for v, j in pairs if v == j) / n
+    pv = sum(1 for v, _ in pairs if v) / n
+    pj = sum(1 for _, j in pairs if j) / n
+    expected = pv * pj + (1 - pv) * (1 - pj)
+    kappa = None if expected >= 1.0 else (agree - expected) / (1.0 - expected)
+    return {"trials": n, "agreement": agree, "kappa": kappa}
+
+
+def _resample(obs: Sequence[decision.Observation], rng: random.Random) -> list[decision.Observation]:
+    by_task: dict[str, list[decision.Observation]] = {}
+    for o in obs:
+        by_task.setdefault(o.task_id, []).append(o)
+    ids = sorted(by_task)
+    out: list[decision.Observation] = []
+    for j in range(len(ids)):
+        tid = rng.choice(ids)
+        swap = rng.random() < 0.5
+        for o in by_task[tid]:
+            arm = o.arm if not swap else ("skill" if o.arm == "baseline" else "baseline")
+            out.append(
+                decision.Observation(
+                    f"{tid}#{j}", arm, o.outcome, o.cost_usd, o.turns, o.duration_s, reached_model=o.reached_model
+                )
+            )
+    return out
+
+
+def rule_rates(
+    records: Sequence[TrialRecord], settings: Decision, runs: int, *, resamples: int, seed: int
+) -> dict[str, dict[str, float]]:
+    """For each rule: the share of resampled A/A experiments ending adopt / reject / inconclusive / invalid."""
+    obs = decision.observations_from_records(records, settings.pass_rule)
+    context = decision.context_from_records(records, runs, False)
+    rng = random.Random(seed)
+    counts: dict[str, Counter[str]] = {"point": Counter(), "interval": Counter()}
+    rules = {name: settings.model_copy(update={"rule": name, "early_stop": "none"}) for name in counts}
+    for _ in range(resamples):
+        sample = _resample(obs, rng)
+        for name, rule_settings in rules.items():
+            a = decision.analyze(sample, rule_settings)
+            counts[name][decide_quiet(a, rule_settings, context)] += 1
+    return {
+        name: {v: c[v] / resamples for v in ("adopt", "reject", "inconclusive", "invalid")}
+        for name, c in counts.items()
+    }
+
+
+def decide_quiet(a: decision.Analysis, settings: Decision, context: decision.DecisionContext) -> str:
+    """The verdict without the design gates that resampled task labels would trip (unplanned tasks)."""
+    ctx = decision.DecisionContext(
+        budget_stopped=False,
+        provenance_by_arm=context.provenance_by_arm,
+        planned_runs_per_arm=context.planned_runs_per_arm,
+    )
+    return decision.decide(a, settings, ctx).verdict
+
+
+def summarize(
+    study: Study, records: Sequence[TrialRecord], *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> dict[str, Any]:
+    """Everything ``calibration.json`` holds, from the A/A run's records (pure)."""
+    settings = study.prereg.decision
+    runs = study.prereg.execution.runs_per_arm
+    obs = decision.observations_from_records(records, settings.pass_rule)
+    a = decision.analyze(obs, settings)
+    finals, _ = final_attempts(records)
+    outcome_records = [r for r in finals if r.is_outcome]
+    models = sorted({r.provenance.model for r in outcome_records})
+    resolved = sorted({r.agent.resolved_model for r in outcome_records if r.agent and r.agent.resolved_model})
+    clis = sorted({r.provenance.cli_version for r in outcome_records})
+    judges = sorted({r.provenance.judge_model for r in outcome_records})
+    p = a.paired
+    drift_detected = p.mean is not None and (p.interval.low > 0 or p.interval.high < 0)
+    warnings: list[str] = []
+    for m in models:
+        for j in judges:
+            why = decision.judge_independence_warning(m, j)
+            if why:
+                warnings.append(why)
+    if drift_detected:
+        warnings.append("the two identical arms differ beyond noise: check the harness before trusting any A/B")
+    return {
+        "schema_version": 1,
+        "kind": "aa_calibration",
+        "skill": study.prereg.skill,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "model": ", ".join(models) or study.prereg.execution.model,
+        "resolved_model": ", ".join(resolved) or None,
+        "cli_version": ", ".join(clis) or "n/a",
+        "judge_model": ", ".join(judges) or study.prereg.execution.judge_model,
+        "tasks": a.n_tasks,
+        "runs_per_arm": runs,
+        "arms": {
+            arm.arm: {"passes": arm.passes, "valid": arm.valid, "rate": arm.rate_text} for arm in (a.baseline, a.skill)
+        },
+        "drift": {
+            "mean": p.mean,
+            "low": p.interval.low,
+            "high": p.interval.high,
+            "tasks": p.n,
+            "detected": drift_detected,
+            "text": f"{decision.fmt_pp(p.mean)} [{decision.fmt_pp(p.interval.low)}, {decision.fmt_pp(p.interval.high)}]",
+        },
+        "observed": {
+            "point": decide_quiet(
+                a,
+                settings.model_copy(update={"rule": "point", "early_stop": "none"}),
+                decision.context_from_records(records, runs, False),
+            ),
+            "interval": decide_quiet(
+                a,
+                settings.model_copy(update={"rule": "interval", "early_stop": "none"}),
+                decision.context_from_records(records, runs, False),
+            ),
+        },
+        "resamples": resamples,
+        "rules": rule_rates(records, settings, runs, resamples=resamples, seed=seed),
+        "judge": judge_agreement(records),
+        "warnings": warnings,
+    }
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The terminal summary of a calibration."""
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+    rules = summary["rules"]
+    j = summary["judge"]
+    arms = summary["arms"]
+    lines = [
+        f"A/A calibration of the baseline for {summary['skill']}: model {summary['model']}, "
+        f"Claude Code {summary['cli_version']}, judge {summary['judge_model']}",
+        f"{summary['tasks']} tasks x {summary['runs_per_arm']} runs per arm; arm A {arms['baseline']['rate']}, "
+        f"arm B {arms['skill']['rate']}",
+        f"drift between the identical arms: {summary['drift']['text']}"
+        + ("  << beyond noise" if summary["drift"]["detected"] else "  (within noise)"),
+        f"would adopt a do-nothing skill ({summary['resamples']} resamples): point rule "
+        f"{pct(rules['point']['adopt'])}, interval rule {pct(rules['interval']['adopt'])}",
+        f"would reject it: point rule {pct(rules['point']['reject'])}, interval rule {pct(rules['interval']['reject'])}",
+        f"judge agrees with verify on {pct(j['agreement'])} of {j['trials']} trials"
+        + (f" (kappa {j['kappa']:.2f})" if j["kappa"] is not None else ""),
+    ]
+    lines += [f"warning: {w}" for w in summary["warnings"]]
+    return "\n".join(lines)
+
+
+def write(root: Path, summary: dict[str, Any]) -> Path:
+    from harness.results.store import atomic_write
+
+    path = root / CALIBRATION_JSON
+    atomic_write(path, (json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
+    return path
+
+
+def ledger_entry(summary: dict[str, Any], run_id: str) -> Any:
+    from harness.reporting.ledger import CalibrationEntry
+
+    return CalibrationEntry(
+        date=summary["date"],
+        run=run_id,
+        model=summary["model"],
+        cli_version=summary["cli_version"],
+        judge_model=summary["judge_model"],
+        resolved_model=summary["resolved_model"],
+        tasks=summary["tasks"],
+        runs_per_arm=summary["runs_per_arm"],
+        point_adopt=summary["rules"]["point"]["adopt"],
+        interval_adopt=summary["rules"]["interval"]["adopt"],
+        judge_agreement=summary["judge"]["agreement"],
+        drift=summary["drift"]["text"],
+    )
+
+
+def calibrate(study: Study, options: Any, *, resamples: int = DEFAULT_RESAMPLES) -> int:
+    """Run the A/A experiment (``options`` is a RunOptions with ``aa=True``), summarise, record, print."""
+    import sys
+
+    from harness.experiment.evaluate import _signals
+    from harness.experiment.experiment import Experiment
+    from harness.experiment.progress import Progress
+    from harness.reporting import ledger
+    from harness.sandbox.engine import Engine
+
+    engine = Engine(options.env)
+    progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
+    experiment = Experiment(study, engine, options, progress)
+    try:
+        with _signals(experiment):
+            result = experiment.run()
+    finally:
+        progress.close()
+    summary = summarize(study, result.records, resamples=resamples, seed=study.prereg.execution.seed)
+    path = write(result.experiment_dir.root, summary)
+    ledger.record_calibration(ledger.ledger_path(study), ledger_entry(summary, result.lock_hash[:12]))
+    print()
+    print(render(summary))
+    print(f"calibration written to {path}; recorded in {ledger.ledger_path(study)}")
+    return 0

@@ -1,0 +1,70 @@
+"""``harness eval`` end to end: run the experiment, analyse, decide, write the reports.
+
+Signals: the first SIGINT/SIGTERM stops new trials and kills the running
+containers; every trial then tears itself down and ``results.jsonl`` stays
+valid. A second signal (or one before trials start) interrupts at once, still
+unwinding through every ``finally``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from types import FrameType
+
+from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.experiment.progress import Progress
+from harness.host.slots import slot_count
+from harness.reporting import ledger, report
+from harness.sandbox.engine import Engine
+from harness.study.config import Study, parse_size
+
+
+@contextmanager
+def _signals(experiment: Experiment) -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if experiment.stop.is_set():
+            raise KeyboardInterrupt
+        experiment.abort()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def default_jobs(study: Study, env: Mapping[str, str]) -> int:
+    """As many trials as the host-wide limit lets run at once (HARNESS_HOST_SLOTS, else cores and memory)."""
+    return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
+
+
+def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
+    return report.analyse_records(
+        study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root
+    )
+
+
+def evaluate(study: Study, options: RunOptions) -> int:
+    """Run the experiment with a progress display, write its reports and ledger entry, print the summary."""
+    engine = Engine(options.env)
+    progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
+    experiment = Experiment(study, engine, options, progress)
+    try:
+        with _signals(experiment):
+            result = experiment.run()
+    finally:
+        progress.close()
+    data = analyse(study, result)
+    store = result.experiment_dir
+    paths = report.write_reports(store.root, data, store.redactor.text)
+    print()
+    print(paths[report.SUMMARY_TXT].read_text(encoding="utf-8"), end="")
+    if options.shard is None:
+        # Only a whole experiment decides; a shard's partial results never touch the ledger.
+        for line in ledger.record(study, data).lines:
+            print(line)
+    return 0

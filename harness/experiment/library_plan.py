@@ -1,0 +1,439 @@
+"""Skill libraries: which of K skills earn their place (paired-delta random-masked validation).
+
+Pure planning and analysis around the estimator (:mod:`harness.contributions`) and the design
+(:mod:`harness.masks`); running the trials is :mod:`harness.library_run`'s business.
+
+    design     every (task, sample) pair gets a seeded 0/1 mask over the K skills
+    plan       per pair one ``bare`` trial (arm ``baseline``: no skill, reusable like any baseline)
+               and one ``masked`` trial with exactly the mask's skills (harness.trial.delivery)
+    lock       the lock hash also covers the estimator's identity, the drawn masks and, when the
+               bare arm is reused (``library.baseline_from``), a hash of the baseline data
+    analyse    strict one-to-one pairing by (task, sample), the audits, then one regression
+               ``R - B = C^T beta`` (no intercept) per component; a failed check is a
+               :class:`LibraryCheckError`: no selection, no fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.analysis import masks
+from harness.errors import ConfigError, HarnessError
+from harness.plan import TrialSpec, trial_id
+from harness.records import Arm, PassRule, Provenance, TrialRecord, outcome
+from harness.results.attempts import final_attempts
+from harness.results.store import RESULTS, read_results
+from harness.study.config import TASK_ID, Study, Task
+from harness.study.lock import canonical_json, sha256_hex, skill_files
+from harness.trial import delivery
+
+BARE: Arm = "baseline"
+"""The bare arm is the A/B baseline arm (no skill at all): same trial ids, same reuse mechanism."""
+MASKED: Arm = "masked"
+PRIMARY = "pass"
+
+
+class LibraryCheckError(HarnessError):
+    """A check before the regression failed: the experiment gives no selection (and no fallback)."""
+
+    exit_code = 3
+
+
+# ----------------------------------------------------------------------------- the library
+
+
+def library_skills(study: Study) -> tuple[str, ...]:
+    """The library's skills: every subfolder of ``library.path`` holding a SKILL.md, sorted by name."""
+    root = study.skill_dir
+    out = []
+    for child in sorted(root.iterdir()) if root.is_dir() else ():
+        if child.is_dir() and not child.is_symlink() and child.name not in (".git", "__pycache__"):
+            out.append(child.name)
+    return tuple(out)
+
+
+def check_library_folder(study: Study) -> None:
+    """Bad input in the library folder, named by file and field, before anything is locked or run."""
+    root = study.skill_dir
+    field = "library.path"
+    if not root.is_dir():
+        raise ConfigError(study.prereg_path, f"library folder {root} does not exist", field=field)
+    names = library_skills(study)
+    if not names:
+        raise ConfigError(study.prereg_path, f"library folder {root} holds no skill folders", field=field)
+    for name in names:
+        if not TASK_ID.match(name):
+            raise ConfigError(
+                root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field
+            )
+        md = root / name / "SKILL.md"
+        if md.is_symlink() or not md.is_file():
+            raise ConfigError(md, "is missing or not a regular file", field=field)
+    lib = study.prereg.library
+    assert lib is not None
+    if lib.baseline_from is not None and not (baseline_dir(study) / RESULTS).is_file():
+        raise ConfigError(
+            study.prereg_path, f"{baseline_dir(study)} holds no {RESULTS} to reuse", field="library.baseline_from"
+        )
+
+
+def baseline_dir(study: Study) -> Path:
+    lib = study.prereg.library
+    assert lib is not None and lib.baseline_from is not None
+    return (study.root / lib.baseline_from).resolve()
+
+
+def files_sha256(files: Mapping[str, bytes]) -> str:
+    """A SHA-256 over a skill's files (relative path and content), as :func:`harness.trial.delivery.tree_sha256`."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        data = files[rel]
+        h.update(f"{rel}\x00{len(data)}\x00".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def skill_hashes(study: Study) -> dict[str, str]:
+    """Each skill's locked content hash: what a mounted copy must hash to."""
+    return {name: files_sha256(skill_files(study.skill_dir / name)) for name in library_skills(study)}
+
+
+# ------------------------------------------------------------------------------ the design
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One observation: a task and sample with its mask (0/1 per skill) and the mask's skill names."""
+
+    task_id: str
+    sample: int
+    mask: tuple[int, ...]
+    skills: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Design:
+    skills: tuple[str, ...]
+    pairs: tuple[Pair, ...]
+    tasks: tuple[Task, ...]
+    samples: int
+
+    @property
+    def masks(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(p.mask for p in self.pairs)
+
+
+def design(study: Study) -> Design:
+    """Draw the masks (seeded) and refuse, before any model call, a design that cannot be identified."""
+    lib = study.prereg.library
+    assert lib is not None
+    skills = library_skills(study)
+    tasks = study.target_tasks()
+    samples = study.prereg.execution.runs_per_arm
+    n, k = len(tasks) * samples, len(skills)
+    p, balanced = lib.masks.inclusion_probability, lib.masks.balanced
+    masks.check_design(n, k, p, balanced)
+    drawn = masks.draw_masks(n, k, p=p, seed=lib.masks.seed, balanced=balanced)
+    masks.check_identifiable(drawn, skills)
+    pairs = []
+    i = 0
+    for task in tasks:
+        for sample in range(samples):
+            m = tuple(drawn[i])
+            pairs.append(Pair(task.id, sample, m, tuple(s for s, on in zip(skills, m, strict=True) if on)))
+            i += 1
+    return Design(skills, tuple(pairs), tasks, samples)
+
+
+def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
+    """Per pair one bare and one masked trial, in rounds (one per sample), tasks and arms shuffled by
+    ``seed`` within each round so time drift never lines up with one arm."""
+    rng = random.Random(seed)
+    by_pair = {(p.task_id, p.sample): p for p in d.pairs}
+    specs: list[TrialSpec] = []
+    previous: list[Task] = []
+    for rnd in range(d.samples):
+        order = _spaced(list(d.tasks), previous, rng)
+        previous = order
+        for task in order:
+            arms: list[Arm] = [BARE, MASKED]
+            rng.shuffle(arms)
+            for arm in arms:
+                skills = delivery.ordered(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
+                specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs), skills))
+    return tuple(specs)
+
+
+def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> list[Task]:
+    """A seeded shuffle of ``tasks`` whose first tasks are not the previous round's last ones, so the
+    trials of one task in consecutive rounds never start back to back (a model server that tells
+    conversations apart by their order, as the scripted one does, then sees them in plan order)."""
+    gap = min(2, len(tasks) // 2)
+    tail = {t.id for t in previous[len(previous) - gap :]} if previous and gap else set()
+    order = list(tasks)
+    for _ in range(100):
+        rng.shuffle(order)
+        if not tail & {t.id for t in order[:gap]}:
+            break
+    return order
+
+
+# ------------------------------------------------------------------------------ the lock
+
+
+def bare_records_for(study: Study, records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """The final bare records of the planned (task, sample) pairs, in trial-id order."""
+    wanted = {trial_id(t.id, BARE, s) for t in study.target_tasks() for s in range(study.prereg.execution.runs_per_arm)}
+    finals, _ = final_attempts(records)
+    return sorted((r for r in finals if r.trial_id in wanted and r.arm == BARE), key=lambda r: r.trial_id)
+
+
+def baseline_data_sha256(study: Study) -> str:
+    """A hash of the reused baseline data: every final bare record of the planned pairs, as stored."""
+    report = read_results(baseline_dir(study) / RESULTS)
+    rows = [r.model_dump(mode="json") for r in bare_records_for(study, report.records)]
+    return sha256_hex(canonical_json({"format": 1, "records": rows}))
+
+
+def lock_entries(study: Study) -> dict[str, str]:
+    """What a library experiment adds to the lock: the estimator, the drawn masks, the baseline data."""
+    from harness.analysis import contributions
+
+    d = design(study)
+    out = {
+        "library/estimator": sha256_hex(contributions.ESTIMATOR.encode()),
+        "library/masks": sha256_hex(canonical_json({"skills": list(d.skills), "masks": [list(m) for m in d.masks]})),
+    }
+    lib = study.prereg.library
+    assert lib is not None
+    if lib.baseline_from is not None:
+        out["library/baseline"] = baseline_data_sha256(study)
+    return out
+
+
+# ------------------------------------------------------------------------------ components
+
+
+def _binary(v: str | None) -> float | None:
+    return {"pass": 1.0, "fail": 0.0}.get(v or "")
+
+
+def _verify(r: TrialRecord) -> float | None:
+    if r.verify is not None and r.verify.exit_code is not None:
+        return 1.0 if r.verify.exit_code == 0 else 0.0
+    if r.patch is not None and r.patch.rejected:
+        return 0.0
+    return None
+
+
+def _turns(r: TrialRecord) -> float | None:
+    return float(r.agent.num_turns) if r.agent is not None and r.agent.num_turns is not None else None
+
+
+def _duration(r: TrialRecord) -> float | None:
+    v = r.durations_s.get("agent")
+    return float(v) if v is not None else None
+
+
+def component_value(r: TrialRecord, component: str, pass_rule: PassRule) -> float | None:
+    """One trial's value of a component; None when it is missing (the analysis then refuses)."""
+    getters: dict[str, Callable[[TrialRecord], float | None]] = {
+        "pass": lambda rec: _binary(outcome(rec, pass_rule)),
+        "verify": _verify,
+        "judge": lambda rec: _binary(rec.judge.verdict if rec.judge is not None else None),
+        "cost": lambda rec: rec.agent_cost_usd if rec.agent is not None or rec.gateway is not None else None,
+        "turns": _turns,
+        "duration": _duration,
+    }
+    return getters[component](r)
+
+
+# ------------------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class Paired:
+    pair: Pair
+    masked: TrialRecord
+    bare: TrialRecord
+
+
+def _refuse(problems: Sequence[str], what: str) -> None:
+    if problems:
+        more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
+        raise LibraryCheckError(
+            f"{what}: " + "; ".join(problems[:8]) + more,
+            hint="no selection is made: fix the cause (or rerun the experiment to resume it) and analyse again",
+        )
+
+
+def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule) -> list[Paired]:
+    """Strict one-to-one pairing by (task, sample). Every deviation is an error, never a silent drop."""
+    planned = {(p.task_id, p.sample): p for p in d.pairs}
+    problems: list[str] = []
+    # exactly one completed record per episode (retried infrastructure failures are fine)
+    outcomes: dict[str, int] = defaultdict(int)
+    for r in records:
+        if r.is_outcome:
+            outcomes[r.trial_id] += 1
+        if r.arm not in (BARE, MASKED):
+            problems.append(f"{r.trial_id}: arm {r.arm!r} does not belong to a library experiment")
+        elif r.trial_id != trial_id(r.task_id, r.arm, r.run_index):
+            problems.append(f"{r.trial_id}: the record says task {r.task_id!r}, sample {r.run_index}")
+        elif (r.task_id, r.run_index) not in planned:
+            problems.append(f"{r.trial_id}: no planned (task, sample) pair {r.task_id}/{r.run_index}")
+    problems += [f"{t}: {n} completed records for one episode" for t, n in sorted(outcomes.items()) if n > 1]
+    _refuse(problems, "the records do not pair one to one")
+    finals = {r.trial_id: r for r in final_attempts(records)[0]}
+    out: list[Paired] = []
+    for p in d.pairs:
+        m = finals.get(trial_id(p.task_id, MASKED, p.sample))
+        b = finals.get(trial_id(p.task_id, BARE, p.sample))
+        if m is None and b is None:
+            problems.append(f"{p.task_id}/{p.sample}: neither trial has a record")
+            continue
+        if m is None:
+            problems.append(f"{p.task_id}/{p.sample}: the masked trial has no record")
+            continue
+        if b is None:
+            problems.append(f"{p.task_id}/{p.sample}: the masked trial has no bare partner")
+            continue
+        for r, arm in ((m, "masked"), (b, "bare")):
+            if not r.is_outcome:
+                problems.append(f"{r.trial_id}: the {arm} trial ended {r.status} ({r.error or 'no outcome'})")
+        if b.is_outcome and outcome(b, pass_rule) not in ("pass", "fail"):
+            problems.append(f"{b.trial_id}: the bare trial is not scorable ({outcome(b, pass_rule)})")
+        out.append(Paired(p, m, b))
+    _refuse(problems, "coverage: not every planned (task, sample) pair has a final, scorable bare and masked trial")
+    provs = {r.provenance for pr in out for r in (pr.masked, pr.bare)}
+    if len(provs) > 1:
+        fields = sorted(k for k in Provenance.model_fields if len({getattr(pv, k) for pv in provs}) > 1)
+        _refuse([f"the trials differ in {', '.join(fields)}"], "provenance is not identical across the trials")
+    return out
+
+
+def audit_mounts(paired: Sequence[Paired], hashes: Mapping[str, str]) -> None:
+    """The skills each container had (as recorded from its spec, with content hashes) equal its mask."""
+    problems: list[str] = []
+    for pr in paired:
+        for rec, want in ((pr.masked, delivery.ordered(pr.pair.skills)), (pr.bare, ())):
+            got = rec.skills_mounted
+            if got is None:
+                problems.append(f"{rec.trial_id}: the record does not say which skills the container had")
+                continue
+            names = tuple(s.name for s in got)
+            if names != tuple(want):
+                problems.append(
+                    f"{rec.trial_id}: the container had [{', '.join(names)}], its mask is [{', '.join(want)}]"
+                )
+                continue
+            bad = [s.name for s in got if hashes.get(s.name) != s.sha256]
+            if bad:
+                problems.append(f"{rec.trial_id}: the mounted copy of {', '.join(bad)} differs from the locked files")
+    _refuse(problems, "audit of the injected skills failed")
+
+
+def observations(d: Design, paired: Sequence[Paired], component: str, pass_rule: PassRule) -> list[Any]:
+    """The estimator's observations for one component; refuses missing or non-finite values."""
+    from harness.analysis import contributions
+
+    out = []
+    problems: list[str] = []
+    for pr in paired:
+        r = component_value(pr.masked, component, pass_rule)
+        b = component_value(pr.bare, component, pass_rule)
+        for rec, v in ((pr.masked, r), (pr.bare, b)):
+            if v is None or not math.isfinite(v):
+                problems.append(f"{rec.trial_id}: {component} is {'missing' if v is None else v}")
+        if r is not None and b is not None:
+            out.append(contributions.Observation(pr.pair.task_id, pr.pair.sample, pr.pair.mask, r, b))
+    _refuse(problems, f"component {component!r} is not complete and finite")
+    return out
+
+
+@dataclass(frozen=True)
+class LibraryResult:
+    design: Design
+    fits: dict[str, Any]
+    """component -> contributions.LibraryFit"""
+    selected: tuple[str, ...]
+    method: str
+    top_k: int
+    paired: int
+
+
+def analyse(study: Study, d: Design, records: Sequence[TrialRecord]) -> LibraryResult:
+    """Pair, audit, fit every preregistered component, select on the primary one. Raises LibraryCheckError."""
+    from harness.analysis import contributions
+
+    lib = study.prereg.library
+    assert lib is not None
+    rule = study.prereg.decision.pass_rule
+    paired = pair_records(d, records, rule)
+    audit_mounts(paired, skill_hashes(study))
+    masks.check_identifiable([pr.pair.mask for pr in paired], d.skills)
+    obs: dict[str, list[Any]] = {c: observations(d, paired, c, rule) for c in lib.components}
+    fits = {
+        c: contributions.fit(o, d.skills, n_boot=lib.n_boot, seed=lib.masks.seed, alpha=lib.alpha)
+        for c, o in obs.items()
+    }
+    selected = tuple(contributions.select(fits[PRIMARY], top_k=lib.top_k, method=lib.selection))
+    return LibraryResult(d, fits, selected, lib.selection, lib.top_k, len(paired))
+
+
+def baseline_info(study: Study, lock_files: Mapping[str, str]) -> dict[str, Any]:
+    lib = study.prereg.library
+    assert lib is not None
+    if lib.baseline_from is None:
+        return {"source": "run in this experiment", "sha256": None}
+    return {"source": str(baseline_dir(study)), "sha256": lock_files.get("library/baseline")}
+
+
+# ------------------------------------------------------------------------------ sizing
+
+
+def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> tuple[list[str], bool]:
+    """What ``harness plan`` prints: the sizing (expected SE per coefficient) and the identifiability
+    verdict of the preregistered design and of the masks its seed actually draws. (lines, identifiable)"""
+    import numpy as np
+
+    lib = study.prereg.library
+    if lib is None:
+        raise ConfigError(study.prereg_path, "is not a library preregistration (no library: block)", field="library")
+    skills = library_skills(study)
+    tasks = study.target_tasks()
+    samples = study.prereg.execution.runs_per_arm
+    p, balanced = lib.masks.inclusion_probability, lib.masks.balanced
+    sizing = masks.plan_library(len(tasks), samples, p, len(skills), sigma_delta=sigma_delta, balanced=balanced)
+    lines = sizing.lines()
+    if not sizing.identifiable:
+        return lines, False
+    try:
+        d = design(study)
+    except masks.DesignError as e:
+        lines.append(f"NOT IDENTIFIABLE with mask seed {lib.masks.seed}: {e.message}")
+        return lines, False
+    x = np.asarray(d.masks, dtype=float)
+    exact = np.sqrt(np.diag(np.linalg.inv(x.T @ x))) * sigma_delta
+    lines.append(
+        f"identifiable: the masks drawn with seed {lib.masks.seed} have full column rank {len(skills)}, "
+        f"condition number {masks.condition_number(d.masks):.2f}; "
+        f"{sum(1 for m in d.masks if not any(m))} all-zero mask(s) kept"
+    )
+    lines.append(f"expected SE per coefficient for these masks (SD(R - B) = {sigma_delta:g}):")
+    for j, name in enumerate(skills):
+        n_with = int(x[:, j].sum())
+        lines.append(f"  {name:<24} in {n_with:>3} of {len(d.masks)} masks   SE ~ {exact[j]:.3f}")
+    k = len(skills)
+    lines.append(
+        f"a full 2^{k} factorial would need {2**k} arms = {2**k * len(tasks) * samples} trials; this design runs "
+        f"{2 * len(d.masks)} ({len(d.masks)} masked + {len(d.masks)} bare)"
+    )
+    return lines, True

@@ -1,0 +1,658 @@
+"""Trigger accuracy: does the model pick the skill up from its description, and only when it should?
+
+``harness triggers PREREG`` runs each labelled query (should-trigger, or a near miss
+that should not) N times in the installed delivery (see :mod:`harness.installed`),
+one fresh gateway and agent container per run, for each *variant* (another
+description of the same skill, e.g. the current one and a proposed one). A run
+stops as soon as its verdict is known: the gateway refuses every request after
+the model's first ``Skill`` call on the skill (``GATEWAY_STOP_ON_SKILL``), or the
+turn ends, or ``max_turns`` is reached.
+
+Verdicts come from the gateway's log only: *triggered* (a ``Skill`` tool_use naming
+the skill anywhere in the turn), *not triggered*, or *could not measure* with its
+reason (the skill was not listed, no request got through, an infrastructure
+failure). Could-not-measure runs are never counted as misses: a variant with no
+measured should-trigger run has no recall, not a 0% recall.
+
+Analysis (pure, :func:`analyse`): per query, its trigger rate (Wilson interval);
+per variant, recall over should-trigger runs and false-trigger rate over
+should-not runs, each a ratio estimate with a query-clustered interval (runs of
+one query are not independent); and each variant against the first, paired by
+query (the same queries; in the scripted model, the same draws) with a t-interval
+over per-query differences, a sign-flip test, and McNemar on the run pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import random
+import secrets
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness.analysis import stats
+from harness.errors import ConfigError, HarnessError, PrerequisiteError
+from harness.host import workroots
+from harness.host.workroots import OWNER_FILE
+from harness.sandbox import roles as sandbox
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageBuilder, ImageOptions
+from harness.sandbox.labels import RUN, TRIAL, make_labels
+from harness.study import scenario
+from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
+from harness.study.lock import skill_files
+from harness.trial import claude, gateway, installed
+from harness.trial.workspace import container_user, copy_skill, remove_tree
+
+Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Query(_Strict):
+    id: str
+    query: str
+    should_trigger: bool
+    near_miss: bool = False
+    """A should-not query that is deliberately close to the skill's territory."""
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not TASK_ID.match(v):
+            raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
+        return v
+
+
+class TriggerBudgets(_Strict):
+    per_run_usd: Annotated[float, Field(gt=0)] = 0.25
+    timeout_s: Annotated[int, Field(gt=0, le=3600)] = 180
+
+
+class TriggerExecution(_Strict):
+    runs_per_query: Annotated[int, Field(ge=1, le=100)] = 3
+    model: str = "sonnet"
+    allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
+    max_turns: Annotated[int, Field(ge=1, le=50)] = 4
+    """Turn cap: a run that neither called the skill nor ended its turn by then is *not triggered*."""
+    seed: int = 20261201
+    budgets: TriggerBudgets = TriggerBudgets()
+    resources: Resources = Resources()
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+
+
+class TriggerPrereg(_Strict):
+    skill: str
+    """The skill's name (its SKILL.md ``name``); every variant must carry it."""
+    variants: dict[str, str]
+    """Variant name -> skill folder (relative to this file): descriptions of the same skill, compared side
+    by side. The first is the reference the others are paired against."""
+    queries: tuple[Query, ...]
+    execution: TriggerExecution = TriggerExecution()
+
+
+@dataclasses.dataclass(frozen=True)
+class TriggerStudy:
+    path: Path
+    prereg: TriggerPrereg
+    variant_dirs: dict[str, Path]
+
+
+def load_trigger_study(path: Path) -> TriggerStudy:
+    path = path.resolve()
+    prereg = validate(path, TriggerPrereg, parse_yaml(path, read_text(path)), "a mapping (skill, variants, queries)")
+    if not prereg.variants:
+        raise ConfigError(path, "at least one variant (skill folder) is required", field="variants")
+    if not prereg.queries:
+        raise ConfigError(path, "at least one query is required", field="queries")
+    seen: set[str] = set()
+    for i, q in enumerate(prereg.queries):
+        if q.id in seen:
+            raise ConfigError(path, f"duplicate query id {q.id!r}", field=f"queries[{i}].id")
+        seen.add(q.id)
+    dirs: dict[str, Path] = {}
+    for name, ref in prereg.variants.items():
+        d = (path.parent / ref).resolve()
+        md = d / "SKILL.md"
+        if md.is_symlink() or not md.is_file():
+            raise ConfigError(path, f"{md} is missing or not a regular file", field=f"variants.{name}")
+        listed = installed.skill_name(d, "")
+        if listed != prereg.skill:
+            raise ConfigError(
+                path,
+                f"{md} is named {listed or '(no name)'!r}, not {prereg.skill!r}: variants are descriptions of one skill",
+                field=f"variants.{name}",
+            )
+        dirs[name] = d
+    return TriggerStudy(path, prereg, dirs)
+
+
+# ==================================================================== plan and run
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    variant: str
+    query: Query
+    run_index: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.variant}.{self.query.id}.{self.run_index}"
+
+
+def plan_runs(prereg: TriggerPrereg) -> tuple[RunSpec, ...]:
+    """Rounds of (query x variant), shuffled by the seed so time drift lines up with neither."""
+    rng = random.Random(prereg.execution.seed)
+    specs: list[RunSpec] = []
+    for r in range(prereg.execution.runs_per_query):
+        round_ = [RunSpec(v, q, r) for q in prereg.queries for v in prereg.variants]
+        rng.shuffle(round_)
+        specs.extend(round_)
+    return tuple(specs)
+
+
+class RunRecord(_Strict):
+    run_id: str
+    variant: str
+    query_id: str
+    should_trigger: bool
+    run_index: int
+    outcome: Outcome
+    reason: str | None = None
+    listed: bool | None = None
+    tool_uses: tuple[str, ...] = ()
+    input_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    listing_sha256: str | None = None
+    requests: int = 0
+    """API calls the gateway forwarded in this run."""
+    stopped_at_skill: bool = False
+    """The gateway refused the CLI's next request after the Skill call: the run ended at its verdict."""
+
+
+def paired_session_id(seed: int, query_id: str, run_index: int) -> str:
+    """The same UUID for run ``run_index`` of a query in every variant (the pairing key)."""
+    digest = hashlib.sha256(f"{seed}:{query_id}:{run_index}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
+def verdict(evts: Sequence[dict[str, Any]], skill: str) -> tuple[Outcome, str | None, dict[str, Any]]:
+    """A run's outcome from the gateway's log (pure)."""
+    use, prov, _flags = installed.observe(evts, skill=skill, arm="skill", delivery="installed")
+    extra = {"listed": use.listed, "tool_uses": use.tool_uses, "listing_sha256": prov.get("listing_sha256")}
+    if use.invoked == "could_not_measure":
+        return "could_not_measure", use.reason or "not measured", extra
+    return ("triggered" if use.invoked == "yes" else "not_triggered"), None, extra
+
+
+@dataclasses.dataclass
+class TriggerOptions:
+    out: Path
+    jobs: int = 2
+    scripted: Path | None = None
+    api_key: str | None = None
+    upstream: str = "https://api.anthropic.com"
+    work_root: Path | None = None
+    images: ImageOptions = dataclasses.field(default_factory=ImageOptions)
+    on_run: Callable[[RunRecord], None] = lambda _r: None
+
+
+def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -> dict[str, Any]:
+    """Run every planned trigger run (fresh containers each) and write triggers.jsonl, triggers.json and
+    triggers.md into ``options.out``. Returns the analysis."""
+    prereg, ex = study.prereg, study.prereg.execution
+    options.out.mkdir(parents=True, exist_ok=True)
+    images = ImageBuilder(engine, options.images).ensure()
+    run_id = secrets.token_hex(4)
+    root = options.work_root or workroots.default_work_root()
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    workroots.remember(root)  # gc finds a killed trigger run's directories (and key file) too
+    work = root / f"triggers-{run_id}"
+    work.mkdir(mode=0o700)
+    # the owner file lets gc and the next start remove it (key file included) after a SIGKILL
+    (work / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    users = sandbox.role_users(engine, os.getuid(), os.getgid())
+    sidecar_uid = users.sidecar
+    profile = sandbox.make_profile(ex.resources, images.trial, images.sidecar, users, None)
+    labels = make_labels(run_id, role="run", ttl_s=3600 + ex.budgets.timeout_s * len(plan_runs(prereg)))
+    upstream_net = f"hx-{run_id}-up"
+    scripted_name = f"hx-{run_id}-scripted"
+    records: list[RunRecord] = []
+    lock = threading.Lock()
+    results = options.out / "triggers.jsonl"
+    try:
+        key = _key(options)
+        secrets_dir = work / "secrets"
+        secrets_dir.mkdir(mode=0o700)
+        key_file = secrets_dir / "api-key"
+        key_file.write_text(key)
+        os.chmod(key_file, 0o400)
+        if os.getuid() == 0:
+            os.chown(key_file, *sidecar_uid)
+        copies = {v: copy_skill(skill_files(d), work / "skills" / v) for v, d in study.variant_dirs.items()}
+        engine.create_network(upstream_net, labels, internal=options.scripted is not None)
+        upstream = options.upstream
+        if options.scripted is not None:
+            upstream = _start_scripted(
+                engine, profile, options.scripted, prereg, work, scripted_name, upstream_net, labels
+            )
+
+        def one(spec: RunSpec) -> None:
+            rec = _one_run(
+                engine, profile, prereg, spec, copies[spec.variant], work, run_id, key_file, upstream, upstream_net
+            )
+            with lock:
+                records.append(rec)
+                with open(results, "a", encoding="utf-8") as fh:
+                    fh.write(rec.model_dump_json() + "\n")
+            options.on_run(rec)
+
+        with ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="trigger") as pool:
+            list(pool.map(one, plan_runs(prereg)))
+    finally:
+        if options.scripted is not None:
+            try:
+                data, _ = engine.logs(scripted_name, stdout=True, stderr=True, cap=16 << 20)
+                (options.out / "scripted-api.log").write_bytes(data)
+            except HarnessError:
+                pass
+        engine.remove_labelled({RUN: run_id})
+        remove_tree(work)
+    analysis = analyse(prereg, records)
+    (options.out / "triggers.json").write_text(json.dumps(analysis, indent=2, sort_keys=True) + "\n")
+    (options.out / "triggers.md").write_text(markdown(analysis))
+    return analysis
+
+
+def _key(options: TriggerOptions) -> str:
+    if options.scripted is not None:
+        return "sk-ant-test-" + secrets.token_urlsafe(24)
+    if not options.api_key:
+        raise PrerequisiteError("ANTHROPIC_API_KEY is not set", hint="or run against the scripted model: --scripted")
+    return options.api_key
+
+
+def _start_scripted(
+    engine: Engine,
+    profile: sandbox.Profile,
+    path: Path,
+    prereg: TriggerPrereg,
+    work: Path,
+    name: str,
+    network: str,
+    labels: dict[str, str],
+) -> str:
+    sc = scenario.load_scenario(path)
+    compiled = scenario.compile_scenario(path, sc, (), skill=prereg.skill, seed=prereg.execution.seed)
+    scen_dir = work / "scenario"
+    scen_dir.mkdir(mode=0o755)
+    (scen_dir / "scenario.json").write_bytes(compiled)
+    os.chmod(scen_dir / "scenario.json", 0o444)
+    spec = sandbox.scripted_api_spec(profile, name=name, labels=labels, network=network, scenario_dir=scen_dir)
+    engine.create(spec)
+    engine.start(name)
+    gateway.wait_listening(engine, name)
+    return f"http://{name}:{sandbox.SCRIPTED_PORT}"
+
+
+def _one_run(
+    engine: Engine,
+    profile: sandbox.Profile,
+    prereg: TriggerPrereg,
+    spec: RunSpec,
+    skill_copy: Path,
+    work: Path,
+    run_id: str,
+    key_file: Path,
+    upstream: str,
+    upstream_net: str,
+) -> RunRecord:
+    """One query, one fresh gateway and agent; the verdict from the gateway's log."""
+    ex = prereg.execution
+    key = hashlib.sha256(spec.run_id.encode()).hexdigest()[:10]
+    names = {role: sandbox.container_name(run_id, key, role) for role in ("gateway", "agent")}
+    network = f"hx-{run_id}-{key}-net"
+    labels = make_labels(run_id, role="trial", trial_id=spec.run_id, ttl_s=ex.budgets.timeout_s + 900)
+    ws = work / "runs" / key
+    t0 = dt.datetime.now(dt.UTC)
+    base: dict[str, Any] = {
+        "run_id": spec.run_id,
+        "variant": spec.variant,
+        "query_id": spec.query.id,
+        "should_trigger": spec.query.should_trigger,
+        "run_index": spec.run_index,
+    }
+    try:
+        ws.mkdir(parents=True, mode=0o755)
+        installed.prepare_mountpoint(ws, prereg.skill)
+        if os.getuid() == 0:
+            uid, gid = container_user()
+            os.chown(ws, uid, gid)
+        engine.create_network(network, labels, internal=True)
+        gw = sandbox.gateway_spec(
+            profile,
+            name=names["gateway"],
+            labels=labels,
+            upstream_network=upstream_net,
+            upstream=upstream,
+            key_file=key_file,
+            budget_usd=ex.budgets.per_run_usd,
+        )
+        gw = dataclasses.replace(gw, env={**gw.env, "GATEWAY_STOP_ON_SKILL": prereg.skill})
+        engine.create(gw, extra_networks=[network])
+        engine.start(gw.name)
+        gateway.wait_listening(engine, gw.name)
+        gateway_ip = engine.container_ip(gw.name, network)
+        command = installed.agent_command(
+            spec.query.query,
+            model=ex.model,
+            allowed_tools=ex.allowed_tools,
+            max_budget_usd=ex.budgets.per_run_usd,
+            timeout_s=ex.budgets.timeout_s,
+            max_turns=ex.max_turns,
+            session_id=paired_session_id(ex.seed, spec.query.id, spec.run_index),
+        )
+        agent = sandbox.agent_spec(
+            profile,
+            name=names["agent"],
+            labels=labels,
+            network=network,
+            gateway_ip=gateway_ip,
+            workspace=ws,
+            skill_dir=skill_copy,
+            command=command,
+            skill_target=installed.skill_target(prereg.skill),
+        )
+        engine.run(agent, deadline_s=claude.host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
+        evts = gateway.events(engine, gw.name)
+        meter = gateway.meter(evts)
+        outcome, reason, extra = verdict(evts, prereg.skill)
+        if outcome != "triggered" and meter.forwarded == 0:
+            outcome, reason = "could_not_measure", "no API call got through the gateway"
+        return RunRecord(
+            **base,
+            outcome=outcome,
+            reason=reason,
+            input_tokens=meter.input_tokens,
+            cost_usd=meter.cost_usd,
+            requests=meter.forwarded,
+            stopped_at_skill=any("verdict is known" in r for r in meter.refused),
+            seconds=(dt.datetime.now(dt.UTC) - t0).total_seconds(),
+            **extra,
+        )
+    except HarnessError as e:
+        return RunRecord(
+            **base,
+            outcome="could_not_measure",
+            reason=f"infrastructure: {str(e)[:300]}",
+            seconds=(dt.datetime.now(dt.UTC) - t0).total_seconds(),
+        )
+    finally:
+        engine.remove_labelled({RUN: run_id, TRIAL: spec.run_id})
+        remove_tree(ws)
+
+
+# ======================================================================== analysis
+
+
+def clustered_rate(clusters: Sequence[tuple[int, int]], confidence: float) -> dict[str, Any]:
+    """Ratio estimate sum(k)/sum(n) over clusters (queries) of (k triggered, n measured), with a
+    cluster-robust t-interval (df = clusters - 1). When every cluster has the same rate the robust
+    variance is zero; then the Wilson interval with one observation per cluster is used instead
+    (conservative: as if each query were a single run)."""
+    used = [(k, n) for k, n in clusters if n > 0]
+    total_k, total_n = sum(k for k, _ in used), sum(n for _, n in used)
+    if total_n == 0:
+        return {"rate": None, "low": None, "high": None, "k": 0, "n": 0, "queries": 0}
+    p = total_k / total_n
+    q = len(used)
+    low, high = 0.0, 1.0
+    if q >= 2:
+        var = q / (q - 1) * sum((k - p * n) ** 2 for k, n in used) / total_n**2
+        if var > 0:
+            half = stats.t_quantile(1 - (1 - confidence) / 2, q - 1) * math.sqrt(var)
+            low, high = max(0.0, p - half), min(1.0, p + half)
+        else:
+            w = stats.wilson_interval(round(p * q), q, confidence)
+            low, high = w.low, w.high
+    return {"rate": p, "low": low, "high": high, "k": total_k, "n": total_n, "queries": q}
+
+
+def analyse(prereg: TriggerPrereg, records: Sequence[RunRecord]) -> dict[str, Any]:
+    conf = prereg.execution.confidence
+    variants = list(prereg.variants)
+    by: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in records:
+        by.setdefault((r.variant, r.query_id), []).append(r)
+    out: dict[str, Any] = {
+        "skill": prereg.skill,
+        "runs_per_query": prereg.execution.runs_per_query,
+        "confidence": conf,
+        "variants": {},
+        "comparisons": [],
+    }
+    rates: dict[str, dict[str, float | None]] = {}
+    for v in variants:
+        per_query: list[dict[str, Any]] = []
+        rates[v] = {}
+        for q in prereg.queries:
+            runs = by.get((v, q.id), [])
+            k = sum(r.outcome == "triggered" for r in runs)
+            n = sum(r.outcome != "could_not_measure" for r in runs)
+            cnm = [r.reason or "" for r in runs if r.outcome == "could_not_measure"]
+            w = stats.wilson_interval(k, n, conf)
+            rates[v][q.id] = k / n if n else None
+            per_query.append(
+                {
+                    "query": q.id,
+                    "should_trigger": q.should_trigger,
+                    "near_miss": q.near_miss,
+                    "triggered": k,
+                    "measured": n,
+                    "could_not_measure": len(cnm),
+                    "reasons": sorted(set(cnm)),
+                    "rate": k / n if n else None,
+                    "low": w.low if n else None,
+                    "high": w.high if n else None,
+                }
+            )
+        pos = [(row["triggered"], row["measured"]) for row in per_query if row["should_trigger"]]
+        neg = [(row["triggered"], row["measured"]) for row in per_query if not row["should_trigger"]]
+        recall, fpr = clustered_rate(pos, conf), clustered_rate(neg, conf)
+        for est, rows in ((recall, pos), (fpr, neg)):
+            if est["rate"] is None:
+                reasons = sorted({x for row in per_query for x in row["reasons"]})
+                est["could_not_measure"] = (
+                    "no query of this kind" if not rows else "no run measured: " + ("; ".join(reasons) or "none ran")
+                )
+        vruns = [r for r in records if r.variant == v]
+        out["variants"][v] = {
+            "recall": recall,
+            "false_trigger_rate": fpr,
+            "queries": per_query,
+            "runs": len(vruns),
+            "could_not_measure": sum(r.outcome == "could_not_measure" for r in vruns),
+            "cost_usd": round(sum(r.cost_usd for r in vruns), 6),
+            "mean_input_tokens": (sum(r.input_tokens for r in vruns) / len(vruns)) if vruns else None,
+            "listings": sorted({r.listing_sha256 for r in vruns if r.listing_sha256}),
+        }
+    ref = variants[0]
+    for other in variants[1:]:
+        comp: dict[str, Any] = {"reference": ref, "variant": other}
+        for kind, want in (("recall", True), ("false_trigger_rate", False)):
+            diffs: list[float] = []
+            for q in prereg.queries:
+                a, b = rates[ref].get(q.id), rates[other].get(q.id)
+                if q.should_trigger == want and a is not None and b is not None:
+                    diffs.append(b - a)
+            ti = stats.t_interval(diffs, conf)
+            sf = stats.sign_flip_test(diffs) if diffs else None
+            only_other = only_ref = 0
+            for q in prereg.queries:
+                if q.should_trigger != want:
+                    continue
+                ra = {r.run_index: r for r in by.get((ref, q.id), []) if r.outcome != "could_not_measure"}
+                rb = {r.run_index: r for r in by.get((other, q.id), []) if r.outcome != "could_not_measure"}
+                for i in ra.keys() & rb.keys():
+                    ta, tb = ra[i].outcome == "triggered", rb[i].outcome == "triggered"
+                    only_other += tb and not ta
+                    only_ref += ta and not tb
+            comp[kind] = {
+                "difference": ti.mean,
+                "low": None if ti.mean is None or math.isinf(ti.interval.low) else ti.interval.low,
+                "high": None if ti.mean is None or math.isinf(ti.interval.high) else ti.interval.high,
+                "queries": ti.n,
+                "sign_flip_p": sf.p_value if sf else None,
+                "run_pairs_only_variant": only_other,
+                "run_pairs_only_reference": only_ref,
+                "mcnemar_p": stats.mcnemar_exact(only_other, only_ref) if only_other + only_ref else None,
+            }
+        out["comparisons"].append(comp)
+    return out
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _pp(x: float | None) -> str:
+    """A bound of a difference of rates, in points (a difference of rates lies in [-100, +100])."""
+    return "n/a" if x is None else f"{100 * max(-1.0, min(1.0, x)):+.0f} pp"
+
+
+def _est(e: dict[str, Any]) -> str:
+    if e["rate"] is None:
+        return f"could not measure ({e.get('could_not_measure', '')})"
+    return f"{_pct(e['rate'])} ({e['k']}/{e['n']}, {e['queries']} queries) [{_pct(e['low'])}, {_pct(e['high'])}]"
+
+
+def summary_lines(a: dict[str, Any]) -> list[str]:
+    conf = round(100 * a["confidence"])
+    lines = [
+        f"trigger accuracy of skill {a['skill']}: {a['runs_per_query']} run(s) per query, "
+        f"{conf}% intervals clustered by query"
+    ]
+    for v, d in a["variants"].items():
+        lines.append(f"  {v}: recall {_est(d['recall'])}   false triggers {_est(d['false_trigger_rate'])}")
+        if d["could_not_measure"]:
+            lines.append(f"  {v}: {d['could_not_measure']} of {d['runs']} run(s) could not be measured")
+    return lines + ["  " + x for x in comparison_lines(a)]
+
+
+def comparison_lines(a: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for c in a["comparisons"]:
+        for kind in ("recall", "false_trigger_rate"):
+            x = c[kind]
+            if x["difference"] is None:
+                continue
+            lines.append(
+                f"{c['variant']} - {c['reference']} {kind.replace('_', ' ')}: {100 * x['difference']:+.0f} pp "
+                f"[{_pp(x['low'])}, {_pp(x['high'])}] over {x['queries']} queries, sign-flip p = "
+                + ("n/a" if x["sign_flip_p"] is None else f"{x['sign_flip_p']:.3f}")
+            )
+    return lines
+
+
+def markdown(a: dict[str, Any]) -> str:
+    conf = round(100 * a["confidence"])
+    lines = [
+        f"## Trigger accuracy: `{a['skill']}`",
+        "",
+        f"{a['runs_per_query']} run(s) per query; {conf}% intervals clustered by query.",
+        "",
+    ]
+    lines += ["| variant | recall | false-trigger rate | could not measure |", "|:--|:--|:--|--:|"]
+    for v, d in a["variants"].items():
+        lines.append(
+            f"| {v} | {_est(d['recall'])} | {_est(d['false_trigger_rate'])} | {d['could_not_measure']}/{d['runs']} |"
+        )
+    lines += [
+        "",
+        "### Per query",
+        "",
+        "| query | should trigger | " + " | ".join(a["variants"]) + " |",
+        "|:--|:--|" + "--:|" * len(a["variants"]),
+    ]
+    queries = next(iter(a["variants"].values()))["queries"]
+    for i, row in enumerate(queries):
+        cells = []
+        for d in a["variants"].values():
+            q = d["queries"][i]
+            cells.append(
+                f"{q['triggered']}/{q['measured']}"
+                + (f" (+{q['could_not_measure']} n/m)" if q["could_not_measure"] else "")
+            )
+        label = "yes" if row["should_trigger"] else ("no (near miss)" if row["near_miss"] else "no")
+        lines.append(f"| `{row['query']}` | {label} | " + " | ".join(cells) + " |")
+    if a["comparisons"]:
+        lines += ["", "### Side by side (paired by query)", ""]
+        lines += [f"- {x}" for x in comparison_lines(a)]
+    return "\n".join(lines) + "\n"
+
+
+def print_run(rec: RunRecord) -> None:
+    why = f" ({rec.reason})" if rec.reason else ""
+    print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
+
+
+def cmd_triggers(args: Any, env: dict[str, str]) -> int:
+    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
+    import time
+
+    study = load_trigger_study(args.prereg)
+    out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
+    if (out / "triggers.jsonl").exists():
+        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
+    n = len(plan_runs(study.prereg))
+    print(
+        f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
+        f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    analysis = run_triggers(
+        study,
+        Engine(),
+        TriggerOptions(
+            out=out,
+            jobs=args.jobs or 2,
+            scripted=args.scripted,
+            api_key=env.get("ANTHROPIC_API_KEY"),
+            on_run=print_run if args.verbose else (lambda _r: None),
+        ),
+    )
+    print("\n".join(summary_lines(analysis)))
+    print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    tr = sub.add_parser(
+        "triggers",
+        help="trigger accuracy: recall and false-trigger rate of a skill's description (installed delivery)",
+        description="Run labelled queries (should-trigger / should-not-trigger) N times each with the skill "
+        "installed, one fresh sandbox per run, stopping at the first Skill call or the end of the turn; "
+        "compare descriptions (variants) side by side, paired by query.",
+    )
+    tr.add_argument("prereg", type=Path, metavar="PREREG", help="the trigger preregistration (YAML)")
+    tr.add_argument("--out", type=Path, help="output directory (default: triggers-<skill> next to PREREG)")
+    tr.add_argument("--jobs", type=int, default=None, help="concurrent runs (default 2)")
+    tr.add_argument("--scripted", type=Path, metavar="SCENARIO", help="use the scripted Messages API (offline)")
+    tr.add_argument("--verbose", action="store_true", help="print every run's verdict")

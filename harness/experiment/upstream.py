@@ -1,0 +1,166 @@
+"""Where the gateway sends a real run's model traffic, and how it gets there.
+
+A user in a company rarely talks to ``api.anthropic.com`` directly: there is an
+LLM gateway (their own ``ANTHROPIC_BASE_URL``), an egress proxy (``HTTPS_PROXY``
+/ ``NO_PROXY``) and a company CA. All of it applies to **the gateway sidecar's
+upstream connection only**: the agent container gets none of these variables
+(its only peer is the trial's gateway, see :func:`harness.trial.claude.claude_env`).
+
+    url       --upstream, else the user's ANTHROPIC_BASE_URL, else the public API
+    proxy     HTTPS_PROXY (HTTP_PROXY for an http:// upstream), unless NO_PROXY covers the host
+    extra_ca  --upstream-ca: a PEM bundle trusted beside the image's bundle (mounted, not baked)
+    network   --upstream-network: an existing Docker network for the gateway's upstream side
+
+What shapes the comparison is provenance (host, proxy yes/no, CA hash: never the
+proxy's address or credentials), so two arms that went different ways are
+INVALID and a baseline is only reused under the same route. Before any trial,
+:func:`preflight` opens the tunnel and finishes the TLS handshake from a sidecar
+on the upstream network (no request, no key): a wrong CA or a refusing proxy
+fails the run at once, naming the problem, instead of as N infra errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError, InfraError, PrerequisiteError
+from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
+from harness.sandbox.labels import ROLE
+from harness.sidecars.upstream_link import bypass_proxy
+
+REAL_UPSTREAM = "https://api.anthropic.com"
+CA_MOUNT = "/run/harness/upstream-ca.pem"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    url: str = REAL_UPSTREAM
+    proxy: str = ""
+    """http://[user:pass@]host:port, or empty. May carry credentials: never recorded or logged."""
+    no_proxy: str = ""
+    extra_ca: Path | None = None
+    network: str | None = None
+
+    @property
+    def host(self) -> str:
+        parts = urllib.parse.urlsplit(self.url)
+        return parts.netloc.rpartition("@")[2]
+
+    @property
+    def via_proxy(self) -> bool:
+        return bool(self.proxy) and not bypass_proxy(urllib.parse.urlsplit(self.url).hostname or "", self.no_proxy)
+
+    def ca_bytes(self) -> bytes:
+        if self.extra_ca is None:
+            return b""
+        try:
+            return self.extra_ca.read_bytes()
+        except OSError as e:
+            raise PrerequisiteError(f"upstream CA bundle {self.extra_ca} cannot be read: {e.strerror}") from None
+
+    def provenance(self) -> dict[str, str]:
+        """The route's fields of :class:`harness.records.Provenance`."""
+        return {
+            "upstream_host": self.host,
+            "upstream_proxy": "yes" if self.via_proxy else "no",
+            "upstream_ca_sha256": hashlib.sha256(self.ca_bytes()).hexdigest(),
+        }
+
+    def gateway_env(self) -> dict[str, str]:
+        """The gateway's settings for this route (read by ``sidecars/upstream_link.py``)."""
+        env = {"GATEWAY_UPSTREAM": self.url}
+        if self.proxy:
+            env["GATEWAY_PROXY"] = self.proxy
+            env["GATEWAY_NO_PROXY"] = self.no_proxy
+        if self.extra_ca is not None:
+            env["GATEWAY_EXTRA_CA"] = CA_MOUNT
+        return env
+
+    def secrets(self) -> list[str]:
+        """What must be redacted from every record and log (the proxy's password)."""
+        password = urllib.parse.urlsplit(self.proxy).password if self.proxy else None
+        return [password] if password else []
+
+
+def from_env(
+    env: Mapping[str, str], *, url: str | None = None, extra_ca: Path | None = None, network: str | None = None
+) -> Upstream:
+    """The route of a real run from the command line and the user's environment (checked)."""
+    chosen = url or env.get("ANTHROPIC_BASE_URL") or REAL_UPSTREAM
+    where = "--upstream" if url else "ANTHROPIC_BASE_URL" if env.get("ANTHROPIC_BASE_URL") else "--upstream"
+    parts = urllib.parse.urlsplit(chosen)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(where, f"{chosen!r} is not an http(s) URL with a host")
+    if parts.username or parts.password:
+        raise ConfigError(where, "must not carry credentials (the gateway injects the key)")
+    names = ("HTTPS_PROXY", "https_proxy") if parts.scheme == "https" else ("HTTP_PROXY", "http_proxy")
+    proxy_var = next((n for n in names if env.get(n)), None)
+    proxy = env.get(proxy_var, "") if proxy_var else ""
+    if proxy:
+        p = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if p.scheme != "http" or not p.hostname:
+            raise ConfigError(proxy_var or "HTTPS_PROXY", "must be an http://host:port CONNECT proxy")
+        proxy = urllib.parse.urlunsplit(p)
+    no_proxy = env.get("NO_PROXY") or env.get("no_proxy") or ""
+    if extra_ca is not None and not extra_ca.is_file():
+        raise ConfigError(extra_ca, "the upstream CA bundle does not exist")
+    return Upstream(url=chosen.rstrip("/"), proxy=proxy, no_proxy=no_proxy, extra_ca=extra_ca, network=network)
+
+
+def stage_ca(route: Upstream, run_root: Path) -> tuple[BindMount, ...]:
+    """A world-readable copy of the extra CA bundle for the gateway (which runs as another uid)."""
+    if route.extra_ca is None:
+        return ()
+    copy = run_root / "upstream-ca.pem"
+    copy.write_bytes(route.ca_bytes())
+    os.chmod(copy, 0o444)
+    return (BindMount(copy, CA_MOUNT, read_only=True),)
+
+
+def preflight(
+    engine: Engine,
+    route: Upstream,
+    *,
+    name: str,
+    image: str,
+    user: str,
+    network: str,
+    labels: Mapping[str, str],
+    mounts: tuple[BindMount, ...],
+) -> None:
+    """One TLS handshake to the upstream, through the proxy, from the upstream network. Raises
+    :class:`InfraError` naming the problem (a certificate, a refusing proxy) when it fails."""
+    spec = ContainerSpec(
+        name=name,
+        image=image,
+        command=("python3", "/opt/harness/upstream_link.py"),
+        labels={**labels, ROLE: "preflight"},
+        user=user,
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
+            **route.gateway_env(),
+        },
+        mounts=mounts,
+        network=network,
+        limits=Limits(memory="128m", cpus=0.5, pids=32, tmpfs_size="8m"),
+        tmpfs=("/tmp",),
+        workdir="/tmp",
+    )
+    run = engine.run(spec, deadline_s=60, output_cap=65536)
+    verdict: dict[str, object] = {}
+    for line in run.stdout.decode("utf-8", "replace").splitlines():
+        try:
+            verdict = json.loads(line)
+        except ValueError:
+            continue
+    if run.exit_code == 0 and verdict.get("ok"):
+        return
+    problem = verdict.get("error") or f"the preflight exited {run.exit_code}: {run.stderr[-400:]!r}"
+    raise InfraError(f"the model API at {route.host} cannot be reached: {problem}")

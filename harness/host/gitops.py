@@ -1,0 +1,143 @@
+"""Host-side git, hardened, and only ever on trusted trees.
+
+The controller runs git on the host for exactly three things: resolving the base
+commit in the user's repository, adding/removing the trial's worktree, and
+making the fresh one-commit repository of the pristine base before any agent
+exists. It never runs git inside a tree an agent has written to (patch
+extraction happens in a ``--network none`` container).
+
+Every call gets a scrubbed environment: no inherited ``GIT_*`` variables, no
+global or system config, no hooks, no fsmonitor, no pager, no prompts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from harness.errors import ConfigError, InfraError
+from harness.host.slots import host_lock
+
+HARDENING = (
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "credential.helper=",
+    "-c",
+    "protocol.allow=never",
+    "-c",
+    "diff.external=",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "advice.detachedHead=false",
+)
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k in {"PATH", "LANG", "LC_ALL", "TMPDIR"}
+    }
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(
+        {
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "HOME": "/nonexistent",
+            "XDG_CONFIG_HOME": "/nonexistent",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_AUTHOR_NAME": "skill-harness",
+            "GIT_AUTHOR_EMAIL": "harness@localhost",
+            "GIT_COMMITTER_NAME": "skill-harness",
+            "GIT_COMMITTER_EMAIL": "harness@localhost",
+            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+            "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def git(
+    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+) -> str:
+    argv = ["git", *HARDENING, *args]
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=git_env(env), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+        )
+    except FileNotFoundError:
+        raise InfraError("git is not installed", hint="install git (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise InfraError(f"git {' '.join(args[:2])} did not finish within 300 s") from None
+    if check and proc.returncode != 0:
+        raise InfraError(f"git {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+def resolve_commit(repo: Path, ref: str, *, source: Path | None = None, field: str = "execution.base_ref") -> str:
+    """The full SHA of ``ref`` in ``repo``; a ConfigError naming the field when it does not resolve."""
+    where = source or repo
+    if not repo.is_dir():
+        raise ConfigError(where, f"repository {repo} does not exist", field="execution.repo")
+    top = git(["rev-parse", "--show-toplevel"], cwd=repo, check=False).strip()
+    if not top:
+        raise ConfigError(where, f"{repo} is not inside a git repository", field="execution.repo")
+    out = git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo, check=False).strip()
+    if not out:
+        raise ConfigError(where, f"{ref!r} is not a commit in {top}", field=field)
+    return out
+
+
+@contextlib.contextmanager
+def worktree_lock(repo: Path) -> Iterator[None]:
+    """Serialise worktree changes to one repository (threads and processes of this user).
+
+    Concurrent ``git worktree add`` calls race on naming their admin directories
+    (``.git/worktrees/base``, ``base1``, ...): seen here as "failed to read
+    .git/worktrees/base1/commondir" with eight trials starting at once.
+    """
+    key = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
+    with host_lock(f"worktree-{key}"):
+        yield
+
+
+def add_worktree(repo: Path, path: Path, sha: str) -> None:
+    with worktree_lock(repo):
+        git(["worktree", "add", "--detach", "--force", str(path), sha], cwd=repo)
+
+
+def remove_worktree(repo: Path, path: Path) -> None:
+    """``--force --force``: without it git would run status inside the tree (attacker content)."""
+    with worktree_lock(repo):
+        git(["worktree", "remove", "--force", "--force", str(path)], cwd=repo, check=False)
+        git(["worktree", "prune"], cwd=repo, check=False)
+
+
+def prune_worktrees(repo: Path) -> None:
+    with worktree_lock(repo):
+        git(["worktree", "prune"], cwd=repo, check=False)
+
+
+def init_snapshot_repo(tree: Path) -> str:
+    """Make ``tree/.git`` a fresh one-commit repository of ``tree`` (trusted content only).
+
+    Returns the commit SHA. Used for the agent's own repository: it can run
+    ``git status/diff/log/commit`` without ever seeing the user's refs, objects,
+    hooks, config or history.
+    """
+    env = {"GIT_DIR": str(tree / ".git"), "GIT_WORK_TREE": str(tree)}
+    git(["init", "--quiet", "--template=", "--initial-branch=main", str(tree)])
+    git(["add", "--all", "--force", "."], cwd=tree, env=env)
+    git(["commit", "--quiet", "--no-verify", "--allow-empty", "-m", "base"], cwd=tree, env=env)
+    return git(["rev-parse", "HEAD"], cwd=tree, env=env).strip()

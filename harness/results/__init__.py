@@ -1,0 +1,6 @@
+"""The experiment directory as data: the append-only results log, content-addressed artifacts, the
+experiment's metadata, reductions over attempts, loading a directory back, and merging shards.
+
+May import :mod:`harness.records`, :mod:`harness.study`, :mod:`harness.redact` and the foundation; never
+the sandbox, trial, experiment or reporting layers.
+"""

@@ -1,0 +1,176 @@
+"""``harness doctor``: can this machine run trials safely, and what should the user know?
+
+Checks are gathered from the engine and the host, then judged by pure functions
+(``judge_versions``) that unit tests feed with fake version strings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.errors import HarnessError
+from harness.sandbox import uids
+from harness.sandbox.engine import ContainerSpec, Engine, Limits
+from harness.sandbox.images import ImageBuilder, ImageOptions
+from harness.sandbox.labels import make_labels
+
+Level = Literal["ok", "warn", "fail", "info"]
+
+# (component, minimum version, why)
+MINIMUMS = (
+    (
+        "engine",
+        (28, 3, 3),
+        "Docker < 28.3.3: firewalld reloads can drop network isolation (CVE-2025-54388/54410); "
+        "gateway mode 'isolated' needs 28.x (the harness uses inhibit_ipv4 instead)",
+    ),
+    (
+        "engine",
+        (26, 0, 0),
+        "Docker < 26.0: the embedded DNS resolver may forward names from internal networks "
+        "(CVE-2024-29018; the harness points agent containers' DNS at their gateway, which serves none)",
+    ),
+    ("runc", (1, 2, 8), "runc < 1.2.8: mount-race container escapes (CVE-2025-31133, -52565, -52881)"),
+    ("runc", (1, 1, 12), "runc < 1.1.12: 'Leaky Vessels' fd leak escape (CVE-2024-21626)"),
+    ("git", (2, 39, 4), "git < 2.39.4: clone/hook vulnerabilities (CVE-2024-32002/-32004/-32465)"),
+    ("git", (2, 43, 7), "git < 2.43.7 (unless your distribution backported the fixes): CVE-2025-48384 family"),
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    level: Level
+    name: str
+    detail: str
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def judge_versions(versions: dict[str, str]) -> list[Check]:
+    """Known-CVE warnings for the engine, runc and git versions given."""
+    out: list[Check] = []
+    for component, minimum, why in MINIMUMS:
+        raw = versions.get(component, "")
+        parsed = parse_version(raw)
+        if parsed is None:
+            continue
+        if parsed < minimum:
+            out.append(Check("warn", f"{component} {raw}", why))
+    return out
+
+
+def git_version() -> str:
+    try:
+        out = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.strip().removeprefix("git version ")
+
+
+def gvisor_check(engine: Engine, image: str | None) -> Check:
+    runtimes = engine.info().runtimes
+    if "runsc" not in runtimes:
+        return Check(
+            "info",
+            "gVisor (runsc)",
+            "not installed; `--runtime runsc` is unavailable here "
+            "(recommended on laptops and persistent self-hosted runners)",
+        )
+    if image is None:
+        return Check("warn", "gVisor (runsc)", "registered, but no image to test it with (build images first)")
+    spec = ContainerSpec(
+        name="hx-doctor-runsc",
+        image=image,
+        command=("true",),
+        user="65534:65534",
+        labels=make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor"),
+        limits=Limits(memory="128m", pids=32),
+        runtime="runsc",
+    )
+    try:
+        result = engine.run(spec, deadline_s=60)
+    except HarnessError as e:
+        return Check("warn", "gVisor (runsc)", f"registered but a test container failed: {e}")
+    if result.exit_code == 0:
+        return Check("ok", "gVisor (runsc)", "works: `harness eval --runtime runsc` adds a userspace kernel")
+    return Check("warn", "gVisor (runsc)", f"registered but `true` exited {result.exit_code}")
+
+
+def uid_check(security_options: tuple[str, ...]) -> Check:
+    """Which uids the roles run as (issue 14: none may be a host account's)."""
+    try:
+        users = uids.role_users(euid=os.getuid(), egid=os.getgid(), security_options=security_options)
+    except ValueError as e:
+        return Check("fail", "container uids", str(e))
+    return Check("ok", "container uids", users.describe())
+
+
+def gather(engine: Engine, options: ImageOptions) -> list[Check]:
+    checks: list[Check] = []
+    info = engine.info()
+    checks.append(Check("ok", "engine", f"Docker {info.server_version} (API {info.api_version}), {info.os}"))
+    cg = info.cgroup_version or "?"
+    checks.append(
+        Check(
+            "ok" if cg == "2" else "warn",
+            "cgroups",
+            f"v{cg} ({info.cgroup_driver})"
+            + ("" if cg == "2" else ": limits work, but rootless engines need v2 for cpu/memory limits"),
+        )
+    )
+    seccomp = any("seccomp" in s for s in info.security_options)
+    checks.append(
+        Check(
+            "ok" if seccomp else "fail",
+            "seccomp",
+            "default profile active" if seccomp else "not enabled: containers lack syscall filtering",
+        )
+    )
+    lsm = [s for s in info.security_options if "apparmor" in s or "selinux" in s]
+    checks.append(
+        Check(
+            "ok" if lsm else "warn",
+            "LSM",
+            "AppArmor/SELinux profile active"
+            if lsm
+            else "no AppArmor or SELinux on this engine: containers rely on capabilities, seccomp and "
+            "namespaces only (consider --runtime runsc)",
+        )
+    )
+    if info.rootless:
+        checks.append(Check("info", "rootless", "rootless engine: an escape lands in an unprivileged user"))
+    checks.append(uid_check(info.security_options))
+    free = engine.free_disk_bytes()
+    if free is not None:
+        gib = free / (1 << 30)
+        checks.append(Check("ok" if gib >= 5 else "warn", "free disk", f"{gib:.1f} GiB under {info.docker_root}"))
+    git = git_version()
+    checks.append(Check("ok" if git else "fail", "git", git or "not installed"))
+    checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version, "git": git}))
+    checks.append(
+        Check(
+            "ok" if shutil.which("debootstrap") else "info",
+            "debootstrap",
+            "present (base image without a registry)"
+            if shutil.which("debootstrap")
+            else "absent: a base image must come from a registry or `docker load`",
+        )
+    )
+    trial_image = None
+    for role, (tag, present) in ImageBuilder(engine, options).planned().items():
+        state = "present" if present else "will be built on first use"
+        checks.append(Check("ok" if present else "info", f"image {role}", f"{tag} ({state})"))
+        if role == "sidecar" and present:
+            trial_image = tag
+    checks.append(gvisor_check(engine, trial_image))
+    return checks

@@ -1,0 +1,585 @@
+"""The Docker engine boundary: the only module that imports ``docker``.
+
+Everything above this module sees typed specs and results (:class:`ContainerSpec`,
+:class:`ExitInfo`) and harness errors; docker-py and requests exceptions are
+translated here (``raise InfraError(...) from e``). The container hardening
+profile is applied here, to every container the harness starts, so no caller
+can forget a flag:
+
+    non-root user, --cap-drop ALL, no-new-privileges, default seccomp,
+    read-only rootfs with sized tmpfs, pids / memory (= swap) / cpu / nofile /
+    fsize limits, --init, capped json-file logs, no published ports, no docker
+    socket, only the mounts the spec names, restart policy "no".
+
+Deadlines are enforced twice: inside the container by the caller's command
+(``timeout -k``) and here, on the host, by ``kill`` when ``wait`` overruns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+import urllib3.exceptions
+from docker.types import LogConfig, Mount, Ulimit
+
+from harness.errors import InfraError, PrerequisiteError
+from harness.retry import call_with_retry
+from harness.sandbox import labels as L
+
+DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+def _transient(e: BaseException) -> bool:
+    if isinstance(e, docker.errors.NotFound):
+        return False
+    if isinstance(e, docker.errors.APIError):
+        return e.status_code is not None and e.status_code >= 500
+    return isinstance(e, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+def _read_timed_out(e: BaseException) -> bool:
+    """Whether a wait ended because its own deadline passed (and not because the engine went away).
+
+    requests raises ``ReadTimeout`` when the deadline passes before the response headers, and
+    ``ConnectionError`` wrapping urllib3's ``ReadTimeoutError`` when it passes while reading the body
+    (the engine answers ``/wait`` headers at once). Any other ``ConnectionError`` is a lost engine.
+    """
+    if isinstance(e, requests.exceptions.ReadTimeout):
+        return True
+    if not isinstance(e, requests.exceptions.ConnectionError):
+        return False
+    return any(
+        isinstance(a, urllib3.exceptions.ReadTimeoutError)
+        or isinstance(getattr(a, "reason", None), urllib3.exceptions.ReadTimeoutError)
+        for a in e.args
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: str = "2g"
+    cpus: float = 1.0
+    pids: int = 512
+    nofile: int = 4096
+    fsize_bytes: int = 1 << 30
+    tmpfs_size: str = "512m"
+
+
+@dataclass(frozen=True)
+class BindMount:
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str
+    command: tuple[str, ...]
+    labels: Mapping[str, str]
+    user: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[BindMount, ...] = ()
+    network: str = "none"
+    """'none' or the name of a network the harness created."""
+    limits: Limits = Limits()
+    tmpfs: tuple[str, ...] = ("/tmp",)
+    """tmpfs mount points (sized by limits.tmpfs_size, owned by the container user)."""
+    workdir: str | None = None
+    runtime: str | None = None
+    log_max_size: str = "10m"
+    stop_timeout: int = 5
+    dns: tuple[str, ...] = ()
+    """Upstream servers of Docker's embedded resolver. Engines before 26.0 forward names the
+    embedded resolver does not know to the host's resolvers (CVE-2024-29018 when they are on
+    loopback); pointing this at a peer that serves no DNS makes every foreign name fail."""
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    server_version: str
+    api_version: str
+    cgroup_version: str
+    cgroup_driver: str
+    runtimes: tuple[str, ...]
+    security_options: tuple[str, ...]
+    docker_root: str
+    storage_driver: str
+    os: str
+    runc_version: str
+    rootless: bool
+
+
+def _uid_gid(user: str) -> tuple[str, str]:
+    uid, _, gid = user.partition(":")
+    return uid, gid or uid
+
+
+class Engine:
+    """A thin, typed wrapper over one docker-py client."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, timeout: int = 120) -> None:
+        try:
+            self.client = docker.from_env(environment=dict(env) if env is not None else None, timeout=timeout)
+            self.client.ping()
+        except DOCKER_ERRORS as e:
+            raise PrerequisiteError(
+                f"no Docker engine answers ({type(e).__name__}: {str(e)[:200]})",
+                hint="start one (`make engine` installs docker.io and starts dockerd when run as root on Debian), "
+                "or point DOCKER_HOST at a reachable engine",
+            ) from e
+
+    # ------------------------------------------------------------------ info
+    def info(self) -> EngineInfo:
+        try:
+            info = self.client.info()
+            version = self.client.version()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"docker info failed: {e}") from e
+        runc = next((c.get("Version", "") for c in version.get("Components", []) if c.get("Name") == "runc"), "")
+        return EngineInfo(
+            server_version=str(version.get("Version", "")),
+            api_version=str(version.get("ApiVersion", "")),
+            cgroup_version=str(info.get("CgroupVersion", "")),
+            cgroup_driver=str(info.get("CgroupDriver", "")),
+            runtimes=tuple(sorted((info.get("Runtimes") or {}).keys())),
+            security_options=tuple(info.get("SecurityOptions") or ()),
+            docker_root=str(info.get("DockerRootDir", "")),
+            storage_driver=str(info.get("Driver", "")),
+            os=str(info.get("OperatingSystem", "")),
+            runc_version=str(runc),
+            rootless=any("rootless" in s for s in info.get("SecurityOptions") or ()),
+        )
+
+    # -------------------------------------------------------------- containers
+    def _create_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
+        uid, gid = _uid_gid(spec.user)
+        lim = spec.limits
+        tmpfs = {
+            target: f"rw,nosuid,nodev,size={lim.tmpfs_size},uid={uid},gid={gid},mode=0700" for target in spec.tmpfs
+        }
+        kwargs: dict[str, Any] = {
+            "image": spec.image,
+            "command": list(spec.command),
+            "name": spec.name,
+            "labels": dict(spec.labels),
+            "user": spec.user,
+            "environment": dict(spec.env),
+            "mounts": [
+                Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts
+            ],
+            "working_dir": spec.workdir,
+            "detach": True,
+            "stdin_open": False,
+            "tty": False,
+            "init": True,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "read_only": True,
+            "tmpfs": tmpfs,
+            "mem_limit": lim.memory,
+            "memswap_limit": lim.memory,
+            "nano_cpus": int(lim.cpus * 1e9),
+            "pids_limit": lim.pids,
+            "ulimits": [
+                Ulimit(name="nofile", soft=lim.nofile, hard=lim.nofile),
+                Ulimit(name="fsize", soft=lim.fsize_bytes, hard=lim.fsize_bytes),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
+            "shm_size": "64m",
+            "log_config": LogConfig(type="json-file", config={"max-size": spec.log_max_size, "max-file": "1"}),
+            "restart_policy": {"Name": "no"},
+            "stop_signal": "SIGTERM",
+            "hostname": "sandbox",
+            "ipc_mode": "private",
+            "privileged": False,
+        }
+        if spec.dns:
+            kwargs["dns"] = list(spec.dns)
+        if spec.network == "none":
+            kwargs["network_mode"] = "none"
+        else:
+            kwargs["network"] = spec.network
+        if spec.runtime:
+            kwargs["runtime"] = spec.runtime
+        return kwargs
+
+    def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
+        """Create (not start) a hardened container; returns its id. Never retried (not idempotent)."""
+        try:
+            container = self.client.containers.create(**self._create_kwargs(spec))
+            for net in extra_networks:
+                self.client.networks.get(net).connect(container)
+        except docker.errors.ImageNotFound as e:
+            raise PrerequisiteError(f"image {spec.image} is not present", hint="run `harness images build`") from e
+        except DOCKER_ERRORS as e:
+            self.remove_container(spec.name)
+            raise InfraError(f"creating container {spec.name} failed: {e}") from e
+        return str(container.id)
+
+    def start(self, name: str) -> None:
+        try:
+            self.client.containers.get(name).start()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"starting container {name} failed: {e}") from e
+
+    def run(
+        self,
+        spec: ContainerSpec,
+        *,
+        deadline_s: float,
+        output_cap: int = 4 << 20,
+        on_started: Callable[[str], None] | None = None,
+        gate: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    ) -> ExitInfo:
+        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call.
+
+        ``gate``, when given, is entered around the start: it may refuse (raise) to start the container,
+        which is then removed like on any other path (see :class:`harness.trial.trial.StartGate`)."""
+        t0 = time.monotonic()
+        self.create(spec)
+        try:
+            with gate() if gate is not None else contextlib.nullcontext():
+                self.start(spec.name)
+            if on_started is not None:
+                on_started(spec.name)
+            exit_code, timed_out = self.wait(spec.name, deadline_s)
+            state = self.inspect(spec.name).get("State", {})
+            stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
+            stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
+            return ExitInfo(
+                exit_code=None if timed_out else exit_code,
+                timed_out=timed_out,
+                oom_killed=bool(state.get("OOMKilled")),
+                stdout=stdout,
+                stderr=stderr,
+                stdout_truncated=truncated,
+                seconds=time.monotonic() - t0,
+            )
+        finally:
+            self.remove_container(spec.name)
+
+    def wait(self, name: str, deadline_s: float) -> tuple[int | None, bool]:
+        """Wait for exit; on overrun kill the container. Returns (exit code, timed out)."""
+        try:
+            container = self.client.containers.get(name)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"container {name} vanished: {e}") from e
+        try:
+            result = container.wait(timeout=max(1.0, deadline_s))
+            return int(result.get("StatusCode", -1)), False
+        except DOCKER_ERRORS as e:
+            if not _read_timed_out(e):
+                # A dropped engine connection is the environment's failure, not the agent's overrun.
+                raise InfraError(f"waiting for container {name} failed: {e}") from e
+        self.kill(name)
+        try:
+            container.wait(timeout=30)
+        except DOCKER_ERRORS:
+            pass
+        return None, True
+
+    def kill(self, name: str) -> None:
+        with contextlib.suppress(*DOCKER_ERRORS):
+            self.client.api.kill(name)
+
+    def inspect(self, name: str) -> dict[str, Any]:
+        try:
+            return dict(call_with_retry(self.client.api.inspect_container, _transient, name))
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"inspecting container {name} failed: {e}") from e
+
+    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> tuple[bytes, bool]:
+        """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last)."""
+        try:
+            data = self.client.api.logs(name, stdout=stdout, stderr=stderr, stream=False, timestamps=False)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"reading logs of {name} failed: {e}") from e
+        if isinstance(data, str):
+            data = data.encode()
+        if len(data) > cap:
+            return bytes(data[-cap:]), True
+        return bytes(data), False
+
+    def remove_container(self, name: str) -> None:
+        """Force-remove; idempotent (a missing container is fine)."""
+        try:
+            call_with_retry(self.client.api.remove_container, _transient, name, force=True, v=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            if e.status_code == 409 and "already in progress" in str(e):
+                return
+            raise InfraError(f"removing container {name} failed: {e}") from e
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"removing container {name} failed: {e}") from e
+
+    def container_ip(self, name: str, network: str) -> str:
+        nets = self.inspect(name).get("NetworkSettings", {}).get("Networks", {})
+        ip = str((nets.get(network) or {}).get("IPAddress") or "")
+        if not ip:
+            raise InfraError(f"container {name} has no address on network {network}")
+        return ip
+
+    def is_running(self, name: str) -> bool:
+        try:
+            return bool(self.inspect(name).get("State", {}).get("Running"))
+        except InfraError:
+            return False
+
+    def exec_run(self, name: str, argv: Sequence[str], *, user: str | None = None) -> tuple[int, bytes]:
+        """Run a command in a running container (controller-side probes only, never agent input)."""
+        try:
+            res = self.client.containers.get(name).exec_run(list(argv), user=user or "", demux=False)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"exec in {name} failed: {e}") from e
+        output = res.output if isinstance(res.output, bytes) else b""
+        return int(res.exit_code if res.exit_code is not None else -1), output
+
+    # ---------------------------------------------------------------- networks
+    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
+        """A user-defined bridge. ``isolated`` gives the bridge no IPv4 address, so containers on an
+        internal network cannot reach services bound to the host's 0.0.0.0 through the gateway
+        (a plain --internal network does not stop that on engine 20.10)."""
+        options = {"com.docker.network.bridge.inhibit_ipv4": "true"} if isolated else {}
+        try:
+            self.client.networks.create(
+                name,
+                driver="bridge",
+                internal=internal,
+                labels=dict(labels),
+                options=options,
+                check_duplicate=True,
+                enable_ipv6=False,
+            )
+        except DOCKER_ERRORS as e:
+            hint = None
+            if "address pools" in str(e) or "overlap" in str(e):
+                hint = "too many networks exist: run `harness gc`, or lower --jobs"
+            raise InfraError(f"creating network {name} failed: {e}", hint=hint) from e
+
+    def remove_network(self, name: str) -> None:
+        """Remove the network named ``name`` and make sure it is gone. NotFound by name is not taken
+        as done: a name the API cannot address (one ending in a newline answers 404 "page not found")
+        would stay forever while gc reported success. What is left is removed by id, then checked."""
+        try:
+            call_with_retry(self.client.api.remove_network, _transient, name)
+        except docker.errors.NotFound:
+            pass
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"removing network {name!r} failed: {e}") from e
+        self._remove_networks_by_id(name)
+
+    def _remove_networks_by_id(self, name: str) -> None:
+        try:
+            left = [str(n["Id"]) for n in self.client.api.networks() if n.get("Name") == name]
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing networks to check that {name!r} is gone failed: {e}") from e
+        for net_id in left:
+            try:
+                self.client.api.remove_network(net_id)
+            except docker.errors.NotFound:
+                pass
+            except DOCKER_ERRORS as e:
+                raise InfraError(f"removing network {name!r} ({net_id[:12]}) failed: {e}") from e
+            try:
+                self.client.api.inspect_network(net_id)
+            except docker.errors.NotFound:
+                continue
+            except DOCKER_ERRORS as e:
+                raise InfraError(f"checking that network {name!r} ({net_id[:12]}) is gone failed: {e}") from e
+            raise InfraError(f"network {name!r} ({net_id[:12]}) is still there after its removal")
+
+    # ------------------------------------------------------------ labelled objects
+    def labelled(self, selector: Mapping[str, str] | None = None) -> list[tuple[str, str, dict[str, str]]]:
+        """(kind, name, labels) of every container and network carrying the harness owner label."""
+        filters = [f"{L.OWNER}={L.OWNER_VALUE}"] + [f"{k}={v}" for k, v in (selector or {}).items()]
+        out: list[tuple[str, str, dict[str, str]]] = []
+        try:
+            for c in self.client.api.containers(all=True, filters={"label": filters}):
+                name = (c.get("Names") or ["/" + c["Id"]])[0].lstrip("/")
+                out.append(("container", name, dict(c.get("Labels") or {})))
+            for n in self.client.api.networks(filters={"label": filters}):
+                out.append(("network", str(n["Name"]), dict(n.get("Labels") or {})))
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing harness objects failed: {e}") from e
+        return out
+
+    def remove_objects(self, objects: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+        """Remove (kind, name) objects, containers before networks (a network with a container
+        attached cannot go), going on past failures. Returns (removed, one error text per failure)."""
+        removed: list[tuple[str, str]] = []
+        errors: list[str] = []
+        for kind, name in sorted(objects, key=lambda o: o[0] != "container"):
+            try:
+                if kind == "container":
+                    self.remove_container(name)
+                else:
+                    self.remove_network(name)
+            except InfraError as e:
+                errors.append(str(e))
+                continue
+            removed.append((kind, name))
+        return removed, errors
+
+    def remove_labelled(self, selector: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+        """Remove every container, then every network, matching the selector (see :meth:`remove_objects`)."""
+        return self.remove_objects((kind, name) for kind, name, _ in self.labelled(selector))
+
+    def gc(self, *, own_pid: int | None = None, now: float | None = None) -> list[tuple[str, str, str]]:
+        """Reap orphans (dead owner on this host, or expired). Returns (kind, name, reason) removed;
+        what cannot go yet (still attached, or racing another gc) is left for the next pass."""
+        host = socket.gethostname()
+        now = time.time() if now is None else now
+        reasons: dict[tuple[str, str], str] = {}
+        for kind, name, lbls in self.labelled():
+            reason = L.orphan_reason(lbls, now=now, host=host, own_pid=own_pid)
+            if reason is not None:
+                reasons[(kind, name)] = reason
+        removed, _ = self.remove_objects(reasons)
+        return [(kind, name, reasons[(kind, name)]) for kind, name in removed]
+
+    # ------------------------------------------------------------------ images
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return str(self.client.api.inspect_image(ref)["Id"])  # type: ignore[no-untyped-call]
+        except docker.errors.ImageNotFound:
+            return None
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"inspecting image {ref} failed: {e}") from e
+
+    def image_size(self, ref: str) -> int:
+        try:
+            return int(self.client.api.inspect_image(ref).get("Size", 0))  # type: ignore[no-untyped-call]
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"inspecting image {ref} failed: {e}") from e
+
+    def image_tags(self, repositories: Sequence[str]) -> list[str]:
+        """Every local tag whose repository is one of ``repositories``."""
+        try:
+            images = self.client.api.images()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing images failed: {e}") from e
+        return sorted(
+            tag for image in images for tag in image.get("RepoTags") or () if tag.rsplit(":", 1)[0] in repositories
+        )
+
+    def dangling_images(self, label: str) -> list[tuple[str, int]]:
+        """(id, size) of every untagged image carrying ``label`` (a build's intermediate stages)."""
+        try:
+            images = self.client.api.images(filters={"dangling": True, "label": label})
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing images failed: {e}") from e
+        return [(str(image["Id"]), int(image.get("Size") or 0)) for image in images]
+
+    def remove_image(self, tag: str) -> bool:
+        """Untag (and delete, when nothing else uses it) an image, by tag or id. False when it is in use."""
+        try:
+            self.client.api.remove_image(tag)
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError as e:
+            if e.status_code == 409:
+                return False
+            raise InfraError(f"removing image {tag} failed: {e}") from e
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"removing image {tag} failed: {e}") from e
+        return True
+
+    def try_pull(self, ref: str) -> bool:
+        try:
+            self.client.api.pull(ref)
+        except DOCKER_ERRORS:
+            return False
+        return self.image_id(ref) is not None
+
+    def build(
+        self,
+        context: Path,
+        *,
+        dockerfile: str,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> str:
+        """Classic builder (engine 20.10 has no buildx by default). Returns the image id."""
+        tail: list[str] = []
+        try:
+            stream = self.client.api.build(
+                path=str(context),
+                dockerfile=dockerfile,
+                tag=tag,
+                buildargs=dict(buildargs),
+                labels=dict(labels),
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode="bridge",
+            )
+            for chunk in stream:
+                if "error" in chunk:
+                    raise InfraError(
+                        f"building {tag} failed: {str(chunk['error']).strip()}",
+                        hint="the last build lines were:\n" + "".join(tail[-15:]),
+                    )
+                line = str(chunk.get("stream", ""))
+                if line:
+                    tail.append(line)
+                    if on_line is not None:
+                        on_line(line.rstrip("\n"))
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"building {tag} failed: {e}") from e
+        image = self.image_id(tag)
+        if image is None:
+            raise InfraError(f"building {tag} produced no image", hint="".join(tail[-15:]))
+        return image
+
+    def import_rootfs(self, tarball: Path, *, tag: str, changes: Sequence[str] = ()) -> str:
+        repo, _, version = tag.rpartition(":")
+        try:
+            self.client.api.import_image_from_file(str(tarball), repository=repo, tag=version, changes=list(changes))
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"importing {tarball} as {tag} failed: {e}") from e
+        image = self.image_id(tag)
+        if image is None:
+            raise InfraError(f"importing {tag} produced no image")
+        return image
+
+    def tag(self, image: str, tag: str) -> None:
+        repo, _, version = tag.rpartition(":")
+        try:
+            self.client.api.tag(image, repo, version)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"tagging {image} as {tag} failed: {e}") from e
+
+    def free_disk_bytes(self) -> int | None:
+        """Free space under the engine's data root (None for a remote engine)."""
+        import shutil
+
+        root = self.info().docker_root
+        try:
+            return shutil.disk_usage(root).free
+        except OSError:
+            return None

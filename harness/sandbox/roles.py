@@ -1,0 +1,285 @@
+"""What each container of a trial is: image, command, mounts, network, environment.
+
+One function per role. The hardening every container gets (user, capabilities,
+seccomp, read-only root, limits, init, logs) is applied by
+:class:`harness.sandbox.engine.Engine` itself; this module decides only what differs
+between roles. Nothing from the host environment is passed through: each role's
+environment is written out here in full.
+
+Roles and their only mounts:
+
+    agent     /workspace (rw, the trial's copy)  /skill (ro, a copy; skill arm only)
+    collect   /base (ro)  /workspace (ro)  /out (rw, fresh)  /verify (rw, fresh)   --network none
+    verify    /workspace (rw, base + patch, protected paths restored)               --network none
+    judge     none
+    gateway   /run/harness/api-key (ro)
+
+The agent and the judge are on the trial's internal network, and their DNS
+upstream is their gateway (which serves no DNS): Docker's embedded resolver
+answers for the trial's own containers and fails every other name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from harness.errors import HarnessError, PrerequisiteError
+from harness.sandbox import uids
+from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
+from harness.sandbox.labels import ROLE
+from harness.study.config import Resources, parse_size
+from harness.trial import claude
+
+GATEWAY_KEY_PATH = "/run/harness/api-key"
+SCRIPTED_PORT = 8080
+
+
+def collect_script() -> str:
+    return resources.files("harness.sidecars").joinpath("collect.sh").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Settings shared by every container of one experiment run."""
+
+    trial_image: str
+    sidecar_image: str
+    limits: Limits
+    user: str
+    """uid:gid the untrusted containers run as (the host user's; with a root controller an id no
+    host account uses, see :mod:`harness.uids`)."""
+    sidecar_user: str
+    runtime: str | None = None
+
+
+def role_users(engine: Engine, euid: int, egid: int) -> uids.RoleUsers:
+    """The uids the run's roles use: ids no host account uses (issue 14), or the engine's remapping."""
+    try:
+        options = engine.info().security_options
+    except HarnessError:  # no engine info: no remapping assumed, so host-unused ids are picked
+        options = ()
+    try:
+        return uids.role_users(euid=euid, egid=egid, security_options=options)
+    except ValueError as e:
+        raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
+
+
+def make_profile(
+    resources: Resources, trial_image: str, sidecar_image: str, users: uids.RoleUsers, runtime: str | None
+) -> Profile:
+    """The hardening profile of every container of one run: A/B trials, preflight, trigger runs."""
+    (uid, gid), (suid, sgid) = users.agent, users.sidecar
+    return Profile(
+        trial_image=trial_image,
+        sidecar_image=sidecar_image,
+        limits=Limits(
+            memory=resources.memory,
+            cpus=resources.cpus,
+            pids=resources.pids,
+            nofile=resources.nofile,
+            fsize_bytes=parse_size(resources.max_file_size),
+            tmpfs_size=resources.tmpfs_size,
+        ),
+        user=f"{uid}:{gid}",
+        sidecar_user=f"{suid}:{sgid}",
+        runtime=runtime,
+    )
+
+
+def container_name(run_id: str, trial_key: str, role: str) -> str:
+    return f"hx-{run_id}-{trial_key}-{role}"
+
+
+def _claude_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str,
+    gateway_ip: str,
+    command: Sequence[str],
+    mounts: tuple[BindMount, ...],
+    workdir: str,
+) -> ContainerSpec:
+    """A container running the Claude Code CLI: its only peer is the gateway, which is also its DNS
+    upstream (and serves none, so no name outside the trial resolves)."""
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=tuple(command),
+        labels=labels,
+        user=p.user,
+        env=claude.claude_env(gateway_ip),
+        mounts=mounts,
+        network=network,
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir=workdir,
+        runtime=p.runtime,
+        dns=(gateway_ip,),
+    )
+
+
+def agent_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str,
+    gateway_ip: str,
+    workspace: Path,
+    skill_dir: Path | None,
+    command: Sequence[str],
+    skill_mounts: Sequence[BindMount] = (),
+    skill_target: str = "/skill",
+) -> ContainerSpec:
+    """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
+    ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
+    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.installed`)."""
+    mounts = [BindMount(workspace, "/workspace", read_only=False)]
+    if skill_dir is not None:
+        mounts.append(BindMount(skill_dir, skill_target, read_only=True))
+    mounts.extend(skill_mounts)
+    return _claude_spec(
+        p,
+        name=name,
+        labels={**labels, ROLE: "agent"},
+        network=network,
+        gateway_ip=gateway_ip,
+        command=command,
+        mounts=tuple(mounts),
+        workdir="/workspace",
+    )
+
+
+def collect_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    base: Path,
+    workspace: Path,
+    out: Path,
+    verify_tree: Path,
+    protected: Sequence[str],
+    patch_cap: int,
+) -> ContainerSpec:
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=("sh", "-c", collect_script(), "collect", *protected),
+        labels={**labels, ROLE: "collect"},
+        user=p.user,
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"},
+        mounts=(
+            BindMount(base, "/base", read_only=True),
+            BindMount(workspace, "/workspace", read_only=True),
+            BindMount(out, "/out", read_only=False),
+            BindMount(verify_tree, "/verify", read_only=False),
+        ),
+        network="none",
+        limits=p.limits,
+        tmpfs=("/tmp",),
+        workdir="/",
+        runtime=p.runtime,
+    )
+
+
+def verify_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path, verify_cmd: str, timeout_s: int
+) -> ContainerSpec:
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=(*claude.deadline_argv(timeout_s), "sh", "-c", verify_cmd),
+        labels={**labels, ROLE: "verify"},
+        user=p.user,
+        env={
+            "HOME": "/home/agent",
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "CI": "1",
+        },
+        mounts=(BindMount(verify_tree, "/workspace", read_only=False),),
+        network="none",
+        limits=p.limits,
+        tmpfs=("/tmp", "/home/agent"),
+        workdir="/workspace",
+        runtime=p.runtime,
+    )
+
+
+def judge_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], network: str, gateway_ip: str, command: Sequence[str]
+) -> ContainerSpec:
+    """No mounts at all: the judge sees only its prompt."""
+    return _claude_spec(
+        p,
+        name=name,
+        labels={**labels, ROLE: "judge"},
+        network=network,
+        gateway_ip=gateway_ip,
+        command=command,
+        mounts=(),
+        workdir="/tmp",
+    )
+
+
+def gateway_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    upstream_network: str,
+    upstream: str,
+    key_file: Path,
+    budget_usd: float,
+    route_env: Mapping[str, str] | None = None,
+    route_mounts: tuple[BindMount, ...] = (),
+) -> ContainerSpec:
+    """``route_env`` / ``route_mounts``: the real run's upstream route (proxy, extra CA), see
+    :mod:`harness.upstream`; they reach the gateway only, never the agent."""
+    env = {
+        "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
+        "GATEWAY_BUDGET_USD": f"{budget_usd:g}",
+        "GATEWAY_PORT": str(claude.GATEWAY_PORT),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
+        **(route_env or {}),
+        "GATEWAY_UPSTREAM": upstream,
+    }
+    return ContainerSpec(
+        name=name,
+        image=p.sidecar_image,
+        command=("python3", "/opt/harness/gateway.py"),
+        labels={**labels, ROLE: "gateway"},
+        user=p.sidecar_user,
+        env=env,
+        mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True), *route_mounts),
+        network=upstream_network,
+        limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
+        tmpfs=("/tmp",),
+        workdir="/tmp",
+    )
+
+
+def scripted_api_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], network: str, scenario_dir: Path
+) -> ContainerSpec:
+    return ContainerSpec(
+        name=name,
+        image=p.sidecar_image,
+        command=("python3", "/opt/harness/scripted_api.py", "/etc/scripted/scenario.json", str(SCRIPTED_PORT)),
+        labels={**labels, ROLE: "scripted-api"},
+        user=p.sidecar_user,
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        mounts=(BindMount(scenario_dir, "/etc/scripted", read_only=True),),
+        network=network,
+        limits=Limits(memory="512m", cpus=1.0, pids=256, tmpfs_size="16m"),
+        tmpfs=("/tmp",),
+        workdir="/tmp",
+    )

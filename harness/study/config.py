@@ -1,0 +1,612 @@
+"""The user's inputs: ``tasks.json`` and ``preregistration.yaml``.
+
+Models are frozen and strict (``extra="forbid"`` catches typos). Everything is
+loaded through :func:`load_tasks` and :func:`load_preregistration`, which turn
+every problem (missing file, bad JSON/YAML, unknown or wrong field, a target
+task that does not exist, an empty ``verify_cmd``) into one
+:class:`~harness.errors.ConfigError` naming the file and the field. Nothing here
+touches Docker, git or the clock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Strict as StrictType
+
+from harness.errors import ConfigError
+from harness.study.inputs import load_json, load_yaml, read_input
+
+# matched with fullmatch: '$' would accept a trailing newline
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\([^\x00-\x1f\x7f]*\))?")
+MODEL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
+GIT_REF = re.compile(r"[^\s\x00-\x1f\x7f~^:?*\[\\-][^\s\x00-\x1f\x7f]{0,254}")
+
+Int = Annotated[int, StrictType()]
+"""An integer field: a boolean (``timeout_s: true``) or a string is refused, not converted."""
+Float = Annotated[float, StrictType()]
+"""A number field: an integer is fine; a boolean or a string is refused. inf/nan are refused by the models."""
+MAX_TASKS = 10_000
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
+
+
+# --------------------------------------------------------------------------- tasks.json
+
+
+class Task(Strict):
+    id: str
+    """Stable identifier; used in results, reports and scenario files."""
+    prompt: str
+    """What the agent is asked to do. A prompt containing TODO is skipped (and reported)."""
+    verify_cmd: str = ""
+    """Shell command run in a fresh container on base + patch; exit 0 means pass."""
+    pass_criteria: str = ""
+    """What a correct solution looks like, in words; shown to the judge."""
+    protected_paths: tuple[str, ...] = ()
+    """Paths (files or directories) restored from base before verify; edits to them are flagged."""
+    timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] | None = None
+    """Per-task agent deadline; defaults to the preregistration's budgets.timeout_s."""
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, v: str) -> str:
+        if not TASK_ID.fullmatch(v):
+            raise ValueError(
+                "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        return v
+
+    @field_validator("protected_paths")
+    @classmethod
+    def _relative_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for p in v:
+            if "\x00" in p:
+                raise ValueError(f"{p!r} contains a NUL byte")
+            parts = Path(p).parts
+            if not parts or Path(p).is_absolute() or ".." in parts or parts[0] == ".git":
+                raise ValueError(
+                    f"{p!r} must be a relative path to a file or folder inside the repository "
+                    "(not '.', no '..', not .git)"
+                )
+        return v
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty or blank: it is what the agent is asked to do")
+        return v
+
+    @property
+    def is_todo(self) -> bool:
+        return "TODO" in self.prompt
+
+
+class TaskFile(Strict):
+    tasks: Annotated[tuple[Task, ...], Field(max_length=MAX_TASKS)]
+    comment: str | tuple[str, ...] = ""
+    """Free text for people (JSON has no comments; ``harness init`` writes its guide here); ignored."""
+
+    @model_validator(mode="after")
+    def _checks(self) -> TaskFile:
+        seen: set[str] = set()
+        for i, task in enumerate(self.tasks):
+            if task.id in seen:
+                raise _FieldError(f"tasks[{i}].id", f"duplicate task id {task.id!r}")
+            seen.add(task.id)
+            if not task.is_todo and not task.verify_cmd.strip():
+                raise _FieldError(f"tasks[{i}].verify_cmd", f"task {task.id!r} has an empty verify_cmd")
+        if not self.tasks:
+            raise _FieldError("tasks", "at least one task is required")
+        return self
+
+    @property
+    def runnable(self) -> tuple[Task, ...]:
+        return tuple(t for t in self.tasks if not t.is_todo)
+
+    @property
+    def skipped(self) -> tuple[Task, ...]:
+        return tuple(t for t in self.tasks if t.is_todo)
+
+    def by_id(self) -> dict[str, Task]:
+        return {t.id: t for t in self.tasks}
+
+
+# --------------------------------------------------------------------- preregistration
+
+
+class Budgets(Strict):
+    per_trial_usd: Annotated[Float, Field(gt=0, le=1e6)] = 1.0
+    """Passed to the CLI as --max-budget-usd and enforced again by the gateway."""
+    total_usd: Annotated[Float, Field(gt=0, le=1e9)] | None = None
+    """Cumulative cap for the experiment; reaching it stops new trials (decision: inconclusive)."""
+    judge_usd: Annotated[Float, Field(gt=0, le=1e6)] = 0.25
+    """--max-budget-usd for each judge call."""
+    timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 900
+    """Agent wall-clock deadline per trial, enforced inside (timeout -k) and outside (docker kill)."""
+    verify_timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 600
+    judge_timeout_s: Annotated[Int, Field(gt=0, le=3600)] = 300
+
+
+def is_size(text: str) -> bool:
+    """A size as the preregistration and the environment write it: bytes, or a k, m or g suffix."""
+    return re.fullmatch(r"[1-9][0-9]{0,15}[kmg]?", text.strip().lower()) is not None
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size such as ``512m`` or ``2g`` (binary units); see :func:`is_size`."""
+    text = text.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+    return int(text[:-1] if text[-1:] in "kmg" else text) * mult
+
+
+class Resources(Strict):
+    memory: str = "2g"
+    """Memory limit of every trial container; swap is set equal (no swap)."""
+    cpus: Annotated[Float, Field(gt=0, le=64)] = 1.0
+    """At most the host's cores (checked by :func:`check_host_fits` when locking and evaluating)."""
+    pids: Annotated[Int, Field(ge=32, le=65536)] = 512
+    tmpfs_size: str = "512m"
+    """Size of the /tmp and HOME tmpfs mounts."""
+    max_file_size: str = "1g"
+    """--ulimit fsize for every trial container."""
+    nofile: Annotated[Int, Field(ge=64, le=1048576)] = 4096
+
+    @field_validator("memory", "tmpfs_size", "max_file_size")
+    @classmethod
+    def _size(cls, v: str, info: ValidationInfo) -> str:
+        if v != v.strip() or not is_size(v):
+            raise ValueError(f"{v!r} is not a size like 512m or 2g")
+        low, high = SIZE_BOUNDS[str(info.field_name)]
+        if not low <= parse_size(v) <= high:
+            raise ValueError(f"{v!r} is outside {_size_text(low)}..{_size_text(high)}")
+        return v.lower()
+
+
+SIZE_BOUNDS = {
+    "memory": (64 << 20, 1 << 40),
+    "tmpfs_size": (1 << 20, 1 << 40),
+    "max_file_size": (1 << 20, 1 << 40),
+}
+"""(smallest, largest) bytes of each size field: a trial cannot start in 1k of memory."""
+
+
+def _size_text(n: int) -> str:
+    for suffix, shift in (("t", 40), ("g", 30), ("m", 20), ("k", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
+    return str(n)
+
+
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class Execution(Strict):
+    runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
+    model: str = "sonnet"
+    judge_model: str = "haiku"
+    allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
+    delivery: Literal["prompt", "installed"] = "prompt"
+    """prompt: ``claude --bare``, the skill arm told to read /skill/SKILL.md (the article's method);
+    installed: the CLI without --bare, the skill in .claude/skills for the model to pick up (or not) from
+    its description, both arms in that mode (see harness.trial.installed)."""
+    budgets: Budgets = Budgets()
+    resources: Resources = Resources()
+    seed: Annotated[Int, Field(ge=-(1 << 63), lt=1 << 63)] = 20261130
+    """Seeds the interleaved order of the trials (``harness.plan``) and nothing else: the scripted
+    model draws its outcomes from the scenario file's own ``seed`` (see docs/scenario.md)."""
+    repo: str = "."
+    """The repository under test, relative to the preregistration file."""
+    base_ref: str = "HEAD"
+    """Commit the trials start from; resolved to a SHA by ``harness lock``."""
+    max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+    prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
+    """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
+    the shipped price table the gateway meters with (see :mod:`harness.prices`)."""
+
+    @field_validator("model", "judge_model")
+    @classmethod
+    def _model_name(cls, v: str) -> str:
+        if not MODEL_NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a model name like sonnet or claude-sonnet-4-5 (empty, blank or spaces)")
+        return v
+
+    @field_validator("base_ref")
+    @classmethod
+    def _ref(cls, v: str) -> str:
+        if not GIT_REF.fullmatch(v):
+            raise ValueError(f"{v!r} is not a git commit, branch or tag name")
+        return v
+
+    @field_validator("allowed_tools")
+    @classmethod
+    def _tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for tool in v:
+            if not TOOL_NAME.fullmatch(tool):
+                raise ValueError(f"{tool!r} is not a tool name like Bash, Edit or Bash(git *)")
+        return v
+
+    def agent_timeout_s(self, task: Task) -> int:
+        """The agent's deadline on ``task``: its own ``timeout_s``, else the preregistration's."""
+        return task.timeout_s or self.budgets.timeout_s
+
+    def trial_deadlines_s(self, task: Task) -> int:
+        """The sum of a trial's three deadlines on ``task`` (agent, verify, judge)."""
+        b = self.budgets
+        return self.agent_timeout_s(task) + b.verify_timeout_s + b.judge_timeout_s
+
+    @model_validator(mode="after")
+    def _judge_differs(self) -> Execution:
+        if self.judge_model == self.model:
+            raise _FieldError("judge_model", "must differ from model: the judge is an independent model")
+        return self
+
+
+class Decision(Strict):
+    """How results become adopt / reject / inconclusive. Locked with everything else."""
+
+    rule: Literal["point", "interval"] = "interval"
+    """interval (default): adopt only when the paired CI excludes zero; point: the source article's rule
+    (adopts a skill that does nothing about 45% of the time; kept by name for fidelity)."""
+    cost_increase_max: Annotated[Float, Field(ge=0)] = 0.5
+    """Largest acceptable relative cost increase (0.5 = +50%)."""
+    min_worthwhile_gain: Annotated[Float, Field(ge=0, le=1)] = 0.05
+    """Interval rule: reject when the upper bound of the gain is below this."""
+    max_missing_share: Annotated[Float, Field(ge=0, le=1)] = 0.2
+    """Inconclusive when unknown + truncated trials (and infra after reaching the model) exceed this share of an arm."""
+    max_infra_imbalance: Annotated[Float, Field(ge=0, le=1)] = 0.1
+    """Inconclusive when the arms' infra-error shares differ by more than this (0.1 = 10 points)."""
+    pass_rule: Literal["verify_and_judge", "verify", "judge"] = "verify_and_judge"
+    confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
+    early_stop: Literal["none", "curtail"] = "none"
+    """curtail: stop once the remaining trials cannot change the point-rule decision."""
+
+
+class JudgeSettings(Strict):
+    reuse_identical: bool = False
+    """Share one judge verdict between trials of a task whose judge input (diff, verify exit code,
+    model) is byte-identical. Off by default: a real judge is stochastic, and sharing its verdict
+    makes identical patches agree by construction. Verify results are always shared on identical
+    patches (its input is identical; see harness.trial.samepatch)."""
+
+
+class MaskSettings(Strict):
+    inclusion_probability: Annotated[Float, Field(gt=0, lt=1)] = 0.5
+    """Chance that a skill is in one (task, sample) pair's mask."""
+    balanced: bool = False
+    """Every skill appears in the same number of masks (round(n p)) instead of independent draws."""
+    seed: int = 20261201
+    """Seeds the masks (independent of execution.seed, which orders the trials)."""
+
+
+class Library(Strict):
+    """A library experiment (see :mod:`harness.library`): which of K skills earn their place."""
+
+    path: str
+    """Folder of skills (each a subfolder holding SKILL.md), relative to the preregistration."""
+    masks: MaskSettings = MaskSettings()
+    top_k: Annotated[Int, Field(ge=1, le=100)] = 3
+    """At most this many skills are selected (no padding when fewer qualify)."""
+    selection: Literal["positive", "holm"] = "holm"
+    """positive: beta > 0, sorted; holm: the lower confidence bound > 0 after a Holm correction."""
+    baseline_from: str | None = None
+    """An earlier experiment directory (relative to this file) whose bare trials are reused; its
+    data is hashed into the lock."""
+    components: tuple[Literal["pass", "verify", "judge", "cost", "turns", "duration"], ...] = (
+        "pass",
+        "verify",
+        "judge",
+        "cost",
+        "turns",
+        "duration",
+    )
+    """Regressions to run; pass (the preregistered pass_rule) is the primary one and always included."""
+    delivery: Literal["prompt"] = "prompt"
+    """How the masked arm gets its skills (see harness.trial.delivery)."""
+    n_boot: Annotated[Int, Field(ge=2000, le=100_000)] = 2000
+    alpha: Annotated[Float, Field(gt=0, lt=0.5)] = 0.05
+
+    @field_validator("components")
+    @classmethod
+    def _primary(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if "pass" not in v:
+            raise ValueError("must include 'pass' (the primary component)")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a component twice")
+        return v
+
+
+class Preregistration(Strict):
+    skill: str
+    """Name of the skill under evaluation (of the library, for a library experiment)."""
+    skill_ref: str | None = None
+    """Path to the skill folder (holding SKILL.md), relative to this file. Required unless library is set."""
+    library: Library | None = None
+    """A library experiment instead of a single-skill A/B."""
+    tasks: str = "tasks.json"
+    """Path to tasks.json, relative to this file."""
+    target_tasks: tuple[str, ...] | Literal["all"] = "all"
+    expected_effect: str = ""
+    side_effects_to_watch: tuple[str, ...] = ()
+    adoption_criteria: str | tuple[str, ...] = "skill pass rate > baseline pass rate and cost increase <= +50%"
+    rejection_criteria: str | tuple[str, ...] = "otherwise"
+    on_rejection: Literal["shelve", "keep"] = "shelve"
+    shelf: str = "shelf"
+    """Folder (relative to this file) a rejected skill is moved to when on_rejection is shelve."""
+    execution: Execution = Execution()
+    decision: Decision = Decision()
+    judge: JudgeSettings = JudgeSettings()
+    lock: LockBlock | None = None
+
+    @field_validator("skill")
+    @classmethod
+    def _skill_name(cls, v: str) -> str:
+        if not TASK_ID.fullmatch(v):
+            raise ValueError("must be a short name of letters, digits, '.', '_' or '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _skill_or_library(self) -> Preregistration:
+        if self.library is None and self.skill_ref is None:
+            raise _FieldError("skill_ref", "required field is missing")
+        if self.library is not None and self.skill_ref is not None:
+            raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
+        return self
+
+
+class LockBlock(Strict):
+    locked_at: str
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    base_sha: Annotated[str, Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")]
+    # (pydantic's patterns are Rust regexes: '$' there is the end of the text, a newline included)
+    files: dict[str, str] = {}
+    """sha256 of each locked file (relative path -> digest), for naming what changed."""
+
+
+Preregistration.model_rebuild()
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+class _FieldError(ValueError):
+    """Raised inside validators to point at a specific field path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+_UNION_TAGS = ("str", "int", "float", "bool", "none", "tuple", "list", "dict")
+
+
+def _is_union_tag(part: int | str) -> bool:
+    """pydantic puts the union member into an error's location (``tuple[str, ...]``, ``literal['all']``,
+    ``constrained-int``); no field of these models is named like that."""
+    if not isinstance(part, str):
+        return False
+    return part in _UNION_TAGS or any(c in part for c in "[]'()") or part.startswith(("constrained-", "function-"))
+
+
+def _clean_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    return tuple(p for p in loc if not _is_union_tag(p))
+
+
+def _raise_validation(path: Path, e: ValidationError) -> None:
+    errors = e.errors()
+    err = errors[0]
+    ctx_error = (err.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _FieldError):
+        # the validator names the field relative to its own model; prefix where that model sits
+        prefix = _loc(_clean_loc(tuple(err["loc"]))) + "." if err["loc"] else ""
+        raise ConfigError(path, ctx_error.message, field=prefix + ctx_error.field) from None
+    loc = _clean_loc(tuple(err["loc"]))
+    field = _loc(loc)
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (check the spelling; see README for the allowed fields)"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    # a union field reports one error per alternative: say them as one
+    same = [x for x in errors if _clean_loc(tuple(x["loc"])) == loc]
+    if len(same) > 1 and err["type"] not in ("extra_forbidden", "missing"):
+        msg = "; or ".join(dict.fromkeys(x["msg"].removeprefix("Value error, ") for x in same))
+    more = len(errors) - len(same)
+    if more:
+        msg += f" (and {more} more problem{'s' if more > 1 else ''})"
+    raise ConfigError(path, msg, field=field) from None
+
+
+def read_text(path: Path) -> str:
+    """An input file's text: a regular file only, size-capped (see :mod:`harness.inputs`)."""
+    return read_input(path)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(path: Path, model: type[M], data: object, shape: str) -> M:
+    """``data`` as ``model``, or one ConfigError naming the file and the first bad field."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(path, f"expected {shape}", field="(top level)")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        _raise_validation(path, e)
+        raise  # pragma: no cover
+
+
+def parse_yaml(path: Path, text: str, *, aliases: bool = False) -> Any:
+    """Strict YAML: no aliases (unless ``aliases``, then bounded), no duplicate keys, bounded nesting
+    (see :func:`harness.study.inputs.load_yaml`)."""
+    return load_yaml(path, text, aliases=aliases)
+
+
+def parse_tasks(path: Path, text: str) -> TaskFile:
+    return validate(path, TaskFile, load_json(path, text), 'an object like {"tasks": [...]}')
+
+
+def load_tasks(path: Path) -> TaskFile:
+    return parse_tasks(path, read_text(path))
+
+
+def parse_preregistration(path: Path, text: str) -> Preregistration:
+    return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
+
+
+def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
+    """The preregistration, with its lock from the lock file beside it when there is one
+    (see :func:`harness.study.lock.lock_path`); a lock block inside the file (the earlier format) still counts.
+    ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
+    prereg = parse_preregistration(path, read_text(path))
+    if not read_lock:
+        return prereg
+    from harness.study.lock import read_lock_file  # lock imports this module
+
+    block = read_lock_file(path)
+    return prereg if block is None else prereg.model_copy(update={"lock": block})
+
+
+class Study:
+    """A preregistration with its tasks and skill resolved to paths and checked together."""
+
+    def __init__(self, prereg_path: Path, prereg: Preregistration, tasks: TaskFile) -> None:
+        self.prereg_path = prereg_path
+        self.prereg = prereg
+        self.task_file = tasks
+        self.excluded: dict[str, str] = {}
+        """Target tasks left out of the plan, with the reason (the preflight's trivial tasks)."""
+
+    @property
+    def root(self) -> Path:
+        return self.prereg_path.parent
+
+    @property
+    def tasks_path(self) -> Path:
+        return (self.root / self.prereg.tasks).resolve()
+
+    @property
+    def skill_dir(self) -> Path:
+        """The skill folder; for a library experiment, the folder of skills (all of it is locked)."""
+        lib = self.prereg.library
+        return (self.root / (lib.path if lib is not None else self.prereg.skill_ref or "")).resolve()
+
+    @property
+    def repo_path(self) -> Path:
+        return (self.root / self.prereg.execution.repo).resolve()
+
+    @property
+    def shelf_dir(self) -> Path:
+        return (self.root / self.prereg.shelf).resolve()
+
+    def target_tasks(self) -> tuple[Task, ...]:
+        """Runnable tasks the preregistration targets (TODO prompts excluded)."""
+        targets = self.prereg.target_tasks
+        if targets == "all":
+            return tuple(t for t in self.task_file.runnable if t.id not in self.excluded)
+        by_id = self.task_file.by_id()
+        return tuple(by_id[t] for t in targets if not by_id[t].is_todo and t not in self.excluded)
+
+    def skipped_tasks(self) -> tuple[Task, ...]:
+        targets = self.prereg.target_tasks
+        wanted = set(t.id for t in self.task_file.tasks) if targets == "all" else set(targets)
+        return tuple(t for t in self.task_file.skipped if t.id in wanted)
+
+
+def _resolve(path: Path, source: Path | None = None, field: str | None = None) -> Path:
+    """``path.resolve()``, or a ConfigError (a symlink loop, a NUL byte, a name too long, no permission)
+    naming where the path came from. A path that does not exist is fine here (checked where it is used)."""
+    where = source or repr(str(path))[1:-1]
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as e:
+        problem = "contains a NUL byte" if "\x00" in str(path) else f"cannot be resolved ({e})"
+        raise ConfigError(where, f"the path {str(path)!r} {problem}", field=field) from None
+    try:
+        os.stat(resolved)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as e:
+        raise ConfigError(where, f"the path {str(path)[:200]!r} cannot be used ({e.strerror})", field=field) from None
+    return resolved
+
+
+def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
+    """Load and cross-check preregistration, tasks and skill folder (see :func:`load_preregistration`)."""
+    prereg_path = _resolve(prereg_path)
+    prereg = load_preregistration(prereg_path, read_lock=read_lock)
+    paths = {"skill_ref": prereg.skill_ref, "tasks": prereg.tasks, "shelf": prereg.shelf}
+    if prereg.library is not None:
+        paths["library.path"] = prereg.library.path
+    for name, value in paths.items():
+        if value is not None:
+            _resolve(prereg_path.parent / value, prereg_path, name)
+    _resolve(prereg_path.parent / prereg.execution.repo, prereg_path, "execution.repo")
+    tasks_path = (prereg_path.parent / prereg.tasks).resolve()
+    try:
+        tasks_text = read_text(tasks_path)
+    except ConfigError as e:  # the file itself is wrong (missing, a FIFO, a device): name the field too
+        raise ConfigError(prereg_path, f"the tasks file {e}", field="tasks") from None
+    tasks = parse_tasks(tasks_path, tasks_text)
+    study = Study(prereg_path, prereg, tasks)
+    if prereg.target_tasks != "all":
+        known = tasks.by_id()
+        for i, tid in enumerate(prereg.target_tasks):
+            if tid not in known:
+                raise ConfigError(
+                    prereg_path,
+                    f"task {tid!r} does not exist in {study.tasks_path.name}",
+                    field=f"target_tasks[{i}]",
+                    hint=f"known tasks: {', '.join(sorted(known)) or '(none)'}",
+                )
+            if tid in prereg.target_tasks[:i]:  # a repeated id would plan the same trial ids twice
+                raise ConfigError(prereg_path, f"task {tid!r} is listed twice", field=f"target_tasks[{i}]")
+    if not study.target_tasks():
+        raise ConfigError(
+            prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"
+        )
+    if prereg.library is not None:
+        from harness.experiment.library_plan import check_library_folder
+
+        check_library_folder(study)
+        return study
+    skill = study.skill_dir
+    if not skill.is_dir():
+        raise ConfigError(prereg_path, f"skill folder {skill} does not exist", field="skill_ref")
+    skill_md = skill / "SKILL.md"
+    if skill_md.is_symlink() or not skill_md.is_file():
+        raise ConfigError(prereg_path, f"{skill_md} is missing or not a regular file", field="skill_ref")
+    return study
+
+
+def check_host_fits(study: Study, cpu_count: int | None = None) -> None:
+    """Refuse resources this host cannot give a trial (``cpus`` above its cores): checked when
+    locking and evaluating, not when a report is read on another machine."""
+    cores = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    cpus = study.prereg.execution.resources.cpus
+    if cpus > cores:
+        raise ConfigError(
+            study.prereg_path,
+            f"{cpus:g} is more than this host's {cores} CPU core(s)",
+            field="execution.resources.cpus",
+        )

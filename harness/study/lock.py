@@ -1,0 +1,310 @@
+"""Freezing a preregistration before any trial runs.
+
+``harness lock`` writes a lock file beside the preregistration
+(``preregistration.yaml.lock``, JSON): when it was locked, the base commit the
+trials start from, and a SHA-256 over the preregistration (its parsed fields),
+the tasks, every file of the skill folder and the analysis settings. ``eval``
+recomputes it and refuses to run when anything differs, naming what changed.
+Changing anything means a new lock, a new experiment: every result line
+carries the lock hash.
+
+The preregistration itself is never rewritten: appending a block as text broke
+valid YAML (flow style, JSON syntax, a ``...`` end marker, a ``|+`` scalar), and
+re-serialising would drop the author's comments. A preregistration locked by
+the earlier format (a ``lock:`` block at its end) still verifies; locking it
+again moves the lock into the lock file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, LockError
+from harness.host.gitops import resolve_commit
+from harness.results.store import atomic_write
+from harness.study.config import LockBlock, Study, check_host_fits, load_study, parse_yaml, read_text, validate
+from harness.study.inputs import load_json, read_input
+from harness.trial.workspace import copy_skill
+
+LOCK_KEY = re.compile(r"^lock\s*:")
+LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
+MAX_SKILL_FILE = 1 << 20
+MAX_SKILL_FILES = 200
+
+
+def skill_files(skill_dir: Path) -> dict[str, bytes]:
+    """Every regular file of the skill folder (relative path -> bytes). Symlinks are refused:
+    a 'skill file' pointing at ~/.ssh/id_ed25519 must never be hashed, copied or mounted. So is
+    anything that is not a plain directory or a plain file with exactly one link: a hard link
+    (``ln ~/.ssh/id_ed25519 skills/x/notes.md``) is a second name of a file outside the skill."""
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(skill_dir, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in {".git", "__pycache__"})
+        for d in dirnames:  # os.walk lists a symlink to a directory here, never descending into it
+            if os.path.islink(Path(dirpath) / d):
+                raise ConfigError(Path(dirpath) / d, "skill folders may not contain symlinks", field="skill_ref")
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            rel = path.relative_to(skill_dir).as_posix()
+            files[rel] = read_plain_file(path)
+            if len(files) > MAX_SKILL_FILES:
+                raise ConfigError(skill_dir, f"has more than {MAX_SKILL_FILES} files", field="skill_ref")
+    return files
+
+
+def plain_file_problem(st: os.stat_result) -> str | None:
+    """Why a skill-folder entry with this ``lstat``/``fstat`` is not a plain file, else None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "skill folders may not contain symlinks"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (skill folders hold only plain files and directories)"
+    if st.st_nlink != 1:
+        return (
+            f"has {st.st_nlink} hard links: a hard link is another name of a file that may live outside "
+            "the skill folder (copy the file instead of linking it)"
+        )
+    if st.st_size > MAX_SKILL_FILE:
+        return f"is larger than {MAX_SKILL_FILE} bytes"
+    return None
+
+
+def read_plain_file(path: Path) -> bytes:
+    """The bytes of one skill file, refused unless it is a plain, singly linked regular file.
+    Checked before opening (never open a FIFO or follow a link) and again on the open descriptor
+    (the entry may have been swapped in between)."""
+    before = os.lstat(path)
+    problem = plain_file_problem(before)
+    if problem:
+        raise ConfigError(path, problem, field="skill_ref")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise ConfigError(path, f"cannot be opened as a plain file: {e.strerror}", field="skill_ref") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        problem = plain_file_problem(st)
+        if problem is None and (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            problem = "was replaced while it was being read"
+        if problem:
+            raise ConfigError(path, problem, field="skill_ref")
+        data = fh.read(MAX_SKILL_FILE + 1)
+    if len(data) > MAX_SKILL_FILE:
+        raise ConfigError(path, f"is larger than {MAX_SKILL_FILE} bytes", field="skill_ref")
+    return data
+
+
+CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
+
+
+def study_skill_files(study: Study) -> dict[str, bytes]:
+    """The skill's files, without the experiment's own control files when they live inside the
+    skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
+    check_skill_ref(study)
+    own = {study.prereg_path.resolve(), study.tasks_path.resolve(), lock_path(study.prereg_path).resolve()}
+    out = {}
+    for rel, data in skill_files(study.skill_dir).items():
+        path = (study.skill_dir / rel).resolve()
+        if path in own or Path(rel).name in CONTROL_FILES:
+            continue
+        out[rel] = data
+    return out
+
+
+def check_skill_ref(study: Study) -> None:
+    """Refuse a ``skill_ref`` that is, or passes through, a symbolic link: what is locked, copied
+    and (on rejection) shelved must be the folder the preregistration names, inside the study's
+    own tree, never a folder elsewhere that a link happens to point at."""
+    lib = study.prereg.library
+    ref, field = (lib.path, "library.path") if lib is not None else (study.prereg.skill_ref or "", "skill_ref")
+    written = Path(os.path.abspath(study.root / ref))
+    if written.resolve() != written:
+        raise ConfigError(
+            study.prereg_path,
+            f"skill folder {written} is a symbolic link (or reached through one) to {written.resolve()}",
+            field=field,
+            hint=f"name the folder itself in {field}, not a link to it",
+        )
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The stable encoding every hash of settings is taken over (lock hash, baseline fingerprint)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
+    """The lock hash and the per-file digests it covers."""
+    prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
+    if not prereg["execution"].get("prices"):
+        prereg["execution"].pop("prices", None)  # no per-model prices: locks made before the field stay valid
+    tasks = study.task_file.model_dump(mode="json")
+    files = {
+        "preregistration": sha256_hex(canonical_json(prereg)),
+        "tasks": sha256_hex(canonical_json(tasks)),
+        "analysis": sha256_hex(canonical_json(prereg["decision"])),
+    }
+    for rel, data in study_skill_files(study).items():
+        files[f"skill/{rel}"] = sha256_hex(data)
+    if study.prereg.library is not None:  # the estimator, the drawn masks and the reused baseline data
+        from harness.experiment.library_plan import lock_entries
+
+        files.update(lock_entries(study))
+    whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
+    return whole, files
+
+
+def strip_lock_block(text: str) -> str:
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if LOCK_KEY.match(line):
+            skipping = True
+            continue
+        if line.rstrip("\r\n") == LOCK_COMMENT:
+            continue
+        if skipping and (line.startswith((" ", "\t")) or not line.strip()):
+            continue
+        skipping = False
+        out.append(line)
+    body = "".join(out)
+    return body if body.endswith("\n") or not body else body + "\n"
+
+
+LOCK_SUFFIX = ".lock"
+MAX_LOCK_FILE = 1 << 20
+
+
+def lock_path(prereg_path: Path) -> Path:
+    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
+    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
+
+
+def read_lock_file(prereg_path: Path) -> LockBlock | None:
+    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
+    path = lock_path(prereg_path)
+    if not os.path.lexists(path):
+        return None
+    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
+    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
+
+
+def lock_file_bytes(block: LockBlock) -> bytes:
+    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
+
+
+def drop_legacy_lock_block(prereg_path: Path) -> None:
+    """Remove a ``lock:`` block the earlier format appended to the preregistration, when removing it
+    changes nothing else the file says; otherwise ask for it to be removed by hand."""
+    text = read_text(prereg_path)
+    data = parse_yaml(prereg_path, text)
+    if not isinstance(data, dict) or not isinstance(data.get("lock"), dict):
+        return  # no block (a 'lock: null' is left as the author wrote it)
+    stripped = strip_lock_block(text).rstrip("\n") + "\n"
+    try:
+        again = parse_yaml(prereg_path, stripped)
+    except ConfigError:
+        again = None
+    if again != {k: v for k, v in data.items() if k != "lock"}:
+        raise ConfigError(
+            prereg_path,
+            "holds a lock block in the earlier format that cannot be removed automatically",
+            field="lock",
+            hint=f"delete the lock: block by hand; the lock is now written to {lock_path(prereg_path).name}",
+        )
+    _write(prereg_path, stripped.encode("utf-8"))
+
+
+def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str]:
+    """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
+
+    Every input is checked before anything is written; the preregistration is left as it is
+    (except that a lock block of the earlier format is moved out of it). A damaged lock file is replaced."""
+    study = load_study(prereg_path, read_lock=False)
+    check_host_fits(study)
+    base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
+    digest, files = fingerprint(study, base_sha)
+    when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
+    target = lock_path(study.prereg_path)
+    if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
+        raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
+    drop_legacy_lock_block(study.prereg_path)
+    _write(target, lock_file_bytes(block))
+    return digest, base_sha
+
+
+def _write(path: Path, data: bytes) -> None:
+    try:
+        atomic_write(path, data)
+    except OSError as e:  # a read-only folder, a file name too long for the temporary copy
+        raise ConfigError(path, f"cannot be written: {e.strerror}") from None
+
+
+def verify_lock(study: Study) -> str:
+    """The lock hash, after checking that nothing it covers has changed."""
+    block = study.prereg.lock
+    if block is None:
+        raise LockError(
+            f"{study.prereg_path} is not locked",
+            hint=f"run `harness lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
+        )
+    digest, files = fingerprint(study, block.base_sha)
+    if digest != block.sha256:
+        changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
+        if not changed:
+            raise LockError(
+                f"{_lock_source(study)}: field 'sha256': the recorded lock hash {block.sha256[:16]}... is not the "
+                f"hash of the files and base commit the lock lists ({digest[:16]}...): the lock itself was "
+                "edited or corrupted",
+                hint=f"re-run `harness lock {study.prereg_path}` and evaluate into a new --out",
+            )
+        raise LockError(
+            f"{study.prereg_path} was edited after it was locked; changed since lock: {', '.join(changed)}",
+            hint="a changed preregistration is a new experiment: re-run `harness lock` and evaluate into a new --out",
+        )
+    return digest
+
+
+def _lock_source(study: Study) -> Path:
+    """The file the study's lock was read from: the lock file, or the preregistration (earlier format)."""
+    path = lock_path(study.prereg_path)
+    return path if os.path.lexists(path) else study.prereg_path
+
+
+class _StudyOnCopy(Study):
+    """The same study with its skill folder replaced by the controller-owned copy."""
+
+    def __init__(self, study: Study, copy: Path) -> None:
+        super().__init__(study.prereg_path, study.prereg, study.task_file)
+        self._copy = copy
+
+    @property
+    def skill_dir(self) -> Path:
+        return self._copy
+
+
+def copy_locked_skill(study: Study, dest: Path) -> Path:
+    """Copy the skill's files once into the controller-owned ``dest``, then check *the copy*
+    against the lock; only the copy is mounted. A file swapped in the user's folder after eval's
+    first lock check either lands in the copy (and fails this check) or is never seen.
+    The preregistration and tasks are parsed once into the study, whose in-memory models are
+    both what the lock hash covers and what the run uses."""
+    copy = copy_skill(study_skill_files(study), dest)
+    try:
+        verify_lock(_StudyOnCopy(study, copy))
+    except LockError as e:
+        raise LockError(
+            f"{study.skill_dir} changed after eval checked its lock: {e.message}",
+            hint="the skill folder must not change during a run; re-run `harness lock` and evaluate into a new --out",
+        ) from None
+    return copy

@@ -1,0 +1,7 @@
+"""One trial, top to bottom (:mod:`harness.trial.trial` reads like ``docs/design.md`` section "One trial"),
+and the steps it is made of: the Claude Code command line, the workspace, the watchdog, the gateway's
+meter, the patch as hostile data, the judge, installed delivery and "did it fire?".
+
+May import :mod:`harness.sandbox`, :mod:`harness.results`, :mod:`harness.study` and the foundation; never
+the experiment, analysis or reporting layers.
+"""

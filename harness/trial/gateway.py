@@ -1,0 +1,67 @@
+"""Host side of the per-trial gateway: readiness, and reading its meter.
+
+The gateway itself (``harness/sidecars/gateway.py``) runs in a trusted sidecar
+container and prints one JSON line per request and per refusal. The controller
+cannot reach it over the network (the trial network has no host address), so
+readiness and metering both come from the container's log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from harness.errors import InfraError
+from harness.records import GatewayMeter
+from harness.sandbox.engine import Engine
+
+
+def events(engine: Engine, name: str) -> list[dict[str, Any]]:
+    data, _ = engine.logs(name, stdout=True, stderr=False, cap=8 << 20)
+    out: list[dict[str, Any]] = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def wait_listening(engine: Engine, name: str, *, timeout_s: float = 20.0) -> None:
+    """Poll the container log for the server's 'listening' line."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while time.monotonic() < deadline:
+        data, _ = engine.logs(name, stdout=True, stderr=True, cap=65536)
+        if b'"event": "listening"' in data:
+            return
+        if not engine.is_running(name):
+            raise InfraError(f"{name} exited before listening: {data.decode('utf-8', 'replace')[-800:]}")
+        time.sleep(delay)
+        delay = min(0.1, delay * 1.5)
+    raise InfraError(f"{name} did not start listening within {timeout_s:.0f} s")
+
+
+def meter(evts: Sequence[dict[str, Any]]) -> GatewayMeter:
+    """Sum the gateway's request log into one trial-phase meter."""
+    forwarded = [e for e in evts if e.get("event") == "forwarded"]
+    refused = [e for e in evts if e.get("event") == "refused"]
+
+    def total(key: str) -> int:
+        return sum(int((e.get("usage") or {}).get(key, 0)) for e in forwarded)
+
+    return GatewayMeter(
+        requests=len(forwarded) + len(refused),
+        forwarded=len(forwarded),
+        refused=tuple(f"{e.get('method', '')} {e.get('path', '')}: {e.get('reason', '')}" for e in refused),
+        input_tokens=total("input_tokens"),
+        output_tokens=total("output_tokens"),
+        cache_creation_input_tokens=total("cache_creation_input_tokens"),
+        cache_read_input_tokens=total("cache_read_input_tokens"),
+        cost_usd=round(sum(float(e.get("cost_usd", 0.0)) for e in forwarded), 8),
+        budget_stopped=any("budget" in str(e.get("reason", "")) for e in refused),
+    )

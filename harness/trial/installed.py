@@ -1,0 +1,229 @@
+"""The installed delivery: the skill as users run it, and "did it fire?" from the gateway.
+
+``execution.delivery: installed`` runs the Claude Code CLI *without* ``--bare`` in
+the same hardened container as the prompt delivery (empty tmpfs HOME, telemetry,
+auto-update and non-essential traffic off, the pinned model), with:
+
+- ``--setting-sources project``: the narrowest source that still loads a project
+  skill. Checked with the real CLI 2.1.332 in the trial image (offline, a local
+  Messages API): with the skill at ``/workspace/.claude/skills/<name>/SKILL.md``,
+  ``project`` lists it; ``user``, ``local`` and ``""`` (no source) do not (``user``
+  reads only ``~/.claude/skills``, which is an empty tmpfs here); ``--add-dir``
+  does not load skills without a source either. The bundled skills (8 in this
+  build: dataviz, update-config, keybindings-help, code-review, simplify,
+  fewer-permission-prompts, loop, claude-api) are listed whatever the source.
+- ``--strict-mcp-config`` (no MCP server at all) and ``--settings
+  {"disableAllHooks": true}`` (no hook of the repository runs);
+- ``--allowedTools`` = the preregistered tools plus ``Skill``, in both arms.
+
+The skill arm gets the controller-owned copy of the skill mounted read-only at
+``/workspace/.claude/skills/<name>`` (its real name); the mount point is an empty
+directory made by the controller before the agent starts, which git never
+records, so the skill is never in the patch, and a write to it fails with EROFS.
+The baseline runs in the same mode with the same tools and the same bundled
+listing, only without that mount: the arms' first requests differ by exactly the
+skill's listing line, which :func:`observe` checks from the gateway's log and
+records as provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InfraError
+from harness.records import Arm, SkillInvoked, SkillUse
+from harness.trial import claude
+
+SETTING_SOURCES = "project"
+SKILLS_DIR = "/workspace/.claude/skills"
+NO_HOOKS = json.dumps({"disableAllHooks": True}, separators=(",", ":"))
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def installed_options(allowed_tools: Sequence[str], max_turns: int | None = None) -> tuple[str, ...]:
+    tools = [*allowed_tools, *(() if "Skill" in allowed_tools else ("Skill",))]
+    options = (
+        "--allowedTools",
+        ",".join(tools),
+        "--setting-sources",
+        SETTING_SOURCES,
+        "--strict-mcp-config",
+        "--settings",
+        NO_HOOKS,
+    )
+    return options + (("--max-turns", str(max_turns)) if max_turns else ())
+
+
+def agent_command(
+    prompt: str,
+    *,
+    model: str,
+    allowed_tools: Sequence[str],
+    max_budget_usd: float,
+    timeout_s: int,
+    max_turns: int | None = None,
+    session_id: str | None = None,
+) -> tuple[str, ...]:
+    """``claude -p`` without ``--bare`` under the same in-container deadline as the prompt delivery.
+    ``session_id`` (a UUID) pins the session id the CLI sends: trigger runs use one per (query, run),
+    the same for every variant, so a seeded model can pair them."""
+    common: tuple[str, ...] = ("--output-format", "json", "--model", model, "--max-budget-usd", f"{max_budget_usd:g}")
+    if session_id:
+        common += ("--session-id", session_id)
+    return (
+        *claude.deadline_argv(timeout_s),
+        "claude",
+        "-p",
+        prompt,
+        *common,
+        *installed_options(allowed_tools, max_turns),
+        "--no-session-persistence",
+    )
+
+
+def prompt_template_sha256() -> str:
+    """Both arms get the task's prompt unchanged; what differs from the prompt delivery is the mode."""
+    return hashlib.sha256(f"installed\x00{' '.join(installed_options(()))}".encode()).hexdigest()
+
+
+def skill_name(skill_dir: Path, fallback: str) -> str:
+    """The name the CLI lists the skill under: SKILL.md's front matter ``name``, else ``fallback``."""
+    try:
+        text = (skill_dir / "SKILL.md").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return fallback
+    if text.startswith("---"):
+        for line in text.split("\n")[1:40]:
+            if line.strip() == "---":
+                break
+            key, _, value = line.partition(":")
+            if key.strip() == "name":
+                value = value.strip().strip("'\"")
+                if NAME.match(value):
+                    return value
+    return fallback
+
+
+def skill_target(name: str) -> str:
+    return f"{SKILLS_DIR}/{name}"
+
+
+def prepare_mountpoint(workspace: Path, name: str) -> None:
+    """Make ``.claude/skills/<name>`` in the (not yet started) workspace: an empty directory for the
+    read-only mount. Refuses a symlink or a file on the way (the repository's content is data)."""
+    path = workspace
+    for part in (".claude", "skills", name):
+        path = path / part
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            os.mkdir(path, 0o755)
+            continue
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise InfraError(f"cannot mount the skill: {path} exists and is not a directory")
+
+
+# ---------------------------------------------------------------- what the gateway saw
+
+
+def _events(evts: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in evts if e.get("event") == kind]
+
+
+def listing_text(evts: Sequence[dict[str, Any]]) -> bytes | None:
+    """The first request's skill listing, one ``- name: description`` line each (kept as an artifact:
+    the listing is provenance; ``listing_sha256`` in the record is its hash without the skill's line)."""
+    for e in _events(evts, "skill_request"):
+        if e.get("turn") == 0 and isinstance(e.get("listing"), list):
+            return "".join(f"{line}\n" for line in e["listing"]).encode()
+    return None
+
+
+def listing_sha256(lines: Sequence[str], skill: str) -> str:
+    """The listing without the skill under test's own line: equal in both arms when nothing else differs."""
+    rest = [line for line in lines if line[2:].split(":", 1)[0].strip() != skill]
+    return hashlib.sha256("\n".join(rest).encode()).hexdigest()
+
+
+def observe(
+    evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: str
+) -> tuple[SkillUse, dict[str, str | None], list[str]]:
+    """The trial's :class:`SkillUse`, its provenance additions and flags, from the gateway's log.
+
+    A trigger is a ``Skill`` tool_use naming the skill anywhere in the turn (not a mention in
+    text, not the listing). The agent's stdout plays no part."""
+    requests = all_requests = _events(evts, "skill_request")
+    responses = _events(evts, "model_tool_use")
+    # The CLI's conversation is the first one through the gateway (its first request precedes every
+    # tool the agent runs); API calls the agent makes itself are other conversations: never counted.
+    cli_conversation = next((r.get("conversation") for r in requests if r.get("turn") == 0), None)
+    if cli_conversation is not None:
+        responses = [r for r in responses if r.get("conversation") in (cli_conversation, None)]
+        requests = [r for r in requests if r.get("conversation") in (cli_conversation, None)] or requests
+    uses: list[str] = []
+    for r in responses:
+        for u in r.get("uses") or []:
+            if isinstance(u, dict):
+                name = str(u.get("name", ""))
+                uses.append(f"Skill:{u.get('skill', '')}" if name == "Skill" else name)
+    called = f"Skill:{skill}" in uses
+    sizes = tuple(int(r.get("bytes") or 0) for r in requests)
+    loaded = any(skill in (r.get("loaded") or []) for r in requests)
+    flags: list[str] = []
+    if delivery != "installed":
+        invoked: SkillInvoked = "forced" if arm == "skill" else ("yes" if called else "no")
+        return (
+            SkillUse(delivery=delivery, invoked=invoked, tool_uses=tuple(uses), loaded=loaded, request_bytes=sizes),
+            {"delivery": delivery},
+            flags,
+        )
+    firsts = [r for r in requests if r.get("turn") == 0]
+    if not firsts:
+        use = SkillUse(delivery=delivery, tool_uses=tuple(uses), reason="the gateway saw no request from the CLI")
+        return use, {"delivery": delivery, "delivery_check": "could not measure: no request seen"}, flags
+    first = firsts[0]
+    names = [str(n) for n in first.get("listed") or []]
+    lines = [str(x) for x in first.get("listing") or []]
+    listed = skill in names
+    conversations = {r.get("conversation") for r in all_requests if r.get("turn") == 0}
+    if len(conversations) > 1:
+        flags.append(f"skill_trace_extra_conversations: {len(conversations)} conversations through the gateway")
+    for r in requests[1:]:
+        if r.get("listed") is not None and [str(n) for n in r.get("listed") or []] != names:
+            flags.append("skill_listing_changed: a later request listed other skills than the first")
+            break
+    if arm == "baseline" and called:
+        flags.append(f"baseline_invoked_skill: the baseline called Skill {skill!r}")
+    reason = None
+    if first.get("listed") is None:
+        reason = "no skill listing in the first request"
+    check = "ok"
+    if arm == "skill" and not listed:
+        check = "the skill under test was not listed (invalid, not a miss)"
+    elif arm == "baseline" and listed:
+        check = "the baseline's listing names the skill under test"
+    invoked = "yes" if called else "no"
+    if arm == "skill" and not listed:
+        invoked, reason = "could_not_measure", reason or "the skill under test was not listed in the first request"
+    use = SkillUse(
+        delivery=delivery,
+        invoked=invoked,
+        listed=listed,
+        loaded=loaded,
+        tool_uses=tuple(uses),
+        listing=tuple(names),
+        reason=reason,
+        request_bytes=sizes,
+    )
+    prov: dict[str, str | None] = {
+        "delivery": delivery,
+        "listing_sha256": listing_sha256(lines, skill),
+        "delivery_check": check,
+    }
+    return use, prov, flags

@@ -1,0 +1,585 @@
+"""One trial, end to end (DESIGN section 2), in the order it happens:
+
+    workspace -> gateway -> agent -> extract patch -> verify -> judge -> record -> teardown
+
+Every container is fresh and hardened (see :mod:`harness.engine`); the agent's
+only way out is the trial's gateway; the patch is extracted in a
+``--network none`` container and treated as hostile data; verify runs on base +
+patch in another fresh container and its exit code comes from the controller's
+own wait; the judge sees only task, criteria, exit code and capped diff.
+Teardown runs on every path. An environment failure becomes an ``infra_error``
+record (retried by the experiment loop), never a verdict against an arm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import HarnessError, InfraError, Interrupted
+from harness.plan import TrialSpec
+from harness.records import (
+    AgentResult,
+    GatewayMeter,
+    JudgeResult,
+    MountedSkill,
+    PatchInfo,
+    Provenance,
+    SkillUse,
+    Status,
+    TrialRecord,
+    VerifyResult,
+)
+from harness.redact import Redactor
+from harness.results.store import ArtifactStore
+from harness.sandbox import roles as sandbox
+from harness.sandbox.engine import BindMount, Engine, ExitInfo
+from harness.sandbox.labels import RUN, TRIAL, make_labels
+from harness.study.config import Execution, Task
+from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
+
+PATCH_CAP = 8 << 20
+AGENT_OUTPUT_CAP = 4 << 20
+VERIFY_TAIL = 8192
+
+
+class StartGate:
+    """Containers start only while the run is not stopping.
+
+    A stop is a flag and one sweep that kills the run's running containers. Without this gate a
+    container created before the sweep and started just after it would run to its full deadline (the
+    race behind a flaky signal test). :meth:`close` sets the flag and waits for starts in flight, so
+    every container the sweep then lists was started before it, and no container starts after it.
+    """
+
+    def __init__(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._cond = threading.Condition()
+        self._starting = 0
+
+    @contextlib.contextmanager
+    def starting(self) -> Iterator[None]:
+        with self._cond:
+            if self._stop.is_set():
+                raise Interrupted("interrupted")
+            self._starting += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop: no container starts after this returns, and none is half-started."""
+        with self._cond:
+            self._stop.set()
+            self._cond.wait_for(lambda: self._starting == 0)
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Everything a trial needs that is the same for every trial of one run."""
+
+    engine: Engine
+    profile: sandbox.Profile
+    execution: Execution
+    experiment_id: str
+    run_id: str
+    run_root: Path
+    repo: Path
+    provenance: Provenance
+    skill_copy: Path
+    key_file: Path
+    upstream: str
+    upstream_network: str
+    artifacts: ArtifactStore
+    redactor: Redactor
+    stop: threading.Event
+    on_phase: Callable[[str, str], None] = lambda _trial, _phase: None
+    shard: str | None = None
+    workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
+    """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
+    starts: StartGate = field(default_factory=lambda: StartGate(threading.Event()))
+    """Shared by the run's trials and its stop (the experiment passes one built on ``stop``)."""
+    same_patch: samepatch.SamePatch = field(default_factory=samepatch.SamePatch)
+    """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
+    route_env: Mapping[str, str] = field(default_factory=dict)
+    """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.upstream`."""
+    route_mounts: tuple[BindMount, ...] = ()
+    library_copies: Mapping[str, Path] = field(default_factory=dict)
+    """Library experiments: skill name -> its controller-owned, read-only copy (see harness.trial.delivery)."""
+    skill_name: str = ""
+    """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
+
+
+@dataclass
+class _Progress:
+    """What the trial has learned so far; becomes the record whatever happens."""
+
+    durations: dict[str, float] = field(default_factory=dict)
+    status: Status = "completed"
+    error: str | None = None
+    agent: AgentResult | None = None
+    meter: GatewayMeter | None = None
+    patch: PatchInfo | None = None
+    verify: VerifyResult | None = None
+    judge: JudgeResult | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    oom: bool = False
+    skills_mounted: tuple[MountedSkill, ...] | None = None
+    skill: SkillUse | None = None
+    provenance: dict[str, str | None] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
+    started = _now()
+    key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
+    names = {
+        role: sandbox.container_name(ctx.run_id, key, role)
+        for role in ("gateway", "agent", "collect", "verify", "judge")
+    }
+    network = f"hx-{ctx.run_id}-{key}-net"
+    labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
+    dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
+    done = _Progress()
+    phase = _phases(ctx, spec, done)
+    try:
+        with phase("workspace"):
+            dirs = workspace.prepare(
+                ctx.repo, ctx.provenance.base_sha, ctx.run_root / key, workspace.parse_user(ctx.profile.user)
+            )
+
+        with phase("gateway"):
+            ctx.engine.create_network(network, labels, internal=True)
+            gw = sandbox.gateway_spec(
+                ctx.profile,
+                name=names["gateway"],
+                labels=labels,
+                upstream_network=ctx.upstream_network,
+                upstream=ctx.upstream,
+                key_file=ctx.key_file,
+                budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+                route_env=ctx.route_env,
+                route_mounts=ctx.route_mounts,
+            )
+            ctx.engine.create(gw, extra_networks=[network])
+            ctx.engine.start(gw.name)
+            gateway.wait_listening(ctx.engine, gw.name)
+            gateway_ip = ctx.engine.container_ip(gw.name, network)
+
+        with phase("agent"):
+            timeout_s = ctx.execution.agent_timeout_s(spec.task)
+            command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
+            dog = watchdog.Watchdog(
+                dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
+            )
+            agent = sandbox.agent_spec(
+                ctx.profile,
+                name=names["agent"],
+                labels=labels,
+                network=network,
+                gateway_ip=gateway_ip,
+                workspace=dirs.workspace,
+                skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                command=command,
+                skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
+                skill_target=skill_target,
+            )
+            if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
+                done.skills_mounted = delivery.mounted_skills(agent)
+            with dog:
+                run = ctx.engine.run(
+                    agent,
+                    deadline_s=claude.host_deadline_s(timeout_s),
+                    output_cap=AGENT_OUTPUT_CAP,
+                    on_started=lambda _name: dog.start(),
+                    gate=ctx.starts.starting,
+                )
+            _stop_if_asked(ctx)
+            agent_events = gateway.events(ctx.engine, gw.name)
+            done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
+            done.skill, done.provenance, skill_flags = installed.observe(
+                agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
+            )
+            done.flags.extend(skill_flags)
+            listing = installed.listing_text(agent_events) if ctx.execution.delivery == "installed" else None
+            if listing is not None:
+                done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
+            done.agent = claude.parse_result(run.stdout, run.exit_code)
+            done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # stream-json, redacted
+            done.artifacts["agent.json"] = ctx.artifacts.put(claude.result_json(run.stdout))
+            if run.stdout_truncated:
+                done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
+            done.oom = run.oom_killed
+            if dog.tripped is not None:
+                _workspace_limit(dog.tripped, done)
+                raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
+            done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
+            done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
+
+        with phase("extract"):
+            collect = ctx.engine.run(
+                sandbox.collect_spec(
+                    ctx.profile,
+                    name=names["collect"],
+                    labels=labels,
+                    base=dirs.base,
+                    workspace=dirs.workspace,
+                    out=dirs.out,
+                    verify_tree=dirs.verify,
+                    protected=spec.task.protected_paths,
+                    patch_cap=PATCH_CAP,
+                ),
+                deadline_s=300,
+                gate=ctx.starts.starting,
+            )
+            _stop_if_asked(ctx)
+            done.patch, diff = _read_patch(dirs, spec.task, collect)
+            done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
+
+        truncated = done.status in ("timeout", "budget_exceeded")
+        with phase("verify"):
+            done.verify = _verify(ctx, spec, names["verify"], labels, dirs, done.patch, truncated)
+            if done.verify.output_tail:
+                done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
+
+        with phase("judge"):
+            if truncated:
+                done.judge = None
+            else:
+                done.judge = _judge(ctx, spec, names["judge"], labels, network, gateway_ip, done, diff)
+                if done.judge is not None:
+                    done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
+            judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
+            done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
+    except _SkipRest:
+        pass
+    except Interrupted:
+        raise
+    except HarnessError as e:
+        done.status, done.error = "infra_error", str(e)
+    finally:
+        with phase("teardown"):
+            leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
+        if leftovers:
+            done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
+    return TrialRecord(
+        experiment_id=ctx.experiment_id,
+        trial_id=spec.trial_id,
+        task_id=spec.task.id,
+        arm=spec.arm,
+        run_index=spec.run_index,
+        attempt=attempt,
+        provenance=ctx.provenance.model_copy(update=done.provenance),
+        status=done.status,
+        error=ctx.redactor.text(done.error) if done.error else None,
+        started_at=started,
+        finished_at=_now(),
+        durations_s={k: round(v, 3) for k, v in done.durations.items()},
+        agent=done.agent,
+        gateway=done.meter,
+        patch=done.patch,
+        verify=done.verify,
+        judge=done.judge,
+        artifacts=done.artifacts,
+        flags=tuple(done.flags),
+        oom_killed=done.oom,
+        shard=ctx.shard,
+        skills_mounted=done.skills_mounted,
+        skill=done.skill,
+    )
+
+
+# ---------------------------------------------------------------------- the steps
+
+
+class _SkipRest(Exception):
+    """Internal: the trial's remaining phases do not run (the record is already decided)."""
+
+
+def _workspace_limit(trip: watchdog.Trip, done: _Progress) -> None:
+    """The watchdog killed the agent: the workspace is not extracted (it may hold millions of
+    files); the trial fails through a rejected patch, or is an infra error when the host's
+    disk ran low for reasons the workspace does not show."""
+    done.flags.append(f"workspace_limit: {trip.reason}")
+    if not trip.agent_fault:
+        raise InfraError(f"the agent was stopped: {trip.reason}")
+    done.status = "agent_error"
+    done.error = f"the agent was killed by the workspace watchdog: {trip.reason}"
+    done.verify = VerifyResult(skipped_reason="workspace limit exceeded")
+    done.patch = PatchInfo(
+        sha256=hashlib.sha256(b"").hexdigest(),
+        bytes=0,
+        files_changed=0,
+        insertions=0,
+        deletions=0,
+        flags=("workspace_limit",),
+        rejected=f"workspace_limit: {trip.reason}",
+    )
+
+
+def _agent_command(
+    ctx: TrialContext, spec: TrialSpec, dirs: workspace.TrialDirs, timeout_s: int
+) -> tuple[tuple[str, ...], str]:
+    """The agent's argv and where its skill copy is mounted, by the preregistered delivery."""
+    ex = ctx.execution
+    budget = ex.budgets.per_trial_usd
+    if ex.delivery != "installed":
+        argv = claude.agent_command(
+            spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+        )
+        return argv, "/skill"
+    if spec.arm == "skill":
+        installed.prepare_mountpoint(dirs.workspace, ctx.skill_name)
+    argv = installed.agent_command(
+        spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+    )
+    return argv, installed.skill_target(ctx.skill_name)
+
+
+def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:
+    """Signs that the agent tampered with its own record (its own processes and stdout are in reach)."""
+    flags: list[str] = []
+    if _self_terminated(run, result, timeout_s):
+        flags.append(
+            f"self_terminated: exit {run.exit_code} after {run.seconds:.0f} s, before the {timeout_s} s deadline"
+        )
+    if result.cost_usd is not None and meter.forwarded and result.cost_usd + 1e-6 < meter.cost_usd * 0.99:
+        # the CLI's result is read from the container's stdout, which the agent can write to
+        flags.append(
+            f"cost_mismatch: the CLI reported ${result.cost_usd:.6f}, the gateway metered ${meter.cost_usd:.6f}"
+        )
+    return flags
+
+
+def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None) -> bool:
+    """Exit 124 (timeout's own code, also produced by SIGALRM) or 137 (SIGKILL) long before the
+    deadline: the agent killed its CLI or the timer. A real deadline takes at least timeout_s."""
+    return (
+        timeout_s is not None
+        and not run.timed_out
+        and not run.oom_killed
+        and run.exit_code in (124, 137)
+        and result.subtype is None
+        and run.seconds < timeout_s
+    )
+
+
+def classify_agent(
+    run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
+) -> Status:
+    """The agent phase's status. The CLI's own words win where it gave them, except on whether
+    the API failed: that comes from the gateway's record of upstream answers only
+    (:func:`harness.trial.apihealth.api_failure`), so a skill cannot print an ``api_error`` result and
+    turn its failures into excluded infrastructure errors.
+
+    With ``timeout_s``, an in-container "timeout" that came before the deadline (the agent
+    sent SIGALRM to ``timeout`` or killed its CLI) is an ``agent_error``, not a ``timeout``:
+    otherwise a skill could turn its failures into excluded, truncated trials."""
+    oom = run.oom_killed
+    if _self_terminated(run, result, timeout_s):
+        return "agent_error"
+    _raise_if_api_failed(run, result, meter)
+    if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
+        return "timeout"
+    if claude.cli_says_budget_exceeded(result) or meter.budget_stopped:
+        return "budget_exceeded"
+    if result.subtype is None and meter.forwarded == 0 and not oom:
+        # the CLI never got an answer through: the environment, not the agent
+        why = f": {upstream}" if (upstream := apihealth.api_failure(meter)) else ""
+        raise InfraError(f"the agent produced no result and no API call got through (exit {run.exit_code}){why}")
+    if oom or run.exit_code not in (0, None) or result.is_error:
+        return "agent_error"
+    return "completed"
+
+
+def _raise_if_api_failed(run: ExitInfo, result: AgentResult, meter: GatewayMeter) -> None:
+    """The CLI did not finish (an error, no result, a deadline) and the gateway's last upstream
+    answer was a failure: the API kept failing, whatever the agent's stdout says."""
+    upstream = apihealth.api_failure(meter)
+    unfinished = result.is_error or result.subtype is None or run.exit_code not in (0, None) or run.timed_out
+    if upstream and unfinished and not run.oom_killed:
+        raise InfraError(f"the model API kept failing: {upstream}")
+
+
+def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:
+    status = workspace.read_capped(dirs.out / "status", 4096).decode("utf-8", "replace").strip()
+    if collect.timed_out:
+        status = "extraction timed out (workspace too large?)"
+    elif not status:
+        raise InfraError(f"patch extraction failed (exit {collect.exit_code}): {collect.stderr[-500:]!r}")
+    diff = workspace.read_capped(dirs.out / "patch.diff", PATCH_CAP + 1)
+    info = patch.analyse(
+        diff,
+        workspace.read_capped(dirs.out / "raw", 4 << 20),
+        workspace.read_capped(dirs.out / "numstat", 4 << 20),
+        protected_paths=task.protected_paths,
+        cap=PATCH_CAP,
+        special=workspace.read_capped(dirs.out / "special", 65536),
+        nested=workspace.read_capped(dirs.out / "nested", 65536),
+        extract_status=status,
+    )
+    return info, diff[:PATCH_CAP]
+
+
+def _verify(
+    ctx: TrialContext,
+    spec: TrialSpec,
+    name: str,
+    labels: dict[str, str],
+    dirs: workspace.TrialDirs,
+    info: PatchInfo,
+    truncated: bool,
+) -> VerifyResult:
+    if truncated:
+        return VerifyResult(skipped_reason="the agent did not finish (deadline or budget)")
+    if info.rejected:
+        return VerifyResult(skipped_reason=f"patch rejected: {info.rejected}")
+    task = spec.task
+    timeout_s = ctx.execution.budgets.verify_timeout_s
+
+    def run_verify() -> VerifyResult:
+        run = ctx.engine.run(
+            sandbox.verify_spec(
+                ctx.profile,
+                name=name,
+                labels=labels,
+                verify_tree=dirs.verify,
+                verify_cmd=task.verify_cmd,
+                timeout_s=timeout_s,
+            ),
+            deadline_s=claude.host_deadline_s(timeout_s),
+            output_cap=VERIFY_TAIL,
+            gate=ctx.starts.starting,
+        )
+        _stop_if_asked(ctx)
+        tail = (run.stdout + run.stderr)[-VERIFY_TAIL:].decode("utf-8", "replace")
+        timed_out = run.timed_out or run.exit_code == 124
+        return VerifyResult(
+            exit_code=None if run.timed_out else run.exit_code,
+            timed_out=timed_out,
+            output_tail=ctx.redactor.text(tail),
+            oom_killed=run.oom_killed,
+        )
+
+    key = samepatch.verify_key(task, ctx.provenance.base_sha, ctx.profile.trial_image, info.sha256, timeout_s)
+    result, source = ctx.same_patch.verify.get(key, spec.trial_id, run_verify)
+    return result if source is None else result.model_copy(update={"reused_from": source})
+
+
+def _judge(
+    ctx: TrialContext,
+    spec: TrialSpec,
+    name: str,
+    labels: dict[str, str],
+    network: str,
+    gateway_ip: str,
+    done: _Progress,
+    diff: bytes,
+) -> JudgeResult:
+    task = spec.task
+    exit_code = done.verify.exit_code if done.verify is not None else None
+    prompt = judge.judge_prompt(task, exit_code, diff.decode("utf-8", "replace"), done.patch)
+    timeout_s = ctx.execution.budgets.judge_timeout_s
+
+    def run_judge() -> JudgeResult:
+        command = claude.judge_command(
+            prompt,
+            model=ctx.execution.judge_model,
+            schema=judge.VERDICT_SCHEMA,
+            max_budget_usd=ctx.execution.budgets.judge_usd,
+            timeout_s=timeout_s,
+        )
+        run = ctx.engine.run(
+            sandbox.judge_spec(
+                ctx.profile,
+                name=name,
+                labels=labels,
+                network=network,
+                gateway_ip=gateway_ip,
+                command=command,
+            ),
+            deadline_s=claude.host_deadline_s(timeout_s),
+            output_cap=1 << 20,
+            gate=ctx.starts.starting,
+        )
+        _stop_if_asked(ctx)
+        result = claude.parse_result(run.stdout, run.exit_code)
+        error = None if run.exit_code == 0 else f"judge exit {run.exit_code}: {result.result_excerpt[:200]}"
+        verdict = judge.verdict_from(
+            claude.structured_output(run.stdout), cost_usd=result.cost_usd, model=ctx.execution.judge_model, error=error
+        )
+        return verdict.model_copy(update={"duration_ms": result.duration_ms})
+
+    if not ctx.same_patch.judge_reuse:
+        return run_judge()
+    key = samepatch.judge_key(task, exit_code, ctx.execution.judge_model, prompt)
+    verdict, source = ctx.same_patch.judge.get(key, spec.trial_id, run_judge)
+    if source is None:
+        return verdict
+    return verdict.model_copy(update={"reused_from": source, "cost_usd": 0.0, "duration_ms": 0})
+
+
+def _teardown(
+    ctx: TrialContext, trial_id: str, containers: Iterable[str], network: str, dirs: workspace.TrialDirs
+) -> list[str]:
+    """The trial's containers, then its network (all carry its label); the worktree and trial
+    directory at the same time: on every path. Each step removes its own container on success,
+    so normally only the gateway and the network are left."""
+    errors: list[str] = []
+
+    def remove_host_side() -> None:
+        try:
+            workspace.remove(ctx.repo, dirs)
+        except HarnessError as e:
+            errors.append(str(e))
+
+    host_side = threading.Thread(target=remove_host_side, name="teardown-host")
+    host_side.start()
+    try:
+        try:
+            _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
+        except HarnessError:  # cannot list: try every role's name and the network
+            _, failed = ctx.engine.remove_objects([*(("container", c) for c in containers), ("network", network)])
+        errors.extend(failed)
+    finally:
+        host_side.join()
+    return errors
+
+
+def _stop_if_asked(ctx: TrialContext) -> None:
+    if ctx.stop.is_set():
+        raise Interrupted("interrupted")
+
+
+def _ttl(execution: Execution, task: Task) -> float:
+    return execution.trial_deadlines_s(task) + 900
+
+
+def _phases(
+    ctx: TrialContext, spec: TrialSpec, done: _Progress
+) -> Callable[[str], contextlib.AbstractContextManager[None]]:
+    @contextlib.contextmanager
+    def phase(name: str) -> Iterator[None]:
+        if name != "teardown":
+            _stop_if_asked(ctx)
+        ctx.on_phase(spec.trial_id, name)
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            done.durations[name] = done.durations.get(name, 0.0) + time.monotonic() - t0
+
+    return phase

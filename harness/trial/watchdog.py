@@ -1,0 +1,204 @@
+"""The workspace watchdog: a bound on the one thing no Docker flag bounds.
+
+``/workspace`` is a bind mount of a directory on the host's disk. ``--read-only``,
+tmpfs ``size=``, ``--ulimit fsize`` and log ``max-size`` bound every other place
+an agent can write, but nothing in the engine bounds a bind mount: an agent can
+fill the host's disk (bytes or inodes) through it. While the agent container
+runs, this watchdog walks the workspace every ``interval_s`` and kills the
+container the moment the tree is larger than ``max_bytes`` (allocated blocks,
+so sparse files count as what they use), holds more than ``max_files`` entries,
+nests deeper than ``max_depth``, or the host filesystem's free space falls
+below ``min_free_bytes``.
+
+The walk never follows a symlink and never opens anything but directories:
+each directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its
+parent's descriptor (``openat``), so an agent that swaps a directory for a
+symlink mid-walk cannot point the controller outside the trial, and a FIFO or
+socket is only ``lstat``-ed, never opened. The walk stops as soon as a limit is
+crossed, so its cost is bounded by the limits themselves.
+
+What it cannot do: overshoot between two polls is bounded by how fast the agent
+writes for ``interval_s`` (plus one scan), so keep ``min_free_bytes`` well
+above that; a controller that is not root cannot look into a directory the
+agent made unreadable (the free-space floor still holds there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import stat
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError
+from harness.study.config import is_size, parse_size
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class WorkspaceLimit:
+    max_bytes: int = 4 << 30
+    max_files: int = 200_000
+    max_depth: int = 100
+    min_free_bytes: int = 512 << 20
+    interval_s: float = 1.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkspaceLimit:
+        """``HARNESS_WORKSPACE_MAX`` (size, e.g. 4g), ``HARNESS_WORKSPACE_MAX_FILES``,
+        ``HARNESS_MIN_FREE_DISK`` (size): the run-time knobs (not part of the lock)."""
+        d = cls()
+
+        def size(name: str, default: int) -> int:
+            value = env.get(name, "").strip()
+            if not value:
+                return default
+            if not is_size(value):
+                raise ConfigError(name, f"must be a size like 512m or 4g, got {value!r}")
+            return parse_size(value)
+
+        files = env.get("HARNESS_WORKSPACE_MAX_FILES", "").strip()
+        if files and not (files.isdigit() and int(files) > 0):
+            raise ConfigError("HARNESS_WORKSPACE_MAX_FILES", f"must be a whole number >= 1, got {files!r}")
+        return cls(
+            max_bytes=size("HARNESS_WORKSPACE_MAX", d.max_bytes),
+            max_files=int(files) if files else d.max_files,
+            min_free_bytes=size("HARNESS_MIN_FREE_DISK", d.min_free_bytes),
+        )
+
+
+@dataclass(frozen=True)
+class Trip:
+    reason: str
+    agent_fault: bool
+    """False when the host ran low on disk for a reason the workspace itself does not show."""
+
+
+def measure(root: Path, limit: WorkspaceLimit) -> Trip | None:
+    """Walk ``root`` without following symlinks; the first limit crossed, or None.
+
+    Depth-first, holding one descriptor per level (so at most ``max_depth``): each
+    directory's names are read at once and ``lstat``-ed relative to its descriptor."""
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return None
+    stack: list[tuple[int, list[str], int]] = []
+    used = 0
+    files = 0
+    try:
+        stack.append((top, _names(top), 0))
+        while stack:
+            fd, names, depth = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = names.pop()
+            files += 1
+            if files > limit.max_files:
+                return Trip(f"more than {limit.max_files} files and directories in the workspace", True)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            used += st.st_blocks * 512
+            if used > limit.max_bytes:
+                return Trip(f"the workspace uses more than {limit.max_bytes} bytes", True)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if depth + 1 > limit.max_depth:
+                return Trip(f"directories nested deeper than {limit.max_depth} in the workspace", True)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # replaced by a symlink or a non-directory since the listing: not followed
+            try:
+                stack.append((child, _names(child), depth + 1))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd, _names_left, _depth in stack:
+            os.close(fd)
+    return None
+
+
+def _names(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
+
+
+def raise_fd_limit() -> None:
+    """Deep trees cost the walk one descriptor per level: lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
+
+
+def free_bytes(root: Path) -> int | None:
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def check(root: Path, limit: WorkspaceLimit) -> Trip | None:
+    trip = measure(root, limit)
+    if trip is not None:
+        return trip
+    free = free_bytes(root)
+    if free is not None and free < limit.min_free_bytes:
+        return Trip(f"the host filesystem holding the workspace has less than {limit.min_free_bytes} bytes free", False)
+    return None
+
+
+class Watchdog:
+    """Polls one workspace in a daemon thread; on the first trip calls ``on_trip`` once and stops."""
+
+    def __init__(self, root: Path, limit: WorkspaceLimit, on_trip: Callable[[Trip], None]) -> None:
+        self.root = root
+        self.limit = limit
+        self.on_trip = on_trip
+        self.tripped: Trip | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            raise_fd_limit()
+            self._thread = threading.Thread(target=self._loop, name=f"watchdog-{self.root.name}", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        pause = self.limit.interval_s
+        while not self._stop.wait(pause):
+            t0 = time.monotonic()
+            trip = check(self.root, self.limit)
+            if trip is not None and not self._stop.is_set():
+                self.tripped = trip
+                self.on_trip(trip)
+                return
+            # a big tree is walked less often, so the watchdog never takes more than a third of a core
+            pause = max(self.limit.interval_s, 2 * (time.monotonic() - t0))
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
