@@ -567,7 +567,7 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.reporting import report
-    from harness.reporting.report import analyse_records
+    from harness.reporting.report import analyze_records
     from harness.results.merge import merge
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
@@ -577,7 +577,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
         print("\n".join(report_library(args.out, args.prereg)))
         return 0
-    data = analyse_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
+    data = analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
     report.write_reports(args.out, data)
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
     print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [harness gate {args.out}]")

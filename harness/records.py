@@ -17,19 +17,21 @@ SCHEMA_VERSION = 1
 Arm = Literal["baseline", "skill", "masked"]
 """A/B: baseline and skill. Library experiments: baseline (the bare arm) and masked."""
 ARMS: tuple[Arm, Arm] = ("baseline", "skill")
-Status = Literal["completed", "agent_error", "timeout", "budget_exceeded", "infra_error", "skipped"]
-Verdict = Literal["pass", "fail", "unknown"]
+TrialStatus = Literal["completed", "agent_error", "timeout", "budget_exceeded", "infra_error", "skipped"]
+JudgeVerdict = Literal["pass", "fail", "unknown"]
 Outcome = Literal["pass", "fail", "unknown", "truncated", "infra", "skipped"]
 PassRule = Literal["verify_and_judge", "verify", "judge"]
 StopReason = Literal["budget", "early_stop"]
 """Why a ``skipped`` trial never started: the cumulative budget, or the preregistered early stop."""
 
 
-class Model(BaseModel):
+class FrozenModel(BaseModel):
+    """The base of every frozen, strict model of the harness (results, ledger; inputs add ``allow_inf_nan=False``)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Provenance(Model):
+class Provenance(FrozenModel):
     """Everything that must be identical between arms for the comparison to be valid."""
 
     lock_hash: str
@@ -59,7 +61,7 @@ class Provenance(Model):
     listed); anything else makes the comparison invalid (a skill arm without its listing is not a miss)."""
 
 
-class AgentResult(Model):
+class AgentResult(FrozenModel):
     """What the CLI's ``--output-format json`` result said (absent fields stay None)."""
 
     exit_code: int | None = None
@@ -79,7 +81,7 @@ class AgentResult(Model):
     parse_error: str | None = None
 
 
-class GatewayMeter(Model):
+class GatewayMeter(FrozenModel):
     """The gateway's independent count of the trial's API traffic."""
 
     requests: int = 0
@@ -101,7 +103,7 @@ class GatewayMeter(Model):
     """The last ``retry-after`` the upstream sent with a failure (seconds)."""
 
 
-class PatchInfo(Model):
+class PatchInfo(FrozenModel):
     sha256: str
     bytes: int
     files_changed: int
@@ -116,7 +118,7 @@ class PatchInfo(Model):
     """FIFOs, sockets, device nodes or setuid files found in the workspace (not part of the patch)."""
 
 
-class VerifyResult(Model):
+class VerifyResult(FrozenModel):
     exit_code: int | None = None
     timed_out: bool = False
     output_tail: str = ""
@@ -126,8 +128,8 @@ class VerifyResult(Model):
     """Trial id whose verify ran on a byte-identical patch of the same task (see harness.trial.samepatch)."""
 
 
-class JudgeResult(Model):
-    verdict: Verdict
+class JudgeResult(FrozenModel):
+    verdict: JudgeVerdict
     reason: str = ""
     cost_usd: float | None = None
     model: str | None = None
@@ -141,8 +143,8 @@ class JudgeResult(Model):
 SkillInvoked = Literal["yes", "no", "forced", "could_not_measure"]
 
 
-class SkillUse(Model):
-    """"Did it fire?", from the gateway (the model's responses and the CLI's requests), never from stdout."""
+class SkillUse(FrozenModel):
+    """ "Did it fire?", from the gateway (the model's responses and the CLI's requests), never from stdout."""
 
     delivery: str = "prompt"
     invoked: SkillInvoked = "could_not_measure"
@@ -162,7 +164,7 @@ class SkillUse(Model):
     delivery, measured the same way in both (the scripted model's token counts are scripted)."""
 
 
-class ReusedFrom(Model):
+class ReusedFrom(FrozenModel):
     """Where a reused baseline trial first ran (baseline reuse across skills, see :mod:`harness.reuse`)."""
 
     experiment_id: str
@@ -171,7 +173,7 @@ class ReusedFrom(Model):
     directory: str
 
 
-class MountedSkill(Model):
+class MountedSkill(FrozenModel):
     """One skill the agent container was given (library experiments): its name and a SHA-256 over the
     files of the mounted, controller-owned copy, taken when the container was created."""
 
@@ -179,7 +181,7 @@ class MountedSkill(Model):
     sha256: str
 
 
-class TrialRecord(Model):
+class TrialRecord(FrozenModel):
     schema_version: int = SCHEMA_VERSION
     experiment_id: str
     trial_id: str
@@ -188,7 +190,7 @@ class TrialRecord(Model):
     run_index: int
     attempt: int = 1
     provenance: Provenance
-    status: Status
+    status: TrialStatus
     error: str | None = None
     started_at: str
     finished_at: str
@@ -254,12 +256,12 @@ def outcome(record: TrialRecord, rule: PassRule = "verify_and_judge") -> Outcome
         return "skipped"
     if record.status in ("timeout", "budget_exceeded"):
         return "truncated"
-    verify: Verdict
+    verify: JudgeVerdict
     if record.verify is None or record.verify.exit_code is None:
         verify = "fail" if record.patch is not None and record.patch.rejected else "unknown"
     else:
         verify = "pass" if record.verify.exit_code == 0 else "fail"
-    judge: Verdict = record.judge.verdict if record.judge is not None else "unknown"
+    judge: JudgeVerdict = record.judge.verdict if record.judge is not None else "unknown"
     if rule == "verify":
         return verify
     if rule == "judge":

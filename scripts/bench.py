@@ -52,7 +52,7 @@ from harness.experiment.experiment import Experiment, ExperimentResult, RunOptio
 from harness.results.attempts import spent_usd
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageSet, project_root
-from harness.study.config import Decision, load_study
+from harness.study.config import DecisionSettings, load_study
 from harness.study.lock import lock
 
 ROOT = project_root()
@@ -323,10 +323,10 @@ def early_stop_savings(bench: Bench) -> list[Row]:
         spent[mode] = spent_usd(result.records)
         skipped = sum(1 for r in result.records if r.status == "skipped")
         counts[mode] = (len(result.records) - skipped, skipped)
-        from harness.reporting.report import analyse_records
+        from harness.reporting.report import analyze_records
 
         study = load_study(prereg)
-        data = analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=bench.work)
+        data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=bench.work)
         verdicts[mode] = data.decision.verdict
     ran, skipped = counts["curtail"]
     saved = spent["none"] - spent["curtail"]
@@ -355,7 +355,7 @@ def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 2
     from harness.plan import plan_trials
     from harness.study.config import Task
 
-    settings = Decision(rule="point", early_stop="curtail")
+    settings = DecisionSettings(rule="point", early_stop="curtail")
     rng = random.Random(seed)
     task_objs = [Task(id=f"t{i}", prompt=f"p{i}", verify_cmd="true") for i in range(tasks)]
     task_ids = [t.id for t in task_objs]

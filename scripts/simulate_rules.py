@@ -39,7 +39,7 @@ if __package__ in (None, ""):
 
 from harness.analysis.decision import DecisionContext, Observation, analyze, decide
 from harness.records import Arm, Outcome
-from harness.study.config import Decision
+from harness.study.config import DecisionSettings
 
 DEFAULT_REPS = 2000
 DEFAULT_SEED = 20261130
@@ -132,8 +132,8 @@ def simulate_experiment(rng: random.Random, cell: Cell) -> list[Observation]:
 def run_cell(cell: Cell) -> CellResult:
     start = time.perf_counter()
     rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
-    point_settings = Decision(rule="point")
-    interval_settings = Decision(rule="interval")
+    point_settings = DecisionSettings(rule="point")
+    interval_settings = DecisionSettings(rule="interval")
     context = DecisionContext(
         budget_stopped=False,
         provenance_by_arm={"baseline": {_PROVENANCE}, "skill": {_PROVENANCE}},

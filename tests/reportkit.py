@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from harness.records import AgentResult, JudgeResult, PatchInfo, Provenance, Status, TrialRecord, VerifyResult
+from harness.records import AgentResult, JudgeResult, PatchInfo, Provenance, TrialRecord, TrialStatus, VerifyResult
 from harness.reporting import report
 from harness.study.config import Preregistration
 
@@ -34,7 +34,7 @@ def provenance(lock: str = LOCK, model: str = "sonnet", cli: str = "2.1.0") -> P
 def record(task: str, arm: str, run: int, code: str, *, cost: float = 0.03, turns: int = 4,
            flags: Sequence[str] = (), files: Sequence[str] = (), prov: Provenance | None = None,
            resolved: str = "claude-sonnet-x", attempt: int = 1, day: int = 10) -> TrialRecord:  # fmt: skip
-    status: Status = {"T": "timeout", "I": "infra_error"}.get(code, "completed")  # type: ignore[assignment]
+    status: TrialStatus = {"T": "timeout", "I": "infra_error"}.get(code, "completed")  # type: ignore[assignment]
     verify = VerifyResult(exit_code=0 if code in "PU" else 1) if code in "PFU" else None
     judge = (
         JudgeResult(verdict={"P": "pass", "F": "fail", "U": "unknown"}[code], reason="scripted", cost_usd=0.001)  # type: ignore[arg-type]

@@ -37,7 +37,7 @@ from typing import Literal, get_args
 from harness.analysis import stats
 from harness.records import ARMS, Arm, Outcome, PassRule, TrialRecord, outcome
 from harness.results.attempts import final_attempts
-from harness.study.config import Decision
+from harness.study.config import DecisionSettings
 
 Verdict = Literal["adopt", "reject", "inconclusive", "invalid"]
 PointVerdict = Literal["adopt", "reject"]
@@ -580,7 +580,7 @@ def _paired_median(rows: Sequence[TaskRow], pick: str) -> float | None:
     return stats.summarize(diffs).median
 
 
-def analyze(observations: Iterable[Observation], settings: Decision) -> Analysis:
+def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> Analysis:
     """Compute every estimate, interval and count the decision and the report use.
 
     Pooled rates count each arm's valid trials over all tasks; the paired
@@ -755,7 +755,7 @@ def _point_rule(
     skill_rate: float | None,
     baseline_rate: float | None,
     cost: stats.CostRatio,
-    settings: Decision,
+    settings: DecisionSettings,
     counts: tuple[str, str] = ("", ""),
 ) -> tuple[PointVerdict | None, list[Reason]]:
     threshold = 1.0 + settings.cost_increase_max
@@ -795,7 +795,7 @@ def _interval_rule(
     paired: stats.MeanInterval,
     cost: stats.CostRatio,
     mde: float,
-    settings: Decision,
+    settings: DecisionSettings,
     sign_flip_p: float | None = None,
 ) -> tuple[IntervalVerdict, list[Reason]]:
     threshold = 1.0 + settings.cost_increase_max
@@ -862,7 +862,7 @@ def _interval_rule(
 
 
 def _rule_verdict(
-    settings: Decision,
+    settings: DecisionSettings,
     skill_rate: float | None,
     baseline_rate: float | None,
     paired: stats.MeanInterval,
@@ -946,7 +946,7 @@ def _planned_tasks(analysis: Analysis, planned_task_ids: Iterable[str] | None) -
 
 def early_stop_verdict(
     analysis: Analysis,
-    settings: Decision,
+    settings: DecisionSettings,
     planned_runs_per_arm: int,
     planned_task_ids: Iterable[str] | None,
     *,
@@ -1027,7 +1027,7 @@ def _design_reasons(analysis: Analysis, context: DecisionContext, waive_balance:
     return reasons
 
 
-def decide(analysis: Analysis, settings: Decision, context: DecisionContext) -> DecisionResult:
+def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionContext) -> DecisionResult:
     """Apply the preregistered rule, with the validity and completeness gates in front of it.
 
     Order of precedence: ``invalid`` (provenance differs between or within
@@ -1275,7 +1275,7 @@ def _cost_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, int]],
 def curtailment(
     data: Analysis | Iterable[Observation],
     remaining_by_arm: Mapping[str, Mapping[str, int]],
-    settings: Decision,
+    settings: DecisionSettings,
     *,
     max_cost_per_trial: float | None = None,
 ) -> PointVerdict | None:

@@ -1,4 +1,4 @@
-""""Did it fire?" in the A/B reports: pass rates split by whether the skill was invoked.
+""" "Did it fire?" in the A/B reports: pass rates split by whether the skill was invoked.
 
 Pure functions over the final records (each record's ``skill`` comes from the
 gateway, see :mod:`harness.installed`). A skill arm of the installed delivery that
@@ -69,7 +69,9 @@ def terminal_lines(records: Sequence[TrialRecord], rule: PassRule) -> list[str]:
     rows = invocation_rows(records, rule)
     if not rows or all(row.invoked == "no" and row.arm == "baseline" for row in rows):
         return []
-    cells = "   ".join(f"{row.arm} {row.invoked.replace('_', ' ')}: {row.rate_text} pass ({row.trials})" for row in rows)
+    cells = "   ".join(
+        f"{row.arm} {row.invoked.replace('_', ' ')}: {row.rate_text} pass ({row.trials})" for row in rows
+    )
     lines = [f"skill invoked (from the gateway): {cells}"]
     warning = silent_bypass(records)
     if warning:

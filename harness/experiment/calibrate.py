@@ -29,7 +29,7 @@ from typing import Any
 from harness.analysis import decision
 from harness.records import TrialRecord
 from harness.results.attempts import final_attempts
-from harness.study.config import Decision, Study
+from harness.study.config import DecisionSettings, Study
 
 CALIBRATION_JSON = "calibration.json"
 DEFAULT_RESAMPLES = 400
@@ -74,7 +74,7 @@ def _resample(obs: Sequence[decision.Observation], rng: random.Random) -> list[d
 
 
 def rule_rates(
-    records: Sequence[TrialRecord], settings: Decision, runs: int, *, resamples: int, seed: int
+    records: Sequence[TrialRecord], settings: DecisionSettings, runs: int, *, resamples: int, seed: int
 ) -> dict[str, dict[str, float]]:
     """For each rule: the share of resampled A/A experiments ending adopt / reject / inconclusive / invalid."""
     obs = decision.observations_from_records(records, settings.pass_rule)
@@ -93,7 +93,7 @@ def rule_rates(
     }
 
 
-def decide_quiet(a: decision.Analysis, settings: Decision, context: decision.DecisionContext) -> str:
+def decide_quiet(a: decision.Analysis, settings: DecisionSettings, context: decision.DecisionContext) -> str:
     """The verdict without the design gates that resampled task labels would trip (unplanned tasks)."""
     ctx = decision.DecisionContext(
         budget_stopped=False,

@@ -42,8 +42,8 @@ def default_jobs(study: Study, env: Mapping[str, str]) -> int:
     return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
 
 
-def analyse(study: Study, result: ExperimentResult) -> report.ReportInput:
-    return report.analyse_records(
+def analyze(study: Study, result: ExperimentResult) -> report.ReportInput:
+    return report.analyze_records(
         study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root
     )
 
@@ -58,7 +58,7 @@ def evaluate(study: Study, options: RunOptions) -> int:
             result = experiment.run()
     finally:
         progress.close()
-    data = analyse(study, result)
+    data = analyze(study, result)
     store = result.experiment_dir
     paths = report.write_reports(store.root, data, store.redactor.text)
     print()

@@ -671,7 +671,7 @@ class Experiment:
             runtime=self.options.runtime,
             upstream=server,
         )
-        return {t.id: reuse.fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
+        return {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
 
     def _reuse(
         self,

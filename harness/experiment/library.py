@@ -120,7 +120,7 @@ def evaluate_library(study: Study, options: RunOptions) -> int:
     if options.shard is not None:
         print(f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse")
         return 0
-    lines = analyse_and_write(
+    lines = analyze_and_write(
         study,
         design,
         RunData(
@@ -147,7 +147,7 @@ class RunData:
     redact: Callable[[str], str] = str
 
 
-def analyse_and_write(
+def analyze_and_write(
     study: Study, design: library.Design, result: RunData, *, update_ledger: bool = True
 ) -> list[str]:
     """Analyse the records; write contributions.json and the reports; update the ledger.
@@ -157,7 +157,7 @@ def analyse_and_write(
     lock = study.prereg.lock
     assert lock is not None
     try:
-        res = library.analyse(study, design, result.records)
+        res = library.analyze(study, design, result.records)
     except library.LibraryCheckError as e:
         write_refusal(root, study, design, result, str(e), redact)
         raise
@@ -364,7 +364,7 @@ def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:
     records = read_results(root / "results.jsonl").records
     versions = {r.provenance.cli_version for r in records}
     run = RunData(root, records, str(meta["lock_hash"]), ", ".join(sorted(versions)))
-    return analyse_and_write(study, library.design(study), run, update_ledger=False)
+    return analyze_and_write(study, library.design(study), run, update_ledger=False)
 
 
 def is_library_dir(root: Path, prereg_path: Path | None = None) -> bool:

@@ -369,7 +369,7 @@ class LibraryResult:
     paired: int
 
 
-def analyse(study: Study, d: Design, records: Sequence[TrialRecord]) -> LibraryResult:
+def analyze(study: Study, d: Design, records: Sequence[TrialRecord]) -> LibraryResult:
     """Pair, audit, fit every preregistered component, select on the primary one. Raises LibraryCheckError."""
     from harness.analysis import contributions
 

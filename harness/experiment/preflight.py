@@ -79,7 +79,7 @@ class BaseOutcome:
         return f"verify_cmd fails at the base commit (exit {self.exit_code}), as a task should"
 
 
-def fingerprint(task: Task, base_sha: str, verify_image_id: str) -> str:
+def preflight_fingerprint(task: Task, base_sha: str, verify_image_id: str) -> str:
     """What a base outcome depends on (pure)."""
     return sha256_hex(
         canonical_json(
@@ -155,7 +155,7 @@ class Preflight:
         out: list[BaseOutcome] = []
         todo: list[tuple[Task, str]] = []
         for task in tasks:
-            fp = fingerprint(task, self.base_sha, self.image_id)
+            fp = preflight_fingerprint(task, self.base_sha, self.image_id)
             cached = self._cached(task.id, fp)
             if cached is not None:
                 out.append(cached)
@@ -208,9 +208,7 @@ class Preflight:
                 pass
             remove_tree(root)
 
-    def _one(
-        self, task: Task, fp: str, tree: Path, base: Path, labels: Mapping[str, str], index: int
-    ) -> BaseOutcome:
+    def _one(self, task: Task, fp: str, tree: Path, base: Path, labels: Mapping[str, str], index: int) -> BaseOutcome:
         shutil.copytree(base, tree, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == base else [])
         if os.getuid() == 0:
             uid, gid = container_user()

@@ -77,7 +77,7 @@ def baseline_settings(
     }
 
 
-def fingerprint(settings: Mapping[str, Any], task: Task, upstream_task: Any = None) -> str:
+def baseline_fingerprint(settings: Mapping[str, Any], task: Task, upstream_task: Any = None) -> str:
     """The baseline fingerprint of one task under ``settings`` (pure).
 
     ``upstream_task``: what the model server does for this task's baseline (the

@@ -274,7 +274,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
                 pass
         engine.remove_labelled({RUN: run_id})
         remove_tree(work)
-    analysis = analyse(prereg, records)
+    analysis = analyze(prereg, records)
     (options.out / "triggers.json").write_text(json.dumps(analysis, indent=2, sort_keys=True) + "\n")
     (options.out / "triggers.md").write_text(markdown(analysis))
     return analysis
@@ -434,7 +434,7 @@ def clustered_rate(clusters: Sequence[tuple[int, int]], confidence: float) -> di
     return {"rate": p, "low": low, "high": high, "k": total_k, "n": total_n, "queries": q}
 
 
-def analyse(prereg: TriggerPrereg, records: Sequence[RunRecord]) -> dict[str, Any]:
+def analyze(prereg: TriggerPrereg, records: Sequence[RunRecord]) -> dict[str, Any]:
     conf = prereg.execution.confidence
     variants = list(prereg.variants)
     by: dict[tuple[str, str], list[RunRecord]] = {}

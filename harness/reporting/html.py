@@ -567,8 +567,11 @@ def _footer(r: ReportInput) -> str:
         ("base image", r.base_image or "n/a (not recorded)"),
         ("base commit", prov["base_sha"]),
         ("trials ran", f"{first or 'n/a'} to {last or 'n/a'}"),
-        ("spent", f"{fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, as "
-                  "the decision compares them)"),
+        (
+            "spent",
+            f"{fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, as "
+            "the decision compares them)",
+        ),
         ("results", r.experiment_dir),
     ]
     items += [("skipped", ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))] if r.skipped_tasks else []

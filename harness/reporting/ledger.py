@@ -36,14 +36,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from harness.errors import ConfigError, HarnessError
+from harness.records import FrozenModel
 from harness.reporting.report import ReportInput, cost_delta_text
 from harness.study.config import Study
 
 LEDGER_NAME = "skills-ledger.yaml"
-Status = Literal["candidate", "adopted", "retired"]
+SkillStatus = Literal["candidate", "adopted", "retired"]
 MAX_TRANSITIONS = 50
 """Status changes kept per skill (the oldest are dropped first)."""
 
@@ -54,11 +55,7 @@ HEADER = """\
 """
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Transition(_Model):
+class Transition(FrozenModel):
     date: str
     run: str
     change: str
@@ -66,8 +63,8 @@ class Transition(_Model):
     why: str
 
 
-class SkillEntry(_Model):
-    status: Status = "candidate"
+class SkillEntry(FrozenModel):
+    status: SkillStatus = "candidate"
     verdict: str
     """The last run's verdict (adopt / reject / inconclusive / invalid)."""
     rule: str
@@ -90,7 +87,7 @@ class SkillEntry(_Model):
     transitions: tuple[Transition, ...] = ()
 
 
-class CalibrationEntry(_Model):
+class CalibrationEntry(FrozenModel):
     """One A/A calibration run (``harness calibrate``): the baseline against itself."""
 
     date: str
@@ -109,14 +106,14 @@ class CalibrationEntry(_Model):
     """The A/A paired difference with its interval, ``+1.2 pp [-4.0 pp, +6.4 pp]``."""
 
 
-class LibraryCoefficient(_Model):
+class LibraryCoefficient(FrozenModel):
     beta: float
     ci_low: float
     ci_high: float
     se_hc3: float
 
 
-class LibraryRun(_Model):
+class LibraryRun(FrozenModel):
     """One library experiment: each skill's coefficient on the primary component, with its interval."""
 
     run: str
@@ -129,11 +126,11 @@ class LibraryRun(_Model):
     coefficients: dict[str, LibraryCoefficient]
 
 
-class LibraryEntry(_Model):
+class LibraryEntry(FrozenModel):
     runs: tuple[LibraryRun, ...] = ()
 
 
-class Ledger(_Model):
+class Ledger(FrozenModel):
     schema_version: int = 1
     skills: dict[str, SkillEntry] = {}
     calibrations: tuple[CalibrationEntry, ...] = ()
@@ -198,10 +195,10 @@ def model_changed(entry: SkillEntry, run: RunSummary) -> list[str]:
 
 def apply(entry: SkillEntry | None, run: RunSummary) -> SkillEntry:
     """The entry after this run (pure): model-update demotion first, then the verdict's transition."""
-    status: Status = entry.status if entry is not None else "candidate"
+    status: SkillStatus = entry.status if entry is not None else "candidate"
     transitions = list(entry.transitions) if entry is not None else []
 
-    def move(new: Status, why: str) -> None:
+    def move(new: SkillStatus, why: str) -> None:
         nonlocal status
         if new != status:
             transitions.append(Transition(date=run.date, run=run.run_id, change=f"{status} -> {new}", why=why))
@@ -362,7 +359,7 @@ class LedgerUpdate:
     path: Path
     skill: str
     entry: SkillEntry
-    previous_status: Status | None
+    previous_status: SkillStatus | None
     shelved_to: Path | None
 
     @property

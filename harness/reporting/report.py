@@ -226,7 +226,7 @@ def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
     return rr.records, notes
 
 
-def analyse_records(
+def analyze_records(
     study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
 ) -> ReportInput:
     """The report input of a study's result lines (what `eval`, `report`, `gate` and `merge` all show)."""
@@ -284,7 +284,7 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
         raise ConfigError(root / RESULTS, f"holds {foreign} line(s) of another lock than {lock_hash[:12]}")
     # The very analysis `harness eval` ran (how the run stopped, the cost cap, reused trials), so a
     # re-rendered report and the gate can never disagree with eval.
-    data = analyse_records(study, records, lock_hash=lock_hash, experiment_dir=root)
+    data = analyze_records(study, records, lock_hash=lock_hash, experiment_dir=root)
     return dataclasses.replace(data, notes=(*data.notes, *notes))
 
 

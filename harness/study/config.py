@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic import Strict as StrictType
 
 from harness.errors import ConfigError
+from harness.records import FrozenModel
 from harness.study.inputs import load_json, load_yaml, read_input
 
 # matched with fullmatch: '$' would accept a trailing newline
@@ -35,8 +36,10 @@ Float = Annotated[float, StrictType()]
 MAX_TASKS = 10_000
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
+class Strict(FrozenModel):
+    """Inputs: frozen and strict like every model, and no inf or nan anywhere."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- tasks.json
@@ -251,7 +254,7 @@ class Execution(Strict):
         return self
 
 
-class Decision(Strict):
+class DecisionSettings(Strict):
     """How results become adopt / reject / inconclusive. Locked with everything else."""
 
     rule: Literal["point", "interval"] = "interval"
@@ -343,7 +346,7 @@ class Preregistration(Strict):
     shelf: str = "shelf"
     """Folder (relative to this file) a rejected skill is moved to when on_rejection is shelve."""
     execution: Execution = Execution()
-    decision: Decision = Decision()
+    decision: DecisionSettings = DecisionSettings()
     judge: JudgeSettings = JudgeSettings()
     lock: LockBlock | None = None
 

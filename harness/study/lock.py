@@ -142,7 +142,7 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def fingerprint(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
+def lock_digest(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     """The lock hash and the per-file digests it covers."""
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
     if not prereg["execution"].get("prices"):
@@ -232,7 +232,7 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
     study = load_study(prereg_path, read_lock=False)
     check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
-    digest, files = fingerprint(study, base_sha)
+    digest, files = lock_digest(study, base_sha)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
     target = lock_path(study.prereg_path)
@@ -258,7 +258,7 @@ def verify_lock(study: Study) -> str:
             f"{study.prereg_path} is not locked",
             hint=f"run `harness lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
         )
-    digest, files = fingerprint(study, block.base_sha)
+    digest, files = lock_digest(study, block.base_sha)
     if digest != block.sha256:
         changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
         if not changed:

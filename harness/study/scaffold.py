@@ -26,8 +26,7 @@ TASKS_COMMENT = (
     "first, skips a task whose verify already passes and stops when it cannot run (missing tool: "
     "build your CI image and pass --base-image).",
     "pass_criteria: what a correct fix looks like, in words; the judge model reads it with the diff.",
-    "protected_paths: files or folders restored from the base before verify (edits are flagged): "
-    "usually the tests.",
+    "protected_paths: files or folders restored from the base before verify (edits are flagged): usually the tests.",
     "timeout_s: optional per-task agent deadline (default: budgets.timeout_s in the preregistration).",
 )
 

@@ -14,24 +14,20 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness.errors import ConfigError
-from harness.study.config import Task, parse_yaml, read_text, validate
+from harness.study.config import Strict, Task, parse_yaml, read_text, validate
 
 
-class M(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class Usage(M):
+class Usage(Strict):
     input_tokens: Annotated[int, Field(ge=0, le=900_000)] = 1000
     output_tokens: Annotated[int, Field(ge=0, le=128_000)] = 100
     cache_creation_input_tokens: Annotated[int, Field(ge=0)] = 0
     cache_read_input_tokens: Annotated[int, Field(ge=0)] = 0
 
 
-class Step(M):
+class Step(Strict):
     tool: Literal["Bash", "Edit", "Read", "Write"]
     input: dict[str, Any]
     say: str | None = None
@@ -40,7 +36,7 @@ class Step(M):
     later steps may use ``{{probe:NAME}}`` in their input."""
 
 
-class InjectedError(M):
+class InjectedError(Strict):
     at_turn: Annotated[int, Field(ge=0)] = 0
     status: int | Literal["broken_stream", "reset"] = 529
     """An HTTP status, a stream cut off mid-way, or a TCP reset mid-stream."""
@@ -53,7 +49,7 @@ class InjectedError(M):
     """Send ``retry-after`` with the error, as the real API does on 429 and 529."""
 
 
-class ArmBehaviour(M):
+class ArmBehaviour(Strict):
     p_success: Annotated[float, Field(ge=0, le=1)] = 0.5
     usage: Usage | None = None
     latency_ms: Annotated[int, Field(ge=0, le=600_000)] | None = None
@@ -63,14 +59,14 @@ class ArmBehaviour(M):
     errors: tuple[InjectedError, ...] = ()
 
 
-class JudgeBehaviour(M):
+class JudgeBehaviour(Strict):
     mode: Literal["follow_verify", "pass", "fail", "no_structured_output"] = "follow_verify"
     p_unknown: Annotated[float, Field(ge=0, le=1)] = 0.0
     usage: Usage | None = None
     latency_ms: Annotated[int, Field(ge=0)] | None = None
 
 
-class TaskScript(M):
+class TaskScript(Strict):
     success: tuple[Step, ...] = ()
     failure: tuple[Step, ...] = ()
     final_text: str = "Done."
@@ -84,7 +80,7 @@ class SkillBehaviour(ArmBehaviour):
     """Text in the skill's SKILL.md; the scripted model checks the file it read contains it."""
 
 
-class SkillEffect(M):
+class SkillEffect(Strict):
     """A library skill's scripted effect, additive on the masked trial's success probability and tokens."""
 
     p_effect: Annotated[float, Field(ge=-1, le=1)] = 0.0
@@ -94,7 +90,7 @@ class SkillEffect(M):
     """Text in the skill's SKILL.md; the masked trial fails unless every marker came back from reading."""
 
 
-class LibraryBehaviour(M):
+class LibraryBehaviour(Strict):
     """Library experiments: the masked arm's success probability is the task's baseline ``p_success``
     plus the effects of the skills named in its prompt (clamped to [0, 1]); its tokens per turn are the
     baseline's plus theirs. The bare and masked trial of one (task, sample) share one random draw
@@ -104,7 +100,7 @@ class LibraryBehaviour(M):
     skills: dict[str, SkillEffect] = {}
 
 
-class InvokeRule(M):
+class InvokeRule(Strict):
     query_any: tuple[str, ...] = ()
     """Matches when the query (the task prompt, or a trigger run's query) contains any of these (any case)."""
     description_any: tuple[str, ...] = ()
@@ -112,7 +108,7 @@ class InvokeRule(M):
     p: Annotated[float, Field(ge=0, le=1)]
 
 
-class Invocation(M):
+class Invocation(Strict):
     """Installed delivery: whether the scripted model calls ``Skill`` on a listed skill (seeded)."""
 
     p_default: Annotated[float, Field(ge=0, le=1)] = 1.0
@@ -122,12 +118,12 @@ class Invocation(M):
     """Text of SKILL.md's body; after the call the model checks the CLI sent it back (else skill_marker)."""
 
 
-class Defaults(M):
+class Defaults(Strict):
     usage: Usage = Usage()
     latency_ms: Annotated[int, Field(ge=0, le=600_000)] = 0
 
 
-class Scenario(M):
+class Scenario(Strict):
     seed: int = 0
     probe_wait_s: Annotated[float, Field(ge=0, le=600)] = 60
     """How long a ``{{probe:NAME}}`` reference waits for that probe's output."""

@@ -197,7 +197,7 @@ def under(path: str, protected: str) -> bool:
     return path == protected or path.startswith(protected + "/")
 
 
-def analyse(
+def analyze(
     patch: bytes,
     raw: bytes,
     numstat: bytes,

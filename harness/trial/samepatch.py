@@ -93,7 +93,13 @@ def verify_key(task: Task, base_sha: str, verify_image: str, patch_sha256: str, 
 
 def judge_key(task: Task, verify_exit_code: int | None, judge_model: str, prompt: str) -> Hashable:
     """The judge's whole input: its prompt (task, criteria, exit code, diff, flags) and its model."""
-    return ("judge", task.id, verify_exit_code, judge_model, hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest())
+    return (
+        "judge",
+        task.id,
+        verify_exit_code,
+        judge_model,
+        hashlib.sha256(prompt.encode("utf-8", "replace")).hexdigest(),
+    )
 
 
 def verify_shareable(result: VerifyResult) -> bool:

@@ -32,8 +32,8 @@ from harness.records import (
     PatchInfo,
     Provenance,
     SkillUse,
-    Status,
     TrialRecord,
+    TrialStatus,
     VerifyResult,
 )
 from harness.redact import Redactor
@@ -120,11 +120,11 @@ class TrialContext:
 
 
 @dataclass
-class _Progress:
+class _TrialState:
     """What the trial has learned so far; becomes the record whatever happens."""
 
     durations: dict[str, float] = field(default_factory=dict)
-    status: Status = "completed"
+    status: TrialStatus = "completed"
     error: str | None = None
     agent: AgentResult | None = None
     meter: GatewayMeter | None = None
@@ -153,7 +153,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     network = f"hx-{ctx.run_id}-{key}-net"
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
     dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
-    done = _Progress()
+    done = _TrialState()
     phase = _phases(ctx, spec, done)
     try:
         with phase("workspace"):
@@ -309,7 +309,7 @@ class _SkipRest(Exception):
     """Internal: the trial's remaining phases do not run (the record is already decided)."""
 
 
-def _workspace_limit(trip: watchdog.Trip, done: _Progress) -> None:
+def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:
     """The watchdog killed the agent: the workspace is not extracted (it may hold millions of
     files); the trial fails through a rejected patch, or is an infra error when the host's
     disk ran low for reasons the workspace does not show."""
@@ -379,7 +379,7 @@ def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None
 
 def classify_agent(
     run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
-) -> Status:
+) -> TrialStatus:
     """The agent phase's status. The CLI's own words win where it gave them, except on whether
     the API failed: that comes from the gateway's record of upstream answers only
     (:func:`harness.trial.apihealth.api_failure`), so a skill cannot print an ``api_error`` result and
@@ -421,7 +421,7 @@ def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tup
     elif not status:
         raise InfraError(f"patch extraction failed (exit {collect.exit_code}): {collect.stderr[-500:]!r}")
     diff = workspace.read_capped(dirs.out / "patch.diff", PATCH_CAP + 1)
-    info = patch.analyse(
+    info = patch.analyze(
         diff,
         workspace.read_capped(dirs.out / "raw", 4 << 20),
         workspace.read_capped(dirs.out / "numstat", 4 << 20),
@@ -486,7 +486,7 @@ def _judge(
     labels: dict[str, str],
     network: str,
     gateway_ip: str,
-    done: _Progress,
+    done: _TrialState,
     diff: bytes,
 ) -> JudgeResult:
     task = spec.task
@@ -569,7 +569,7 @@ def _ttl(execution: Execution, task: Task) -> float:
 
 
 def _phases(
-    ctx: TrialContext, spec: TrialSpec, done: _Progress
+    ctx: TrialContext, spec: TrialSpec, done: _TrialState
 ) -> Callable[[str], contextlib.AbstractContextManager[None]]:
     @contextlib.contextmanager
     def phase(name: str) -> Iterator[None]:

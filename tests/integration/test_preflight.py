@@ -16,9 +16,7 @@ from tests.security.helpers import HostileTask, mean_task, write_hostile
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_a_verify_that_cannot_run_stops_the_run_before_any_agent(
-    tmp_path: Path, engine, images, demo_setup
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_verify_that_cannot_run_stops_the_run_before_any_agent(tmp_path: Path, engine, images, demo_setup) -> None:  # type: ignore[no-untyped-def]
     tasks = [
         mean_task(demo_setup.root, "fix-mean-p"),
         HostileTask("needs-pytest", baseline=[], verify_cmd="python3 -m pytest -q tests"),
@@ -68,9 +66,10 @@ def test_a_trivial_task_is_skipped_with_its_reason_and_the_outcome_is_cached(
     assert "already passes at the base commit" in data.skip_reason("already-fine")
     assert "INCOMPLETE" not in [r.code for r in data.decision.reasons], "a skipped task is not a missing one"
     write_reports(out, data)
-    assert "| `already-fine` | skipped | skipped | n/a | n/a | verify\\_cmd already passes at the base commit" in (
-        out / "report.md"
-    ).read_text()
+    assert (
+        "| `already-fine` | skipped | skipped | n/a | n/a | verify\\_cmd already passes at the base commit"
+        in (out / "report.md").read_text()
+    )
     assert "already-fine (verify_cmd already passes at the base commit" in (out / "summary.txt").read_text()
     assert 'message="verify_cmd already passes at the base commit' in (out / "junit.xml").read_text()
 

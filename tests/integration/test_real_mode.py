@@ -33,7 +33,7 @@ import pytest
 
 from harness.errors import InfraError
 from harness.experiment import experiment, reuse, upstream
-from harness.reporting.report import analyse_records
+from harness.reporting.report import analyze_records
 from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.sandbox.labels import make_labels
 from harness.study import scenario
@@ -267,7 +267,7 @@ def test_a_real_run_through_a_proxy_to_an_https_api_completes(
         prov = r.provenance
         assert prov.upstream_host == f"{net.api}:{API_PORT}" and prov.upstream_proxy == "yes"
         assert prov.upstream_ca_sha256 == hashlib.sha256(net.ca.read_bytes()).hexdigest()
-    data = analyse_records(
+    data = analyze_records(
         load_study(net.prereg), result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out"
     )
     assert data.decision.verdict != "invalid", data.decision

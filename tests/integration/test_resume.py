@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import TrialRecord
-from harness.reporting.report import analyse_records
+from harness.reporting.report import analyze_records
 from harness.results.store import read_results
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
@@ -136,7 +136,7 @@ def test_infra_failures_are_retried_with_every_attempt_kept(
     assert attempts["fix-mean.skill.0"] == [(1, "completed")]
     first = next(r for r in result.records if r.trial_id == "fix-mean.baseline.0" and r.attempt == 1)
     assert "last upstream answer was 500" in (first.error or ""), first.error
-    data = analyse_records(
+    data = analyze_records(
         load_study(prereg),
         result.records,
         lock_hash=result.lock_hash,

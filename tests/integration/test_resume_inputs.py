@@ -21,7 +21,9 @@ def test_a_changed_scenario_refuses_to_resume_and_names_what_changed(
     scenario = {
         "seed": 3,
         "skill_marker": "careful-fixer-7c1e",
-        "tasks": {"fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}},
+        "tasks": {
+            "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}
+        },
     }
     prereg, scen = write_experiment(demo_setup.root, "inputs", tasks=["fix-mean"], scenario=scenario)
     out = tmp_path / "out"

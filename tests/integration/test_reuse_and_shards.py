@@ -11,7 +11,7 @@ import pytest
 from harness.analysis.decision import PROVENANCE_MISMATCH
 from harness.cli import main
 from harness.reporting import report
-from harness.reporting.report import analyse_records
+from harness.reporting.report import analyze_records
 from harness.results.store import read_results
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
@@ -70,7 +70,7 @@ def test_a_second_skill_reuses_the_first_skills_baseline(tmp_path: Path, engine,
     assert set(_scripted_arms(tmp_path / "b")) == {"skill"}, "no baseline conversation was sampled again"
 
     study_b = load_study(second)
-    data = analyse_records(study_b, b.records, lock_hash=b.lock_hash, experiment_dir=tmp_path / "b")
+    data = analyze_records(study_b, b.records, lock_hash=b.lock_hash, experiment_dir=tmp_path / "b")
     assert data.decision.verdict != "invalid"
     assert PROVENANCE_MISMATCH not in {r.code for r in data.decision.reasons}
     assert data.spent_usd == pytest.approx(sum(r.total_cost_usd for r in b.records if r.arm == "skill"), abs=1e-12)
@@ -82,7 +82,7 @@ def test_a_second_skill_reuses_the_first_skills_baseline(tmp_path: Path, engine,
         else r
         for r in b.records
     ]
-    bad = analyse_records(study_b, tampered, lock_hash=b.lock_hash, experiment_dir=tmp_path / "b")
+    bad = analyze_records(study_b, tampered, lock_hash=b.lock_hash, experiment_dir=tmp_path / "b")
     assert bad.decision.verdict == "invalid"
 
     # a baseline-relevant setting changed (the agent's deadline): nothing is reused, the baseline is sampled

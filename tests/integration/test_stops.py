@@ -9,7 +9,7 @@ import pytest
 from harness.analysis.decision import BUDGET_STOPPED, EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE, UNBALANCED
 from harness.plan import plan_trials
 from harness.reporting import report
-from harness.reporting.report import analyse_records
+from harness.reporting.report import analyze_records
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
@@ -74,7 +74,7 @@ def test_the_cumulative_budget_stops_new_trials_at_the_exact_dollar(
     assert {r.stopped_by for r in skipped} == {"budget"}
     assert result.budget_stopped and not result.early_stopped
 
-    data = analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
+    data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
     assert data.decision.verdict == "inconclusive"
     assert BUDGET_STOPPED in {r.code for r in data.decision.reasons}
     assert data.spent_usd == pytest.approx(sum(expected[:k]), abs=1e-12)
@@ -107,7 +107,7 @@ def test_preregistered_early_stop_skips_trials_that_cannot_change_the_verdict(
     assert {r.stopped_by for r in skipped} == {"early_stop"}
     assert all("verdict is reject" in (r.error or "") for r in skipped)
     assert result.early_stopped and not result.budget_stopped
-    data = analyse_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
+    data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
     codes = {r.code for r in data.decision.reasons}
     assert data.decision.verdict == "reject"
     assert EARLY_STOPPED in codes and not codes & {INCOMPLETE, UNBALANCED, EARLY_STOP_UNSUPPORTED, BUDGET_STOPPED}

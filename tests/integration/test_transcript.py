@@ -19,7 +19,9 @@ def test_each_trial_keeps_its_transcript_and_the_reports_link_it(tmp_path: Path,
     scenario = {
         "seed": 3,
         "skill_marker": "careful-fixer-7c1e",
-        "tasks": {"fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}},
+        "tasks": {
+            "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}}
+        },
     }
     prereg, scen = write_experiment(demo_setup.root, "transcript", tasks=["fix-mean"], scenario=scenario)
     out = tmp_path / "out"

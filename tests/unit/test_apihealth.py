@@ -146,7 +146,7 @@ def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
             Execution(), provenance=PROV.model_copy(update=route), pass_rule="verify_and_judge",
             sidecar_image="s", runtime=None, upstream="https://api.anthropic.com",
         )  # fmt: skip
-        return reuse.fingerprint(settings, TASKS[0])
+        return reuse.baseline_fingerprint(settings, TASKS[0])
 
     direct = fp(upstream_host="api.anthropic.com", upstream_proxy="no", upstream_ca_sha256="a")
     assert direct != fp(upstream_host="api.anthropic.com", upstream_proxy="yes", upstream_ca_sha256="a")

@@ -20,7 +20,7 @@ from harness import cli
 from harness.errors import ConfigError, LockError
 from harness.experiment.experiment import Experiment, RunOptions
 from harness.study.config import load_study, parse_preregistration, parse_tasks
-from harness.study.lock import LOCK_COMMENT, fingerprint, lock, lock_path, verify_lock
+from harness.study.lock import LOCK_COMMENT, lock, lock_digest, lock_path, verify_lock
 
 HANG_BACKSTOP_S = 60  # not a timing assertion: a hang fails the test instead of blocking the suite
 
@@ -438,7 +438,7 @@ def test_every_yaml_style_stays_valid_and_verifies_after_lock(
 def test_a_preregistration_locked_by_the_earlier_format_still_verifies_and_relocks(make_study: StudyFactory) -> None:
     s = make_study()
     study = load_study(s.prereg)
-    digest, files = fingerprint(study, s.base_sha)
+    digest, files = lock_digest(study, s.base_sha)
     block = {"lock": {"locked_at": "2026-01-01T00:00:00Z", "sha256": digest, "base_sha": s.base_sha, "files": files}}
     s.prereg.write_text(DEFAULT_PREREG + f"\n{LOCK_COMMENT}\n" + yaml.safe_dump(block, sort_keys=False))
     assert verify_lock(load_study(s.prereg)) == digest

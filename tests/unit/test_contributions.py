@@ -365,7 +365,9 @@ def test_a_coefficient_that_is_zero_up_to_rounding_is_not_selected() -> None:
 
     obs = [
         c.Observation(task_id=f"t{i}", sample=0, mask=m, masked=r, bare=0.0)
-        for i, (m, r) in enumerate([((1, 0), 1.0), ((0, 1), 0.0), ((1, 1), 1.0), ((0, 0), 0.0), ((1, 0), 1.0), ((0, 1), 0.0)])
+        for i, (m, r) in enumerate(
+            [((1, 0), 1.0), ((0, 1), 0.0), ((1, 1), 1.0), ((0, 0), 0.0), ((1, 0), 1.0), ((0, 1), 0.0)]
+        )
     ]
     fit = c.fit(obs, ["helps", "neutral"], seed=1)
     noisy = dataclasses.replace(

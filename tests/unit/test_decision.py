@@ -14,17 +14,17 @@ from harness.records import (
     AgentResult,
     Arm,
     JudgeResult,
+    JudgeVerdict,
     Outcome,
     Provenance,
-    Status,
     TrialRecord,
-    Verdict,
+    TrialStatus,
     VerifyResult,
 )
-from harness.study.config import Decision
+from harness.study.config import DecisionSettings
 
-POINT = Decision(rule="point")
-INTERVAL = Decision(rule="interval")
+POINT = DecisionSettings(rule="point")
+INTERVAL = DecisionSettings(rule="interval")
 T5_975 = 2.5705818366147395
 
 _CODES: dict[str, Outcome] = {
@@ -306,7 +306,7 @@ def test_too_many_missing_is_inconclusive() -> None:
     r = decide(a, POINT, ctx())
     assert r.verdict == "inconclusive"
     assert d.TOO_MANY_MISSING in r.codes
-    relaxed = Decision(rule="point", max_missing_share=0.25)
+    relaxed = DecisionSettings(rule="point", max_missing_share=0.25)
     assert d.TOO_MANY_MISSING not in decide(a, relaxed, ctx()).codes
 
 
@@ -356,7 +356,7 @@ def test_empty_arm_is_inconclusive() -> None:
 def test_pooled_and_task_weighted_disagree() -> None:
     # pooled: skill 7/9 < baseline 6/7; task-weighted: +1/9
     spec = {"a": ("FUU", "PFF"), "b": ("PPP", "PPP"), "c": ("PPP", "PPP")}
-    settings = Decision(rule="point", max_missing_share=0.5)
+    settings = DecisionSettings(rule="point", max_missing_share=0.5)
     a = analyze(build(spec), settings)
     assert a.pooled_difference is not None
     assert a.pooled_difference < 0
@@ -406,10 +406,10 @@ def record(
     task: str,
     arm: Arm,
     *,
-    status: Status = "completed",
+    status: TrialStatus = "completed",
     attempt: int = 1,
     verify: int | None = 0,
-    judge: Verdict | None = "pass",
+    judge: JudgeVerdict | None = "pass",
     cost: float = 0.5,
     model: str = "sonnet",
     cli: str = "2.1.0",
@@ -498,7 +498,7 @@ def test_observation_validation() -> None:
 
 # ------------------------------------------------------------------------- curtailment
 
-CURTAIL = Decision(rule="point", early_stop="curtail", max_missing_share=0.5, max_infra_imbalance=1.0)
+CURTAIL = DecisionSettings(rule="point", early_stop="curtail", max_missing_share=0.5, max_infra_imbalance=1.0)
 """Caps loose enough that the remaining trials ending missing or infra cannot trip those gates here
 (test_decision_gaming covers the gates)."""
 
@@ -555,7 +555,7 @@ def test_curtailment_rejects_on_cost_alone() -> None:
 def test_curtailment_is_for_the_point_rule_only() -> None:
     obs = build({"A": ("PPP", "FFF"), "B": ("PP", "F")})
     rem = remaining([("baseline", "B", 1), ("skill", "B", 2)])
-    assert curtailment(obs, rem, Decision(rule="interval", early_stop="curtail")) is None
+    assert curtailment(obs, rem, DecisionSettings(rule="interval", early_stop="curtail")) is None
 
 
 def test_remaining_trials_helper() -> None:

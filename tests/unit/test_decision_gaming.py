@@ -10,15 +10,15 @@ import pytest
 from harness.analysis import decision as d
 from harness.analysis import stats
 from harness.analysis.decision import DecisionContext, Observation, analyze, decide
-from harness.study.config import Decision
+from harness.study.config import DecisionSettings
 from tests.unit.test_decision import INTERVAL, POINT, PROV, arm_obs, build, ctx, spec_from
 
 # ------------------------------------------------------------------- 1. honest defaults
 
 
 def test_the_interval_rule_is_the_default_and_the_point_rule_is_kept_by_name() -> None:
-    assert Decision().rule == "interval"
-    assert Decision(rule="point").rule == "point"
+    assert DecisionSettings().rule == "interval"
+    assert DecisionSettings(rule="point").rule == "point"
 
 
 def test_a_point_only_adoption_is_labelled_amber_not_plain_adopt() -> None:
@@ -61,7 +61,7 @@ def _forgery(outcome_code: str, reached: bool = True) -> list[Observation]:
 
 
 def test_infra_after_reaching_the_model_counts_like_unknown() -> None:
-    settings = Decision(rule="point", max_infra_imbalance=1.0)
+    settings = DecisionSettings(rule="point", max_infra_imbalance=1.0)
     as_unknown = decide(analyze(_forgery("U"), settings), settings, ctx())
     as_infra = decide(analyze(_forgery("I"), settings), settings, ctx())
     assert as_infra.verdict == as_unknown.verdict != "adopt"
@@ -75,13 +75,13 @@ def test_infra_before_reaching_the_model_stays_excluded() -> None:
 
 
 def test_an_infra_imbalance_between_arms_is_inconclusive_with_its_own_reason() -> None:
-    settings = Decision(rule="point", max_missing_share=1.0, max_infra_imbalance=0.1)
+    settings = DecisionSettings(rule="point", max_missing_share=1.0, max_infra_imbalance=0.1)
     r = decide(analyze(_forgery("I", reached=False), settings), settings, ctx(runs=3))
     assert r.verdict == "inconclusive"
     assert d.INFRA_IMBALANCE in r.codes
-    assert Decision().max_infra_imbalance == pytest.approx(0.1)
+    assert DecisionSettings().max_infra_imbalance == pytest.approx(0.1)
     # positive control: the same data under a looser preregistered cap has no imbalance reason
-    loose = Decision(rule="point", max_missing_share=1.0, max_infra_imbalance=0.5)
+    loose = DecisionSettings(rule="point", max_missing_share=1.0, max_infra_imbalance=0.5)
     assert d.INFRA_IMBALANCE not in decide(analyze(_forgery("I", reached=False), loose), loose, ctx(runs=3)).codes
 
 
@@ -182,7 +182,7 @@ def _null_run(rng: random.Random, tasks: int, runs: int, unknown: float) -> list
 def test_curtailment_never_changes_the_final_verdict_under_unknowns() -> None:
     """Null runs at 10 x 3 with 15% unknowns, curtailment checked after every trial: whenever it stops,
     the decision on the stopped data equals the decision the full plan gives (5% differed before)."""
-    settings = Decision(rule="point", early_stop="curtail")
+    settings = DecisionSettings(rule="point", early_stop="curtail")
     rng = random.Random(20261201)
     tasks, runs, cap = 10, 3, 1.0
     ids = [f"t{i}" for i in range(tasks)]

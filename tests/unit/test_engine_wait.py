@@ -64,7 +64,9 @@ def test_the_deadline_passing_is_a_timeout_and_kills_the_container(overrun: Base
 @pytest.mark.parametrize(
     "lost",
     [
-        requests.exceptions.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())),
+        requests.exceptions.ConnectionError(
+            urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError())
+        ),
         requests.exceptions.ConnectionError("Connection refused"),
     ],
 )

@@ -13,7 +13,7 @@ from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_che
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.results.attempts import max_cost_per_trial
-from harness.study.config import Decision, Execution, Preregistration, Study, Task, TaskFile
+from harness.study.config import DecisionSettings, Execution, Preregistration, Study, Task, TaskFile
 
 TASKS = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(2))
 
@@ -23,7 +23,7 @@ def _study(**decision: Any) -> Study:
         skill="s",
         skill_ref="skill",
         execution=Execution(runs_per_arm=3),
-        decision=Decision(**{"rule": "point", **decision}),
+        decision=DecisionSettings(**{"rule": "point", **decision}),
     )
     return Study(Path("/nowhere/preregistration.yaml"), prereg, TaskFile(tasks=TASKS))
 

@@ -14,7 +14,7 @@ from harness.analysis.decision import analyze, context_from_records, decide, obs
 from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
-from harness.study.config import Decision, Execution, Task
+from harness.study.config import DecisionSettings, Execution, Task
 
 EX = Execution()
 
@@ -30,16 +30,16 @@ TASK = Task(id="t0", prompt="fix it", verify_cmd="make test", pass_criteria="tes
 
 
 def test_fingerprint_is_stable_and_ignores_the_skill_and_the_lock() -> None:
-    fp = reuse.fingerprint(_settings(), TASK)
-    assert fp == reuse.fingerprint(_settings(), TASK)
+    fp = reuse.baseline_fingerprint(_settings(), TASK)
+    assert fp == reuse.baseline_fingerprint(_settings(), TASK)
     other_lock = PROV.model_copy(update={"lock_hash": "x" * 64})
     same = reuse.baseline_settings(
         EX, provenance=other_lock, pass_rule="verify_and_judge", sidecar_image="sha256:side", runtime=None, upstream="u"
     )
-    assert reuse.fingerprint(same, TASK) == fp, "the lock covers the skill; the baseline fingerprint must not"
+    assert reuse.baseline_fingerprint(same, TASK) == fp, "the lock covers the skill; the baseline fingerprint must not"
     budgets = EX.budgets.model_copy(update={"total_usd": 99.0})
     assert (
-        reuse.fingerprint(
+        reuse.baseline_fingerprint(
             reuse.baseline_settings(
                 EX.model_copy(update={"budgets": budgets}),
                 provenance=PROV,
@@ -74,7 +74,9 @@ def test_fingerprint_is_stable_and_ignores_the_skill_and_the_lock() -> None:
     ],
 )
 def test_every_baseline_setting_changes_the_fingerprint(field: str, value: Any) -> None:
-    assert reuse.fingerprint(_settings(**{field: value}), TASK) != reuse.fingerprint(_settings(), TASK)
+    assert reuse.baseline_fingerprint(_settings(**{field: value}), TASK) != reuse.baseline_fingerprint(
+        _settings(), TASK
+    )
 
 
 @pytest.mark.parametrize(
@@ -88,7 +90,9 @@ def test_every_baseline_setting_changes_the_fingerprint(field: str, value: Any) 
     ],
 )
 def test_every_task_field_changes_the_fingerprint(change: dict[str, Any]) -> None:
-    assert reuse.fingerprint(_settings(), TASK.model_copy(update=change)) != reuse.fingerprint(_settings(), TASK)
+    assert reuse.baseline_fingerprint(_settings(), TASK.model_copy(update=change)) != reuse.baseline_fingerprint(
+        _settings(), TASK
+    )
 
 
 def test_scripted_views_drop_the_skill_arm_only() -> None:
@@ -166,7 +170,7 @@ def test_adopted_copy_joins_the_new_lock_and_names_its_origin() -> None:
 
 
 def _decision_with(records: list[TrialRecord]) -> str:
-    settings = Decision()
+    settings = DecisionSettings()
     analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
     return decide(analysis, settings, context_from_records(records, 1, False)).verdict
 

@@ -266,7 +266,7 @@ def test_trigger_analysis_recall_false_triggers_and_paired_comparison() -> None:
         runs("a", "q1", True, [T, T, T, N]) + runs("a", "q2", True, [T, T, N, N]) + runs("a", "n1", False, [N, N, T, N])
         + runs("b", "q1", True, [T, N, N, N]) + runs("b", "q2", True, [T, N, N, N]) + runs("b", "n1", False, [N, N, N, N])
     )  # fmt: skip
-    a = triggers.analyse(prereg(), recs)
+    a = triggers.analyze(prereg(), recs)
     ra = a["variants"]["a"]["recall"]
     assert ra["rate"] == pytest.approx(5 / 8) and ra["queries"] == 2 and 0 <= ra["low"] < ra["rate"] < ra["high"] <= 1
     assert a["variants"]["a"]["false_trigger_rate"]["rate"] == pytest.approx(1 / 4)
@@ -278,7 +278,7 @@ def test_trigger_analysis_recall_false_triggers_and_paired_comparison() -> None:
 
 def test_nothing_measured_is_could_not_measure_never_a_zero_recall() -> None:
     recs = runs("a", "q1", True, [C, C]) + runs("a", "q2", True, [C]) + runs("a", "n1", False, [N, N])
-    a = triggers.analyse(prereg(), recs)
+    a = triggers.analyze(prereg(), recs)
     recall = a["variants"]["a"]["recall"]
     assert recall["rate"] is None and "not listed" in recall["could_not_measure"]
     assert a["variants"]["a"]["could_not_measure"] == 3

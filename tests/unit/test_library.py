@@ -21,8 +21,8 @@ from harness.records import (
     JudgeResult,
     MountedSkill,
     Provenance,
-    Status,
     TrialRecord,
+    TrialStatus,
     VerifyResult,
 )
 from harness.results.store import RESULTS
@@ -248,7 +248,7 @@ def record(
     sample: int,
     *,
     passed: bool = True,
-    status: Status = "completed",
+    status: TrialStatus = "completed",
     attempt: int = 1,
     skills: tuple[MountedSkill, ...] | None = (),
     cost: float = 0.01,
@@ -295,7 +295,7 @@ def lib(tmp_path: Path) -> tuple[Any, library.Design]:
 
 def test_a_complete_library_run_is_analysed_and_selects(lib: tuple[Any, library.Design]) -> None:
     study, d = lib
-    res = library.analyse(study, d, complete_records(study, d))
+    res = library.analyze(study, d, complete_records(study, d))
     assert set(res.fits) == {"pass", "verify", "judge", "cost", "turns", "duration"}
     beta = {e.skill: e.beta for e in res.fits["pass"].estimates}
     assert beta["alpha"] > 0 and res.selected[0] == "alpha"
@@ -311,7 +311,7 @@ def test_a_retried_infra_failure_is_fine(lib: tuple[Any, library.Design]) -> Non
     first = records[0]
     records.insert(0, first.model_copy(update={"status": "infra_error", "attempt": 1}))
     records[1] = first.model_copy(update={"attempt": 2})
-    library.analyse(study, d, records)
+    library.analyze(study, d, records)
 
 
 def test_two_completed_records_for_one_episode_are_refused(lib: tuple[Any, library.Design]) -> None:
@@ -319,14 +319,14 @@ def test_two_completed_records_for_one_episode_are_refused(lib: tuple[Any, libra
     records = complete_records(study, d)
     records.append(records[3].model_copy(update={"attempt": 2}))
     with pytest.raises(library.LibraryCheckError, match="2 completed records for one episode"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_a_masked_record_without_its_bare_partner_is_an_error(lib: tuple[Any, library.Design]) -> None:
     study, d = lib
     records = [r for r in complete_records(study, d) if r.trial_id != "t1.baseline.2"]
     with pytest.raises(library.LibraryCheckError, match="t1/2: the masked trial has no bare partner"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_a_bare_reused_from_another_sample_is_an_error(lib: tuple[Any, library.Design]) -> None:
@@ -337,7 +337,7 @@ def test_a_bare_reused_from_another_sample_is_an_error(lib: tuple[Any, library.D
     with pytest.raises(
         library.LibraryCheckError, match=re.escape("t0.baseline.1: the record says task 't0', sample 0")
     ):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_an_unscorable_bare_trial_is_an_error(lib: tuple[Any, library.Design]) -> None:
@@ -346,7 +346,7 @@ def test_an_unscorable_bare_trial_is_an_error(lib: tuple[Any, library.Design]) -
     i = next(i for i, r in enumerate(records) if r.trial_id == "t3.baseline.0")
     records[i] = records[i].model_copy(update={"judge": None, "verify": VerifyResult(exit_code=0)})  # unknown
     with pytest.raises(library.LibraryCheckError, match=re.escape("t3.baseline.0: the bare trial is not scorable")):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_different_provenance_is_an_error(lib: tuple[Any, library.Design]) -> None:
@@ -354,7 +354,7 @@ def test_different_provenance_is_an_error(lib: tuple[Any, library.Design]) -> No
     records = complete_records(study, d)
     records[5] = records[5].model_copy(update={"provenance": PROV.model_copy(update={"model": "opus"})})
     with pytest.raises(library.LibraryCheckError, match="differ in model"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_the_audit_catches_a_masked_trial_whose_skills_differ_from_its_mask(lib: tuple[Any, library.Design]) -> None:
@@ -364,7 +364,7 @@ def test_the_audit_catches_a_masked_trial_whose_skills_differ_from_its_mask(lib:
     assert records[i].skills_mounted is not None
     records[i] = records[i].model_copy(update={"skills_mounted": records[i].skills_mounted[1:]})
     with pytest.raises(library.LibraryCheckError, match="audit of the injected skills failed"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_the_audit_catches_a_mounted_copy_that_differs_from_the_locked_files(lib: tuple[Any, library.Design]) -> None:
@@ -374,7 +374,7 @@ def test_the_audit_catches_a_mounted_copy_that_differs_from_the_locked_files(lib
     bad = tuple(MountedSkill(name=s.name, sha256="0" * 64) for s in records[i].skills_mounted or ())
     records[i] = records[i].model_copy(update={"skills_mounted": bad})
     with pytest.raises(library.LibraryCheckError, match="differs from the locked files"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_a_bare_trial_with_skills_mounted_fails_the_audit(lib: tuple[Any, library.Design]) -> None:
@@ -383,7 +383,7 @@ def test_a_bare_trial_with_skills_mounted_fails_the_audit(lib: tuple[Any, librar
     hashes = library.skill_hashes(study)
     records[0] = records[0].model_copy(update={"skills_mounted": (MountedSkill(name="alpha", sha256=hashes["alpha"]),)})
     with pytest.raises(library.LibraryCheckError, match="its mask is \\[\\]"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_an_incomplete_component_gives_no_selection(lib: tuple[Any, library.Design]) -> None:
@@ -391,14 +391,14 @@ def test_an_incomplete_component_gives_no_selection(lib: tuple[Any, library.Desi
     records = complete_records(study, d)
     records[2] = records[2].model_copy(update={"agent": AgentResult(cost_usd=0.01, num_turns=None)})
     with pytest.raises(library.LibraryCheckError, match="component 'turns' is not complete"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_a_missing_pair_is_a_coverage_error(lib: tuple[Any, library.Design]) -> None:
     study, d = lib
     records = [r for r in complete_records(study, d) if not r.trial_id.startswith("t2.") or r.run_index != 1]
     with pytest.raises(library.LibraryCheckError, match="t2/1: neither trial has a record"):
-        library.analyse(study, d, records)
+        library.analyze(study, d, records)
 
 
 def test_the_all_zero_mask_is_kept_as_an_observation(tmp_path: Path) -> None:
@@ -416,7 +416,7 @@ def test_the_all_zero_mask_is_kept_as_an_observation(tmp_path: Path) -> None:
             break
     else:
         pytest.skip("no seed drew an all-zero mask")
-    res = library.analyse(study, d, complete_records(study, d))
+    res = library.analyze(study, d, complete_records(study, d))
     assert res.fits["pass"].n == len(d.pairs)
     zero = [o for o in res.fits["pass"].observations if not any(o.mask)]
     assert zero and all(o.masked - o.bare == o.delta for o in zero)

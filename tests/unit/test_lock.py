@@ -12,7 +12,7 @@ from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_gi
 
 from harness.errors import ConfigError, LockError
 from harness.study.config import load_study
-from harness.study.lock import fingerprint, lock, lock_path, skill_files, strip_lock_block, verify_lock
+from harness.study.lock import lock, lock_digest, lock_path, skill_files, strip_lock_block, verify_lock
 
 NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
 
@@ -266,8 +266,8 @@ def test_lock_without_a_repository(make_study: StudyFactory) -> None:
 
 def test_fingerprint_covers_base_sha(make_study: StudyFactory) -> None:
     study = load_study(make_study().prereg)
-    a, files_a = fingerprint(study, "a" * 40)
-    b, files_b = fingerprint(study, "b" * 40)
+    a, files_a = lock_digest(study, "a" * 40)
+    b, files_b = lock_digest(study, "b" * 40)
     assert a != b
     assert files_a == files_b
 

@@ -10,7 +10,7 @@ import pytest
 from studykit import init_repo, run_git
 
 from harness.trial.patch import (
-    analyse,
+    analyze,
     escapes,
     is_test_path,
     parse_numstat,
@@ -50,7 +50,7 @@ def diff(repo: Path) -> tuple[bytes, bytes, bytes]:
 def analyse_repo(repo: Path, **kw: object):  # type: ignore[no-untyped-def]
     patch, raw, numstat = diff(repo)
     kw.setdefault("cap", CAP)
-    return analyse(patch, raw, numstat, **kw)  # type: ignore[arg-type]
+    return analyze(patch, raw, numstat, **kw)  # type: ignore[arg-type]
 
 
 def raw_entry(path: bytes, old: str = "000000", new: str = "100644", status: str = "A") -> bytes:
@@ -63,7 +63,7 @@ def raw_entry(path: bytes, old: str = "000000", new: str = "100644", status: str
 def test_normal_edit(repo: Path) -> None:
     (repo / "src/app.py").write_text("def f():\n    return 42\n\n\ndef g():\n    return 2\n\n\ndef h():\n    pass\n")
     patch, raw, numstat = diff(repo)
-    info = analyse(patch, raw, numstat, cap=CAP)
+    info = analyze(patch, raw, numstat, cap=CAP)
     assert info.rejected is None
     assert info.files == ("src/app.py",)
     assert info.files_changed == 1
@@ -153,7 +153,7 @@ def test_retargeted_existing_symlink_is_checked(tmp_path: Path) -> None:
     os.symlink("../../../etc/shadow", repo / "link")
     patch, raw, numstat = diff(repo)
     assert b"new file mode" not in patch  # a modification: only the index line carries the mode
-    info = analyse(patch, raw, numstat, cap=CAP)
+    info = analyze(patch, raw, numstat, cap=CAP)
     assert info.rejected is not None and info.rejected.startswith("symlink_escapes:")
 
 
@@ -166,7 +166,7 @@ def test_retargeted_symlink_inside_the_tree_is_accepted(tmp_path: Path) -> None:
     os.symlink("docs/guide.md", repo / "link")
     patch, raw, numstat = diff(repo)
     assert symlink_targets(patch) == {"link": "docs/guide.md"}
-    info = analyse(patch, raw, numstat, cap=CAP)
+    info = analyze(patch, raw, numstat, cap=CAP)
     assert info.rejected is None
     assert info.flags == ("symlink:link",)
 
@@ -240,7 +240,7 @@ def test_binary_file_counts(repo: Path) -> None:
     patch, raw, numstat = diff(repo)
     assert b"GIT binary patch" in patch
     assert parse_numstat(numstat)["blob.bin"] == (None, None)
-    info = analyse(patch, raw, numstat, cap=CAP)
+    info = analyze(patch, raw, numstat, cap=CAP)
     assert (info.insertions, info.deletions) == (1, 0)
     assert info.files_changed == 2
 
@@ -248,18 +248,18 @@ def test_binary_file_counts(repo: Path) -> None:
 def test_patch_over_the_cap_is_rejected(repo: Path) -> None:
     (repo / "big.txt").write_text("line\n" * 2000)
     patch, raw, numstat = diff(repo)
-    info = analyse(patch, raw, numstat, cap=len(patch) - 1)
+    info = analyze(patch, raw, numstat, cap=len(patch) - 1)
     assert info.rejected is not None and info.rejected.startswith("too_large")
-    assert analyse(patch, raw, numstat, cap=len(patch)).rejected is None
+    assert analyze(patch, raw, numstat, cap=len(patch)).rejected is None
 
 
 def test_extract_status_patch_larger_is_too_large() -> None:
-    info = analyse(b"", b"", b"", cap=100, extract_status="patch larger than 100 bytes")
+    info = analyze(b"", b"", b"", cap=100, extract_status="patch larger than 100 bytes")
     assert info.rejected is not None and info.rejected.startswith("too_large")
 
 
 def test_other_extract_status_rejects() -> None:
-    info = analyse(b"", b"", b"", cap=100, extract_status="the patch does not apply to the base")
+    info = analyze(b"", b"", b"", cap=100, extract_status="the patch does not apply to the base")
     assert info.rejected == "extract: the patch does not apply to the base"
 
 
@@ -314,7 +314,7 @@ def test_empty_patch(repo: Path) -> None:
 )
 def test_hostile_paths_are_rejected(path: bytes, reason: str) -> None:
     numstat = b"1\t0\t" + path + b"\0"
-    info = analyse(b"", raw_entry(path), numstat, cap=CAP)
+    info = analyze(b"", raw_entry(path), numstat, cap=CAP)
     assert info.rejected is not None
     assert info.rejected.startswith("unsafe_path:")
     assert reason in info.rejected
@@ -322,24 +322,24 @@ def test_hostile_paths_are_rejected(path: bytes, reason: str) -> None:
 
 @pytest.mark.parametrize("path", [b"gitx/y", b"my.git/x", b".github/x", b"a/.gitignore", b"git~x/y", b"..foo"])
 def test_lookalike_paths_are_not_rejected(path: bytes) -> None:
-    assert analyse(b"", raw_entry(path), b"", cap=CAP).rejected is None
+    assert analyze(b"", raw_entry(path), b"", cap=CAP).rejected is None
 
 
 def test_first_rejection_reason_wins() -> None:
     raw = raw_entry(b"../a") + raw_entry(b".git/config")
-    info = analyse(b"", raw, b"", cap=CAP)
+    info = analyze(b"", raw, b"", cap=CAP)
     assert info.rejected is not None and "path traversal" in info.rejected
     assert info.files == ("../a", ".git/config")
 
 
 @pytest.mark.parametrize(("old", "new"), [("000000", "160000"), ("160000", "160000"), ("160000", "000000")])
 def test_gitlinks_are_rejected(old: str, new: str) -> None:
-    info = analyse(b"", raw_entry(b"sub", old, new, "M"), b"", cap=CAP)
+    info = analyze(b"", raw_entry(b"sub", old, new, "M"), b"", cap=CAP)
     assert info.rejected is not None and info.rejected.startswith("gitlink")
 
 
 def test_symlink_without_readable_target_fails_closed() -> None:
-    info = analyse(b"", raw_entry(b"link", "000000", "120000"), b"", cap=CAP)
+    info = analyze(b"", raw_entry(b"link", "000000", "120000"), b"", cap=CAP)
     assert "symlink:link" in info.flags
     assert info.rejected is not None and info.rejected.startswith("symlink_escapes")
 
@@ -347,24 +347,24 @@ def test_symlink_without_readable_target_fails_closed() -> None:
 def test_counts_from_numstat() -> None:
     raw = raw_entry(b"a.py", "100644", "100644", "M") + raw_entry(b"b.py") + raw_entry(b"c.bin")
     numstat = b"3\t1\ta.py\x0010\t0\tb.py\x00-\t-\tc.bin\x00"
-    info = analyse(b"", raw, numstat, cap=CAP)
+    info = analyze(b"", raw, numstat, cap=CAP)
     assert (info.insertions, info.deletions, info.files_changed) == (13, 1, 3)
 
 
 def test_special_files_are_flagged() -> None:
     special = b"/workspace/fifo\0/workspace/sub/sock\0/workspace/suid-bin\0"
-    info = analyse(b"", b"", b"", cap=CAP, special=special)
+    info = analyze(b"", b"", b"", cap=CAP, special=special)
     assert "special_files" in info.flags
     assert info.special_files == ("fifo", "sub/sock", "suid-bin")
 
 
 def test_no_special_files_no_flag() -> None:
-    assert "special_files" not in analyse(b"", b"", b"", cap=CAP, special=b"").flags
+    assert "special_files" not in analyze(b"", b"", b"", cap=CAP, special=b"").flags
 
 
 def test_file_list_is_capped() -> None:
     raw = b"".join(raw_entry(f"f{i}.txt".encode()) for i in range(300))
-    info = analyse(b"", raw, b"", cap=CAP)
+    info = analyze(b"", raw, b"", cap=CAP)
     assert info.files_changed == 300
     assert len(info.files) == 200
 
@@ -440,9 +440,9 @@ def test_a_nested_repository_is_flagged_and_rejects_the_patch(repo: Path) -> Non
     (repo / "src" / "new.py").write_text("x = 1\n")
     patch, raw, numstat = diff(repo)
     nested = b"/workspace/vendor/lib/.git\0/workspace/other/.git\0"
-    info = analyse(patch, raw, numstat, cap=CAP, nested=nested)
+    info = analyze(patch, raw, numstat, cap=CAP, nested=nested)
     assert "nested_repository" in info.flags
     assert info.rejected == "gitlink: nested repository at 'vendor/lib' (not extracted)"
-    assert analyse(patch, raw, numstat, cap=CAP).rejected is None, "the same patch without it is accepted"
-    first = analyse(patch, raw, numstat, cap=len(patch) - 1, nested=nested).rejected
+    assert analyze(patch, raw, numstat, cap=CAP).rejected is None, "the same patch without it is accepted"
+    first = analyze(patch, raw, numstat, cap=len(patch) - 1, nested=nested).rejected
     assert first is not None and first.startswith("too_large"), "an earlier reason is kept"

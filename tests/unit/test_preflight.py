@@ -12,7 +12,7 @@ from harness.experiment.preflight import (
     BaseOutcome,
     cannot_run_error,
     classify,
-    fingerprint,
+    preflight_fingerprint,
     read_skipped,
     write_record,
 )
@@ -41,14 +41,14 @@ def test_classify(exit_code: int | None, timed_out: bool, output: str, expected:
 
 def test_fingerprint_covers_task_verify_cmd_base_and_image() -> None:
     task = Task(id="t", prompt="p", verify_cmd="make test")
-    base = fingerprint(task, "a" * 40, "sha256:1")
-    assert fingerprint(task, "a" * 40, "sha256:1") == base
-    assert fingerprint(task.model_copy(update={"verify_cmd": "make check"}), "a" * 40, "sha256:1") != base
-    assert fingerprint(task.model_copy(update={"id": "u"}), "a" * 40, "sha256:1") != base
-    assert fingerprint(task, "b" * 40, "sha256:1") != base
-    assert fingerprint(task, "a" * 40, "sha256:2") != base
+    base = preflight_fingerprint(task, "a" * 40, "sha256:1")
+    assert preflight_fingerprint(task, "a" * 40, "sha256:1") == base
+    assert preflight_fingerprint(task.model_copy(update={"verify_cmd": "make check"}), "a" * 40, "sha256:1") != base
+    assert preflight_fingerprint(task.model_copy(update={"id": "u"}), "a" * 40, "sha256:1") != base
+    assert preflight_fingerprint(task, "b" * 40, "sha256:1") != base
+    assert preflight_fingerprint(task, "a" * 40, "sha256:2") != base
     # the prompt is not what verify depends on
-    assert fingerprint(task.model_copy(update={"prompt": "other"}), "a" * 40, "sha256:1") == base
+    assert preflight_fingerprint(task.model_copy(update={"prompt": "other"}), "a" * 40, "sha256:1") == base
 
 
 def _outcome(task_id: str, outcome: str, exit_code: int | None = 1) -> BaseOutcome:

@@ -12,18 +12,18 @@ from harness.records import (
     AgentResult,
     GatewayMeter,
     JudgeResult,
+    JudgeVerdict,
     PassRule,
     PatchInfo,
-    Status,
     TrialRecord,
-    Verdict,
+    TrialStatus,
     VerifyResult,
     outcome,
 )
 from tests.unit.trialkit import PROV
 
 
-def record(status: Status = "completed", **kw: Any) -> TrialRecord:
+def record(status: TrialStatus = "completed", **kw: Any) -> TrialRecord:
     return TrialRecord(
         experiment_id="exp",
         trial_id="t1.skill.0",
@@ -38,14 +38,14 @@ def record(status: Status = "completed", **kw: Any) -> TrialRecord:
     )
 
 
-def with_results(verify: Verdict, judge: Verdict, status: Status = "completed") -> TrialRecord:
+def with_results(verify: JudgeVerdict, judge: JudgeVerdict, status: TrialStatus = "completed") -> TrialRecord:
     v = {"pass": VerifyResult(exit_code=0), "fail": VerifyResult(exit_code=1), "unknown": None}[verify]
     j = JudgeResult(verdict=judge)
     return record(status, verify=v, judge=j)
 
 
 # verify x judge -> outcome, for each pass rule (Kleene conjunction for verify_and_judge)
-TABLE: list[tuple[Verdict, Verdict, str, str, str]] = [
+TABLE: list[tuple[JudgeVerdict, JudgeVerdict, str, str, str]] = [
     # verify,  judge,     v_and_j,   verify,    judge
     ("pass", "pass", "pass", "pass", "pass"),
     ("pass", "fail", "fail", "pass", "fail"),
@@ -60,7 +60,7 @@ TABLE: list[tuple[Verdict, Verdict, str, str, str]] = [
 
 
 @pytest.mark.parametrize(("verify", "judge", "vj", "v", "j"), TABLE)
-def test_outcome_table(verify: Verdict, judge: Verdict, vj: str, v: str, j: str) -> None:
+def test_outcome_table(verify: JudgeVerdict, judge: JudgeVerdict, vj: str, v: str, j: str) -> None:
     r = with_results(verify, judge)
     assert outcome(r) == vj  # the default rule
     assert outcome(r, "verify_and_judge") == vj
@@ -69,7 +69,7 @@ def test_outcome_table(verify: Verdict, judge: Verdict, vj: str, v: str, j: str)
 
 
 @pytest.mark.parametrize("status", ["completed", "agent_error"])
-def test_agent_error_is_judged_like_completed(status: Status) -> None:
+def test_agent_error_is_judged_like_completed(status: TrialStatus) -> None:
     assert outcome(with_results("pass", "pass", status)) == "pass"
     assert outcome(with_results("fail", "pass", status)) == "fail"
 
@@ -79,7 +79,7 @@ def test_agent_error_is_judged_like_completed(status: Status) -> None:
     [("timeout", "truncated"), ("budget_exceeded", "truncated"), ("infra_error", "infra"), ("skipped", "skipped")],
 )
 @pytest.mark.parametrize("rule", ["verify_and_judge", "verify", "judge"])
-def test_unfinished_trials_have_their_own_outcome(status: Status, expected: str, rule: PassRule) -> None:
+def test_unfinished_trials_have_their_own_outcome(status: TrialStatus, expected: str, rule: PassRule) -> None:
     # even with passing verify and judge results attached, these never count as pass
     assert outcome(with_results("pass", "pass", status), rule) == expected
     assert outcome(record(status), rule) == expected

@@ -22,7 +22,9 @@ def _skill(root: Path) -> Path:
     return skill
 
 
-def test_init_writes_loadable_commented_files_next_to_the_skill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_writes_loadable_commented_files_next_to_the_skill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     skill = _skill(tmp_path)
     assert main(["init", str(skill)], env={}) == 0

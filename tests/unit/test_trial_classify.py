@@ -136,12 +136,12 @@ def test_no_answer_names_the_upstream_problem() -> None:
 
 def test_a_watchdog_trip_is_the_agents_fail_or_an_infra_error_when_the_host_ran_low() -> None:
     from harness.errors import InfraError
-    from harness.trial.trial import _Progress, _workspace_limit
+    from harness.trial.trial import _TrialState, _workspace_limit
     from harness.trial.watchdog import Trip
 
-    done = _Progress()
+    done = _TrialState()
     _workspace_limit(Trip("more than 10 files and directories in the workspace", True), done)
     assert done.status == "agent_error" and done.patch is not None and done.patch.rejected
     assert "workspace_limit" in done.flags[0]
     with pytest.raises(InfraError, match="less than"):
-        _workspace_limit(Trip("the host filesystem has less than 1 bytes free", False), _Progress())
+        _workspace_limit(Trip("the host filesystem has less than 1 bytes free", False), _TrialState())

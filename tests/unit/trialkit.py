@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.plan import TrialSpec
-from harness.records import AgentResult, JudgeResult, Provenance, Status, StopReason, TrialRecord, VerifyResult
+from harness.records import AgentResult, JudgeResult, Provenance, StopReason, TrialRecord, TrialStatus, VerifyResult
 from harness.study.config import Task
 
 PROV = Provenance(
@@ -20,7 +20,7 @@ TASKS = [Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(
 
 
 def make_record(
-    spec: TrialSpec, attempt: int, status: Status = "completed", cost: float = 0.01, passed: bool = True
+    spec: TrialSpec, attempt: int, status: TrialStatus = "completed", cost: float = 0.01, passed: bool = True
 ) -> TrialRecord:
     return TrialRecord(
         experiment_id="e",
