@@ -49,7 +49,7 @@ class Provenance(FrozenModel):
     upstream_ca_sha256: str | None = None
     """SHA-256 of the extra CA bundle the gateway trusted for the upstream (empty bundle: of b"")."""
     price_table_sha256: str | None = None
-    """SHA-256 of the price table the gateway metered with (see :mod:`harness.prices`)."""
+    """SHA-256 of the price table the gateway metered with (see :mod:`harness.study.prices`)."""
     delivery: str | None = None
     """How the skill reached the agent: ``prompt`` (``--bare``, told to read /skill/SKILL.md) or ``installed``
     (non-bare CLI, ``.claude/skills``). Arms of different deliveries are never comparable (None: old records)."""
@@ -96,7 +96,7 @@ class GatewayMeter(FrozenModel):
     upstream_statuses: tuple[str, ...] = ()
     """What the gateway got from upstream for each forwarded request, in order: the HTTP status,
     ``cut`` (a stream that ended before message_stop) or ``unreachable`` (no answer at all).
-    The authority on whether the API failed (see :mod:`harness.apihealth`), not the agent's stdout."""
+    The authority on whether the API failed (see :mod:`harness.trial.apihealth`), not the agent's stdout."""
     upstream_errors: tuple[str, ...] = ()
     """Distinct descriptions of failed upstream connections (a certificate, a proxy refusing)."""
     retry_after_s: float | None = None
@@ -165,7 +165,7 @@ class SkillUse(FrozenModel):
 
 
 class ReusedFrom(FrozenModel):
-    """Where a reused baseline trial first ran (baseline reuse across skills, see :mod:`harness.reuse`)."""
+    """Where a reused baseline trial first ran (baseline reuse across skills, see :mod:`harness.experiment.reuse`)."""
 
     experiment_id: str
     lock_hash: str

@@ -2,7 +2,7 @@
 
 Every (task, sample) pair gets a 0/1 mask over the K skills of a library; the masked
 trial runs with exactly the mask's skills and is paired with the bare trial of the
-same task and sample. The estimator (:mod:`harness.contributions`) regresses
+same task and sample. The estimator (:mod:`harness.analysis.contributions`) regresses
 ``R - B`` on the masks without an intercept, so it needs the mask matrix to have full
 column rank. This module draws the masks, refuses designs that cannot be identified
 (naming the aliased skills), and predicts the standard error of each coefficient so a

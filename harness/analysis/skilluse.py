@@ -1,7 +1,7 @@
 """ "Did it fire?" in the A/B reports: pass rates split by whether the skill was invoked.
 
 Pure functions over the final records (each record's ``skill`` comes from the
-gateway, see :mod:`harness.installed`). A skill arm of the installed delivery that
+gateway, see :mod:`harness.trial.installed`). A skill arm of the installed delivery that
 never invoked its skill is a *silent bypass*: its pass rate measures the model
 without the skill, whatever the arm is called.
 """

@@ -8,7 +8,8 @@ Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
 that were running; rerunning the same command (or ``--resume``) runs only what
 is missing and never re-runs a trial whose last attempt is final. A different
-lock hash (or shard, or mode, or any trial input: harness.study.inputs) refuses to resume into the same directory.
+lock hash (or shard, or mode, or any trial input: harness.experiment.trialinputs) refuses to resume into
+the same directory.
 Objects a killed controller left behind (containers and networks by label,
 trial directories and git worktrees by owner pid) are reaped on the next start.
 
@@ -1006,7 +1007,7 @@ def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int
 
 
 def sweep_known_roots(default: Path | None = None) -> int:
-    """Sweep every work root this user's runs have used (see :mod:`harness.workroots`)."""
+    """Sweep every work root this user's runs have used (see :mod:`harness.host.workroots`)."""
     return sum(sweep_work_root(root) for root in workroots.known(default))
 
 

@@ -3,9 +3,9 @@
 :class:`LibraryExperiment` is an :class:`~harness.experiment.experiment.Experiment` (hardened containers,
 gateway, budgets, resume, shards, progress, baseline reuse) whose plan is one bare and one
 masked trial per (task, sample) pair, whose masked trials get exactly their mask's skills
-(:mod:`harness.delivery`), and which refuses, before any model call, a reused bare arm that does
+(:mod:`harness.trial.delivery`), and which refuses, before any model call, a reused bare arm that does
 not cover the plan with final, scorable trials of identical provenance. After the run,
-:func:`harness.experiment.library_plan.analyse` pairs and audits the records and fits every component; the
+:func:`harness.experiment.library_plan.analyze` pairs and audits the records and fits every component; the
 outputs are ``contributions.json``, ``report.md``, ``report.html``, ``summary.txt`` and a
 ledger entry with each skill's coefficient and interval.
 """

@@ -1,7 +1,7 @@
 """Skill libraries: which of K skills earn their place (paired-delta random-masked validation).
 
-Pure planning and analysis around the estimator (:mod:`harness.contributions`) and the design
-(:mod:`harness.masks`); running the trials is :mod:`harness.library_run`'s business.
+Pure planning and analysis around the estimator (:mod:`harness.analysis.contributions`) and the design
+(:mod:`harness.analysis.masks`); running the trials is :mod:`harness.experiment.library`'s business.
 
     design     every (task, sample) pair gets a seeded 0/1 mask over the K skills
     plan       per pair one ``bare`` trial (arm ``baseline``: no skill, reusable like any baseline)

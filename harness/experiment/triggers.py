@@ -1,7 +1,7 @@
 """Trigger accuracy: does the model pick the skill up from its description, and only when it should?
 
 ``harness triggers PREREG`` runs each labelled query (should-trigger, or a near miss
-that should not) N times in the installed delivery (see :mod:`harness.installed`),
+that should not) N times in the installed delivery (see :mod:`harness.trial.installed`),
 one fresh gateway and agent container per run, for each *variant* (another
 description of the same skill, e.g. the current one and a proposed one). A run
 stops as soon as its verdict is known: the gateway refuses every request after
@@ -14,7 +14,7 @@ reason (the skill was not listed, no request got through, an infrastructure
 failure). Could-not-measure runs are never counted as misses: a variant with no
 measured should-trigger run has no recall, not a 0% recall.
 
-Analysis (pure, :func:`analyse`): per query, its trigger rate (Wilson interval);
+Analysis (pure, :func:`analyze`): per query, its trigger rate (Wilson interval);
 per variant, recall over should-trigger runs and false-trigger rate over
 should-not runs, each a ratio estimate with a query-clustered interval (runs of
 one query are not independent); and each variant against the first, paired by

@@ -50,7 +50,7 @@ class Profile:
     limits: Limits
     user: str
     """uid:gid the untrusted containers run as (the host user's; with a root controller an id no
-    host account uses, see :mod:`harness.uids`)."""
+    host account uses, see :mod:`harness.sandbox.uids`)."""
     sidecar_user: str
     runtime: str | None = None
 
@@ -138,7 +138,7 @@ def agent_spec(
 ) -> ContainerSpec:
     """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
     ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
-    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.installed`)."""
+    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.trial.installed`)."""
     mounts = [BindMount(workspace, "/workspace", read_only=False)]
     if skill_dir is not None:
         mounts.append(BindMount(skill_dir, skill_target, read_only=True))
@@ -242,7 +242,7 @@ def gateway_spec(
     route_mounts: tuple[BindMount, ...] = (),
 ) -> ContainerSpec:
     """``route_env`` / ``route_mounts``: the real run's upstream route (proxy, extra CA), see
-    :mod:`harness.upstream`; they reach the gateway only, never the agent."""
+    :mod:`harness.experiment.upstream`; they reach the gateway only, never the agent."""
     env = {
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
         "GATEWAY_BUDGET_USD": f"{budget_usd:g}",

@@ -214,7 +214,7 @@ class Execution(Strict):
     max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
     prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
     """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
-    the shipped price table the gateway meters with (see :mod:`harness.prices`)."""
+    the shipped price table the gateway meters with (see :mod:`harness.study.prices`)."""
 
     @field_validator("model", "judge_model")
     @classmethod
@@ -292,7 +292,7 @@ class MaskSettings(Strict):
 
 
 class Library(Strict):
-    """A library experiment (see :mod:`harness.library`): which of K skills earn their place."""
+    """A library experiment (see :mod:`harness.experiment.library`): which of K skills earn their place."""
 
     path: str
     """Folder of skills (each a subfolder holding SKILL.md), relative to the preregistration."""
@@ -441,7 +441,7 @@ def _raise_validation(path: Path, e: ValidationError) -> None:
 
 
 def read_text(path: Path) -> str:
-    """An input file's text: a regular file only, size-capped (see :mod:`harness.inputs`)."""
+    """An input file's text: a regular file only, size-capped (see :mod:`harness.study.inputs`)."""
     return read_input(path)
 
 

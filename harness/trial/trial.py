@@ -2,7 +2,7 @@
 
     workspace -> gateway -> agent -> extract patch -> verify -> judge -> record -> teardown
 
-Every container is fresh and hardened (see :mod:`harness.engine`); the agent's
+Every container is fresh and hardened (see :mod:`harness.sandbox.engine`); the agent's
 only way out is the trial's gateway; the patch is extracted in a
 ``--network none`` container and treated as hostile data; verify runs on base +
 patch in another fresh container and its exit code comes from the controller's
@@ -111,7 +111,7 @@ class TrialContext:
     same_patch: samepatch.SamePatch = field(default_factory=samepatch.SamePatch)
     """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
     route_env: Mapping[str, str] = field(default_factory=dict)
-    """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.upstream`."""
+    """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.experiment.upstream`."""
     route_mounts: tuple[BindMount, ...] = ()
     library_copies: Mapping[str, Path] = field(default_factory=dict)
     """Library experiments: skill name -> its controller-owned, read-only copy (see harness.trial.delivery)."""

@@ -48,7 +48,7 @@ class TrialDirs:
 
 def container_user() -> tuple[int, int]:
     """The default owner of a trial's directories: the host user's own, or 1000 when the controller
-    is root. A run passes its own choice to :func:`prepare` (see :mod:`harness.uids`)."""
+    is root. A run passes its own choice to :func:`prepare` (see :mod:`harness.sandbox.uids`)."""
     uid, gid = os.getuid(), os.getgid()
     return (1000, 1000) if uid == 0 else (uid, gid)
 
