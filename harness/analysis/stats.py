@@ -1,6 +1,6 @@
 """Pure statistics for the skill decision: deterministic, no I/O, stdlib plus scipy quantiles.
 
-The unit of analysis is the task (stats_anchors.md section 0): trials of one task
+The unit of analysis is the task (docs/statistics.md#task-as-the-unit-of-analysis): trials of one task
 are correlated, so every interval that drives a decision is computed from
 per-task summaries (per-task pass rates, per-task mean costs), never from pooled
 trials. The one pooled-trial interval here (:func:`wilson_interval`) is for
@@ -87,8 +87,9 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> In
     """Wilson score interval for one binomial proportion ``successes/trials``.
 
     This treats trials as independent, which repeated trials of one task are
-    not, so it is too narrow for an arm's pooled pass rate (it covered 83% at
-    3 runs per task in the notes' simulation): reports must label it *naive*.
+    not, so it is too narrow for an arm's pooled pass rate (about 83% coverage at
+    3 runs per task in the design notes' simulation, docs/statistics.md#simulation-facts):
+    reports must label it *naive*.
     ``trials == 0`` gives the uninformative ``[0, 1]``.
     Reference: 7/10 at 95% -> [0.3968, 0.8922].
     """
@@ -168,8 +169,8 @@ def paired_difference(
     ``skill[i]`` and ``baseline[i]`` are task i's pass rates (k/n over valid
     trials), None when the task has no valid trial in that arm; only tasks with
     a rate in both arms (T') are used and ``dropped`` counts the others. The
-    interval is mean(d) +/- t_{T'-1, 1-a/2} * sd(d)/sqrt(T') (stats_anchors 3.3),
-    which held ~95% coverage at 10-30 tasks where bootstraps under-covered.
+    interval is mean(d) +/- t_{T'-1, 1-a/2} * sd(d)/sqrt(T') (docs/statistics.md#paired-difference),
+    which held ~95% coverage at 10-30 tasks where bootstraps under-covered (design notes).
     Degenerate cases as in :class:`MeanInterval`.
     """
     if len(skill) != len(baseline):
@@ -517,7 +518,7 @@ def pilot_variances(tasks: Sequence[tuple[int, int, int, int]], runs: float) -> 
 
     sigma2_a = mean_i p_i(1-p_i) * n_i/(n_i-1) over tasks with n_i >= 2 (the
     unbiased within-task variance; 0 if no task has two valid trials),
-    omega2 = max(0, Var(d_i) - (sigma2_S + sigma2_B)/runs) (stats_anchors 3.7).
+    omega2 = max(0, Var(d_i) - (sigma2_S + sigma2_B)/runs) (docs/statistics.md#smallest-detectable-effect).
     Tasks without a valid trial in both arms are ignored. With one trial per
     arm the within-task part cannot be separated and all of Var(d) lands in
     omega2, which is right for the same design and conservative for more runs.
@@ -547,7 +548,7 @@ def mde(
     """Smallest true gain (absolute pass-rate points) the paired task-level t-test detects.
 
     MDE = (t_{T-1, 1-alpha/2} + t_{T-1, power}) * sqrt((omega2 + sigma2_S/N + sigma2_B/N)/T)
-    for T tasks and N runs per arm (Miller 2024 Eq. 9-10, stats_anchors 3.7).
+    for T tasks and N runs per arm (Miller 2024 Eq. 9-10; docs/statistics.md#smallest-detectable-effect).
     With the defaults (sigma2 = 0.125, omega2 = 0) this gives 0.29 / 0.19 / 0.12
     at 10 / 20 / 50 tasks x 3 runs. Fewer than 2 tasks -> +inf (no test possible).
     """

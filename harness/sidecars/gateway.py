@@ -107,9 +107,9 @@ def policy_violation(body: Any) -> str | None:
     return content_violation(body)
 
 
-# The content the Claude Code CLI really sends (bare and with installed skills: see
-# shared/reference), as an allow-list: anything else is refused, not forwarded. A URL (or Files
-# API) source would make the API fetch a host of the agent's choosing server-side.
+# The content the Claude Code CLI really sends (bare and with installed skills: its captured requests
+# are checked by tests/unit/test_isolation_round2.py), as an allow-list: anything else is refused, not
+# forwarded. A URL (or Files API) source would make the API fetch a host of the agent's choosing server-side.
 MESSAGE_BLOCKS = frozenset({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"})
 TOOL_RESULT_BLOCKS = frozenset({"text", "image", "document"})
 SOURCE_TYPES = {"image": frozenset({"base64"}), "document": frozenset({"base64", "text"})}

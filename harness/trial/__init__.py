@@ -1,4 +1,4 @@
-"""One trial, top to bottom (:mod:`harness.trial.trial` reads like ``docs/design.md`` section "One trial"),
+"""One trial, top to bottom (:mod:`harness.trial.trial` reads like ``docs/design.md#one-trial-end-to-end``),
 and the steps it is made of: the Claude Code command line, the workspace, the watchdog, the gateway's
 meter, the patch as hostile data, the judge, installed delivery and "did it fire?".
 

@@ -1,4 +1,4 @@
-"""One trial, end to end (DESIGN section 2), in the order it happens:
+"""One trial, end to end (docs/design.md#one-trial-end-to-end), in the order it happens:
 
     workspace -> gateway -> agent -> extract patch -> verify -> judge -> record -> teardown
 

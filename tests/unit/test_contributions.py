@@ -1,4 +1,4 @@
-"""The skill-library estimator against the independent test vectors (shared/reference/masked-library)."""
+"""The skill-library estimator against the independent test vectors in data/masked_library_vectors.json."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""harness.analysis.stats: every reference figure from stats_anchors.md, plus hand-computed cases."""
+"""harness.analysis.stats: the test vectors of docs/statistics.md#test-vectors, plus hand-computed cases."""
 
 from __future__ import annotations
 
