@@ -363,6 +363,14 @@ class Preregistration(Strict):
             raise _FieldError("skill_ref", "required field is missing")
         if self.library is not None and self.skill_ref is not None:
             raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
+        if self.library is not None and self.execution.delivery != "prompt":
+            # the masked arm names its skills in the prompt prefix; the installed command line drops the prefix,
+            # so its trials would run with mounts they are never told about
+            raise _FieldError(
+                "execution.delivery",
+                "a library experiment supports only the prompt delivery (library.delivery: prompt); "
+                "installed delivery is for single-skill A/B experiments",
+            )
         return self
 
 

@@ -91,6 +91,17 @@ def test_library_and_skill_ref_together_are_refused(tmp_path: Path) -> None:
     assert e.value.field == "skill_ref"
 
 
+def test_a_library_with_installed_delivery_is_refused(tmp_path: Path) -> None:
+    """The masked arm names its skills in the prompt; the installed command line has no prefix, so its trials
+    would run with skills mounted that they are never told about (and the mount audit would still pass)."""
+    prereg = make_library(tmp_path)
+    prereg.write_text(prereg.read_text() + "  delivery: installed\n")
+    with pytest.raises(ConfigError) as e:
+        load_study(prereg)
+    assert e.value.field == "execution.delivery"
+    assert "prompt delivery" in str(e.value)
+
+
 def test_a_skill_folder_without_skill_md_is_named(tmp_path: Path) -> None:
     prereg = make_library(tmp_path)
     (tmp_path / "skills" / "delta").mkdir()
