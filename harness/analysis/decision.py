@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal, get_args
 
+from harness import fmt
 from harness.analysis import stats
 from harness.records import ARMS, Arm, Outcome, PassRule, TrialRecord, outcome
 from harness.results.attempts import final_attempts
@@ -267,17 +268,6 @@ def context_from_records(
 # ============================================================================== analysis
 
 
-def _frac_text(k: int, n: int) -> str:
-    return f"{k}/{n}"
-
-
-def _extras_text(unknown: int, truncated: int, infra: int, skipped: int = 0) -> str:
-    parts = [f"+{c} {label}" for c, label in ((unknown, "unknown"), (truncated, "truncated"), (infra, "infra")) if c]
-    if skipped:
-        parts.append(f"+{skipped} skipped")
-    return ", ".join(parts)
-
-
 @dataclass(frozen=True)
 class TaskArm:
     """One task in one arm: outcome counts, cost, turns and duration."""
@@ -320,19 +310,6 @@ class TaskArm:
     @property
     def mean_cost(self) -> float | None:
         return self.cost_total / self.cost_trials if self.cost_trials else None
-
-    @property
-    def rate_text(self) -> str:
-        return _frac_text(self.passes, self.valid)
-
-    @property
-    def extras_text(self) -> str:
-        return _extras_text(self.unknown, self.truncated, self.infra)
-
-    @property
-    def rate_text_full(self) -> str:
-        """``2/3 (+1 unknown)``: what the per-task tables show."""
-        return _with_extras(self.rate_text, self.extras_text)
 
 
 @dataclass(frozen=True)
@@ -401,21 +378,6 @@ class ArmSummary:
     def infra_share(self) -> float:
         base = self.valid + self.unknown + self.truncated + self.infra
         return self.infra / base if base else 0.0
-
-    @property
-    def rate_text(self) -> str:
-        """The article's count: ``7/10``."""
-        return _frac_text(self.passes, self.valid)
-
-    @property
-    def extras_text(self) -> str:
-        """``+2 unknown, +1 truncated`` (empty when nothing was excluded)."""
-        return _extras_text(self.unknown, self.truncated, self.infra, self.skipped)
-
-    @property
-    def rate_text_full(self) -> str:
-        """``7/10 (+2 unknown, +1 truncated)``."""
-        return _with_extras(self.rate_text, self.extras_text)
 
 
 @dataclass(frozen=True)
@@ -710,36 +672,9 @@ class DecisionResult:
         return self.point_verdict or "n/a"
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def fmt_pp(x: float | None) -> str:
-    """A difference of rates in percentage points (``+12.5 pp``); also used by the reports."""
-    if x is None:
-        return "n/a"
-    if math.isinf(x):
-        return "+inf" if x > 0 else "-inf"
-    return f"{100 * x:+.1f} pp"
-
-
-def _ratio(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return "inf" if math.isinf(x) else f"{x:.2f}"
-
-
-def _ci(iv: stats.Interval, fmt: str = "pp") -> str:
-    f = fmt_pp if fmt == "pp" else _ratio
-    return f"[{f(iv.low)}, {f(iv.high)}]"
-
-
-def _with_extras(rate: str, extras: str) -> str:
-    return f"{rate} ({extras})" if extras else rate
-
-
-def _count_text(arm: ArmSummary) -> str:
-    return f"{arm.rate_text}, {arm.extras_text}" if arm.extras_text else arm.rate_text
+def _plain_ratio(x: float | None) -> str:
+    """A cost ratio as the reasons quote it, beside a bare threshold: ``1.23`` (no ``x``)."""
+    return fmt.ratio(x, suffix="")
 
 
 def evidence_label(paired: stats.MeanInterval) -> Evidence:
@@ -770,7 +705,7 @@ def _point_rule(
         reasons.append(
             Reason(
                 SKILL_BETTER,
-                f"skill pass rate {_pct(skill_rate)}{skill_n} > baseline {_pct(baseline_rate)}{base_n}",
+                f"skill pass rate {fmt.pct(skill_rate, 1)}{skill_n} > baseline {fmt.pct(baseline_rate, 1)}{base_n}",
                 "rule",
             )
         )
@@ -778,16 +713,18 @@ def _point_rule(
         reasons.append(
             Reason(
                 NOT_BETTER,
-                f"skill pass rate {_pct(skill_rate)}{skill_n} does not beat baseline {_pct(baseline_rate)}{base_n} "
+                f"skill pass rate {fmt.pct(skill_rate, 1)}{skill_n} does not beat baseline {fmt.pct(baseline_rate, 1)}{base_n} "
                 "(ties reject)",
                 "rule",
             )
         )
     cost_ok = cost.ratio <= threshold
     if cost_ok:
-        reasons.append(Reason(COST_OK, f"cost ratio {_ratio(cost.ratio)} <= {threshold:.2f}", "rule"))
+        reasons.append(Reason(COST_OK, f"cost ratio {_plain_ratio(cost.ratio)} <= {_plain_ratio(threshold)}", "rule"))
     else:
-        reasons.append(Reason(COST_TOO_HIGH, f"cost ratio {_ratio(cost.ratio)} > {threshold:.2f}", "rule"))
+        reasons.append(
+            Reason(COST_TOO_HIGH, f"cost ratio {_plain_ratio(cost.ratio)} > {_plain_ratio(threshold)}", "rule")
+        )
     return ("adopt" if better and cost_ok else "reject"), reasons
 
 
@@ -810,22 +747,22 @@ def _interval_rule(
         reasons.append(
             Reason(
                 SIGN_FLIP_REQUIRED,
-                f"the interval of the gain {_ci(iv)} excludes 0, but with {paired.n} tasks (< {SIGN_FLIP_BELOW_TASKS}) "
-                f"adoption also needs the exact sign-flip p <= {alpha:g} (p = "
-                + ("n/a" if sign_flip_p is None else f"{sign_flip_p:.3f}")
-                + ")",
+                f"the interval of the gain {fmt.interval(iv)} excludes 0, but with {paired.n} tasks (< {SIGN_FLIP_BELOW_TASKS}) "
+                f"adoption also needs the exact sign-flip p <= {alpha:g} (p = " + fmt.p_value(sign_flip_p) + ")",
                 "rule",
             )
         )
     gain_small = paired.mean is not None and iv.high < settings.min_worthwhile_gain
     if gain_sig:
-        reasons.append(Reason(GAIN_SIGNIFICANT, f"the {level} interval of the gain {_ci(iv)} excludes 0", "rule"))
+        reasons.append(
+            Reason(GAIN_SIGNIFICANT, f"the {level} interval of the gain {fmt.interval(iv)} excludes 0", "rule")
+        )
     if gain_small:
         reasons.append(
             Reason(
                 GAIN_BELOW_MINIMUM,
-                f"the {level} interval of the gain {_ci(iv)} lies below the minimum worthwhile gain "
-                f"{fmt_pp(settings.min_worthwhile_gain)}",
+                f"the {level} interval of the gain {fmt.interval(iv)} lies below the minimum worthwhile gain "
+                f"{fmt.pp(settings.min_worthwhile_gain)}",
                 "rule",
             )
         )
@@ -833,8 +770,8 @@ def _interval_rule(
         reasons.append(
             Reason(
                 UNDERPOWERED,
-                f"the {level} interval of the gain {_ci(iv)} includes 0 and reaches the minimum worthwhile gain "
-                f"{fmt_pp(settings.min_worthwhile_gain)}; this design detects gains of about {fmt_pp(mde)} (MDE)",
+                f"the {level} interval of the gain {fmt.interval(iv)} includes 0 and reaches the minimum worthwhile gain "
+                f"{fmt.pp(settings.min_worthwhile_gain)}; this design detects gains of about {fmt.pp(mde)} (MDE)",
                 "rule",
             )
         )
@@ -843,15 +780,27 @@ def _interval_rule(
     cost_high = cost.ratio is not None and civ.low > threshold
     if cost_ok:
         reasons.append(
-            Reason(COST_OK, f"cost ratio {_ratio(cost.ratio)} {_ci(civ, 'x')} stays <= {threshold:.2f}", "rule")
+            Reason(
+                COST_OK,
+                f"cost ratio {_plain_ratio(cost.ratio)} {fmt.interval(civ, _plain_ratio)} stays <= {_plain_ratio(threshold)}",
+                "rule",
+            )
         )
     elif cost_high:
         reasons.append(
-            Reason(COST_TOO_HIGH, f"cost ratio {_ratio(cost.ratio)} {_ci(civ, 'x')} > {threshold:.2f}", "rule")
+            Reason(
+                COST_TOO_HIGH,
+                f"cost ratio {_plain_ratio(cost.ratio)} {fmt.interval(civ, _plain_ratio)} > {_plain_ratio(threshold)}",
+                "rule",
+            )
         )
     else:
         reasons.append(
-            Reason(COST_UNCERTAIN, f"cost ratio {_ratio(cost.ratio)} {_ci(civ, 'x')} crosses {threshold:.2f}", "rule")
+            Reason(
+                COST_UNCERTAIN,
+                f"cost ratio {_plain_ratio(cost.ratio)} {fmt.interval(civ, _plain_ratio)} crosses {_plain_ratio(threshold)}",
+                "rule",
+            )
         )
     # A gain certainly below the preregistered minimum is not worth adopting even if it is certainly > 0.
     if gain_small or cost_high:
@@ -1045,7 +994,7 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         analysis.baseline.rate,
         cost,
         settings,
-        (_count_text(analysis.skill), _count_text(analysis.baseline)),
+        (fmt.rate_and_excluded(analysis.skill), fmt.rate_and_excluded(analysis.baseline)),
     )
     interval_v, interval_reasons = _interval_rule(
         analysis.paired, cost, analysis.mde, settings, analysis.sign_flip.p_value
@@ -1094,7 +1043,7 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
                     TOO_MANY_MISSING,
                     f"{arm.arm}: {arm.missing} of {arm.valid + arm.missing} trials unknown, truncated or "
                     "infra after reaching the model "
-                    f"({_pct(arm.missing_share)} > {_pct(settings.max_missing_share)})",
+                    f"({fmt.pct(arm.missing_share, 1)} > {fmt.pct(settings.max_missing_share, 1)})",
                     "inconclusive",
                 )
             )
@@ -1123,8 +1072,8 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         reasons.append(
             Reason(
                 MISSING_SENSITIVE,
-                f"filling the unknown/truncated trials against the skill ({shown} {fmt_pp(w_gain)}: {v_worst}) "
-                f"or in its favour ({fmt_pp(b_gain)}: {v_best}) changes the verdict ({observed} as observed)",
+                f"filling the unknown/truncated trials against the skill ({shown} {fmt.pp(w_gain)}: {v_worst}) "
+                f"or in its favour ({fmt.pp(b_gain)}: {v_best}) changes the verdict ({observed} as observed)",
                 "inconclusive",
             )
         )
@@ -1134,7 +1083,7 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         reasons.append(
             Reason(
                 POOLED_TASK_DISAGREE,
-                f"the pooled difference ({fmt_pp(pooled)}) and the task-weighted difference ({fmt_pp(task_w)}) "
+                f"the pooled difference ({fmt.pp(pooled)}) and the task-weighted difference ({fmt.pp(task_w)}) "
                 "point in opposite directions",
                 "inconclusive",
             )
@@ -1145,9 +1094,9 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         reasons.append(
             Reason(
                 INFRA_IMBALANCE,
-                f"infra-error shares differ by {fmt_pp(gap).lstrip('+')} between arms (baseline "
-                f"{_pct(analysis.baseline.infra_share)}, skill {_pct(analysis.skill.infra_share)}; preregistered "
-                f"limit {fmt_pp(settings.max_infra_imbalance).lstrip('+')}): the arms did not run alike",
+                f"infra-error shares differ by {fmt.pp(gap).lstrip('+')} between arms (baseline "
+                f"{fmt.pct(analysis.baseline.infra_share, 1)}, skill {fmt.pct(analysis.skill.infra_share, 1)}; preregistered "
+                f"limit {fmt.pp(settings.max_infra_imbalance).lstrip('+')}): the arms did not run alike",
                 "inconclusive",
             )
         )
@@ -1167,17 +1116,17 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
     for arm in (analysis.baseline, analysis.skill):
         if arm.infra_share > INFRA_SHARE_WARN:
             reasons.append(
-                Reason(INFRA_NOISE, f"{arm.arm}: {_pct(arm.infra_share)} of trials ended in infra errors", "note")
+                Reason(INFRA_NOISE, f"{arm.arm}: {fmt.pct(arm.infra_share, 1)} of trials ended in infra errors", "note")
             )
     if gap > INFRA_GAP_WARN:
-        reasons.append(Reason(INFRA_NOISE, f"infra-error shares differ by {fmt_pp(gap)} between arms", "note"))
+        reasons.append(Reason(INFRA_NOISE, f"infra-error shares differ by {fmt.pp(gap)} between arms", "note"))
     headroom = 1.0 - (analysis.baseline.rate if analysis.baseline.rate is not None else 0.0)
     if analysis.mde >= 1.0 or (analysis.baseline.rate is not None and analysis.mde > headroom):
         reasons.append(
             Reason(
                 MDE_IMPOSSIBLE,
-                f"the smallest detectable effect ({fmt_pp(analysis.mde).lstrip('+')}) exceeds what this design can "
-                f"show at all (a gain of at most {fmt_pp(min(1.0, headroom)).lstrip('+')} over the baseline's "
+                f"the smallest detectable effect ({fmt.pp(analysis.mde).lstrip('+')}) exceeds what this design can "
+                f"show at all (a gain of at most {fmt.pp(min(1.0, headroom)).lstrip('+')} over the baseline's "
                 "pass rate): no result of this size can support adoption; add tasks",
                 "note",
             )
@@ -1186,7 +1135,7 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         reasons.append(
             Reason(
                 MDE_LARGE,
-                f"this design can only detect gains of about {fmt_pp(analysis.mde)} or more; add tasks to see smaller ones",
+                f"this design can only detect gains of about {fmt.pp(analysis.mde)} or more; add tasks to see smaller ones",
                 "note",
             )
         )
@@ -1204,8 +1153,8 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
         reasons.append(
             Reason(
                 ADOPT_NOT_DISTINGUISHABLE,
-                f"{POINT_ONLY_LABEL}: the interval rule says {interval_v} (paired gain {fmt_pp(analysis.paired.mean)} "
-                f"{_ci(analysis.paired.interval)})",
+                f"{POINT_ONLY_LABEL}: the interval rule says {interval_v} (paired gain {fmt.pp(analysis.paired.mean)} "
+                f"{fmt.interval(analysis.paired.interval)})",
                 "note",
             )
         )

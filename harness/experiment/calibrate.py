@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import random
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import fmt
 from harness.analysis import decision
 from harness.records import TrialRecord
 from harness.results.attempts import final_attempts
@@ -139,7 +139,7 @@ def summarize(
         "tasks": a.n_tasks,
         "runs_per_arm": runs,
         "arms": {
-            arm.arm: {"passes": arm.passes, "valid": arm.valid, "rate": arm.rate_text} for arm in (a.baseline, a.skill)
+            arm.arm: {"passes": arm.passes, "valid": arm.valid, "rate": fmt.rate(arm)} for arm in (a.baseline, a.skill)
         },
         "drift": {
             "mean": p.mean,
@@ -147,7 +147,7 @@ def summarize(
             "high": p.interval.high,
             "tasks": p.n,
             "detected": drift_detected,
-            "text": f"{decision.fmt_pp(p.mean)} [{decision.fmt_pp(p.interval.low)}, {decision.fmt_pp(p.interval.high)}]",
+            "text": f"{fmt.pp(p.mean)} [{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}]",
         },
         "observed": {
             "point": decide_quiet(
@@ -171,9 +171,6 @@ def summarize(
 def render(summary: dict[str, Any]) -> str:
     """The terminal summary of a calibration."""
 
-    def pct(x: float | None) -> str:
-        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
-
     rules = summary["rules"]
     j = summary["judge"]
     arms = summary["arms"]
@@ -185,9 +182,9 @@ def render(summary: dict[str, Any]) -> str:
         f"drift between the identical arms: {summary['drift']['text']}"
         + ("  << beyond noise" if summary["drift"]["detected"] else "  (within noise)"),
         f"would adopt a do-nothing skill ({summary['resamples']} resamples): point rule "
-        f"{pct(rules['point']['adopt'])}, interval rule {pct(rules['interval']['adopt'])}",
-        f"would reject it: point rule {pct(rules['point']['reject'])}, interval rule {pct(rules['interval']['reject'])}",
-        f"judge agrees with verify on {pct(j['agreement'])} of {j['trials']} trials"
+        f"{fmt.pct(rules['point']['adopt'], 1)}, interval rule {fmt.pct(rules['interval']['adopt'], 1)}",
+        f"would reject it: point rule {fmt.pct(rules['point']['reject'], 1)}, interval rule {fmt.pct(rules['interval']['reject'], 1)}",
+        f"judge agrees with verify on {fmt.pct(j['agreement'], 1)} of {j['trials']} trials"
         + (f" (kappa {j['kappa']:.2f})" if j["kappa"] is not None else ""),
     ]
     lines += [f"warning: {w}" for w in summary["warnings"]]

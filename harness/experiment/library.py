@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import fmt
 from harness.errors import ConfigError
 from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
@@ -258,7 +259,10 @@ def summary_text(study: Study, res: library.LibraryResult) -> str:
         f"(task-clustered bootstrap interval, {round(100 * (1 - fit.alpha))}%):",
     ]
     for e in sorted(fit.estimates, key=lambda e: -e.beta):
-        lines.append(f"  {e.skill:<24} {e.beta:+.3f}  [{e.ci_low:+.3f}, {e.ci_high:+.3f}]  HC3 SE {e.se_hc3:.3f}")
+        lines.append(
+            f"  {e.skill:<24} {fmt.num(e.beta, 3, sign=True)}  "
+            f"[{fmt.num(e.ci_low, 3, sign=True)}, {fmt.num(e.ci_high, 3, sign=True)}]  HC3 SE {fmt.num(e.se_hc3, 3)}"
+        )
     lines.append(CAVEAT)
     return "\n".join(lines) + "\n"
 

@@ -42,6 +42,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness import fmt
 from harness.analysis import stats
 from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.host import workroots
@@ -527,19 +528,17 @@ def analyze(prereg: TriggerPrereg, records: Sequence[RunRecord]) -> dict[str, An
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _pp(x: float | None) -> str:
-    """A bound of a difference of rates, in points (a difference of rates lies in [-100, +100])."""
-    return "n/a" if x is None else f"{100 * max(-1.0, min(1.0, x)):+.0f} pp"
+def _bound(x: float | None) -> str:
+    """A bound of a difference of rates, in whole points (a difference of rates lies in [-100, +100])."""
+    return fmt.pp(None if x is None else max(-1.0, min(1.0, x)), 0)
 
 
 def _est(e: dict[str, Any]) -> str:
     if e["rate"] is None:
         return f"could not measure ({e.get('could_not_measure', '')})"
-    return f"{_pct(e['rate'])} ({e['k']}/{e['n']}, {e['queries']} queries) [{_pct(e['low'])}, {_pct(e['high'])}]"
+    return (
+        f"{fmt.pct(e['rate'])} ({e['k']}/{e['n']}, {e['queries']} queries) [{fmt.pct(e['low'])}, {fmt.pct(e['high'])}]"
+    )
 
 
 def summary_lines(a: dict[str, Any]) -> list[str]:
@@ -563,9 +562,9 @@ def comparison_lines(a: dict[str, Any]) -> list[str]:
             if x["difference"] is None:
                 continue
             lines.append(
-                f"{c['variant']} - {c['reference']} {kind.replace('_', ' ')}: {100 * x['difference']:+.0f} pp "
-                f"[{_pp(x['low'])}, {_pp(x['high'])}] over {x['queries']} queries, sign-flip p = "
-                + ("n/a" if x["sign_flip_p"] is None else f"{x['sign_flip_p']:.3f}")
+                f"{c['variant']} - {c['reference']} {kind.replace('_', ' ')}: {fmt.pp(x['difference'], 0)} "
+                f"[{_bound(x['low'])}, {_bound(x['high'])}] over {x['queries']} queries, sign-flip p = "
+                + fmt.p_value(x["sign_flip_p"])
             )
     return lines
 

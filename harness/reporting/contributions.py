@@ -10,6 +10,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 
+from harness import fmt
 from harness.analysis.contributions import CAVEAT, ESTIMATOR, LibraryFit, SkillEstimate
 
 METHOD_TEXT = {
@@ -17,18 +18,6 @@ METHOD_TEXT = {
     "when no skill works",
     "holm": "positive coefficients whose Holm-corrected HC3 interval lies above zero, best first",
 }
-
-
-def _f(v: float | None, spec: str = "+.3f") -> str:
-    if v is None or not math.isfinite(v):
-        return "n/a"
-    return format(v, spec)
-
-
-def _p(v: float) -> str:
-    if not math.isfinite(v):
-        return "n/a"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
 def _verdict(e: SkillEstimate) -> str:
@@ -45,7 +34,7 @@ def _component_table(name: str, fit: LibraryFit) -> list[str]:
         f"### {name}",
         "",
         f"{fit.n} (task, sample) pairs over {fit.n_tasks} tasks, {fit.df_resid} residual df, "
-        f"condition number of the mask matrix {_f(fit.condition_number, '.2f')}; "
+        f"condition number of the mask matrix {fmt.num(fit.condition_number, 2)}; "
         f"{fit.n_boot} task-bootstrap resamples (seed {fit.seed}).",
         "",
         f"| skill | coefficient | {level}% interval (task bootstrap) | HC3 SE | p (Holm) | mean R with | "
@@ -54,21 +43,21 @@ def _component_table(name: str, fit: LibraryFit) -> list[str]:
     ]
     for e in sorted(fit.estimates, key=lambda e: -e.beta):
         out.append(
-            f"| `{e.skill}` | {_f(e.beta)} | [{_f(e.ci_low)}, {_f(e.ci_high)}] | {_f(e.se_hc3, '.3f')} | "
-            f"{_p(e.p_holm)} | {_f(e.masked_mean, '.3f')} | {_f(e.bare_mean, '.3f')} | {e.n_with} | {_verdict(e)} |"
+            f"| `{e.skill}` | {fmt.num(e.beta, 3, sign=True)} | [{fmt.num(e.ci_low, 3, sign=True)}, {fmt.num(e.ci_high, 3, sign=True)}] | {fmt.num(e.se_hc3, 3)} | "
+            f"{fmt.p_value(e.p_holm, floor=0.001)} | {fmt.num(e.masked_mean, 3)} | {fmt.num(e.bare_mean, 3)} | {e.n_with} | {_verdict(e)} |"
         )
     out.append("")
     aa = fit.aa
     if aa is not None and aa.n:
         if aa.se is None:
             out.append(
-                f"A/A check: {aa.n} all-zero mask(s) on {aa.n_tasks} task(s), mean R - B {_f(aa.mean_delta)} "
+                f"A/A check: {aa.n} all-zero mask(s) on {aa.n_tasks} task(s), mean R - B {fmt.num(aa.mean_delta, 3, sign=True)} "
                 "(too few tasks for an interval)."
             )
         else:
             line = (
-                f"A/A check: {aa.n} all-zero masks on {aa.n_tasks} tasks, mean R - B {_f(aa.mean_delta)} "
-                f"[{_f(aa.ci_low)}, {_f(aa.ci_high)}]"
+                f"A/A check: {aa.n} all-zero masks on {aa.n_tasks} tasks, mean R - B {fmt.num(aa.mean_delta, 3, sign=True)} "
+                f"[{fmt.num(aa.ci_low, 3, sign=True)}, {fmt.num(aa.ci_high, 3, sign=True)}]"
             )
             if aa.differs_from_zero:
                 line += (
@@ -178,7 +167,8 @@ def svg_chart(fit: LibraryFit, *, title: str | None = None) -> str:
             f'<line x1="{x(e.ci_low):.1f}" y1="{cy:.1f}" x2="{x(e.ci_high):.1f}" y2="{cy:.1f}" '
             f'stroke="{color}" stroke-width="2"/>'
             f'<circle cx="{x(e.beta):.1f}" cy="{cy:.1f}" r="4" fill="{color}">'
-            f"<title>{esc(e.skill)}: {e.beta:+.3f} [{e.ci_low:+.3f}, {e.ci_high:+.3f}]</title></circle>"
+            f"<title>{esc(e.skill)}: {fmt.num(e.beta, 3, sign=True)} [{fmt.num(e.ci_low, 3, sign=True)}, "
+            f"{fmt.num(e.ci_high, 3, sign=True)}]</title></circle>"
         )
     parts.append(
         f'<text x="{label_w}" y="{height - 6}" fill="#555">coefficient on R - B (no intercept); '

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from harness import fmt
 from harness.errors import HarnessError
 from harness.records import TrialRecord
 from harness.reporting import report
@@ -105,14 +106,14 @@ def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | N
     except HarnessError as e:
         return replace(base, verdict=f"n/a ({e.message[:80]})")
     return replace(
-        base, baseline=r.analysis.baseline.rate_text, skill=r.analysis.skill.rate_text,
-        cost_ratio=report.fmt_ratio(r.analysis.cost.ratio), verdict=r.decision.verdict + shard,
+        base, baseline=fmt.rate(r.analysis.baseline), skill=fmt.rate(r.analysis.skill),
+        cost_ratio=fmt.ratio(r.analysis.cost.ratio), verdict=r.decision.verdict + shard,
     )  # fmt: skip
 
 
 def _ratio_text(value: object) -> str:
     if isinstance(value, int | float):
-        return report.fmt_ratio(float(value))
+        return fmt.ratio(float(value))
     return "inf" if value == "inf" else "n/a"
 
 

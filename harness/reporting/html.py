@@ -20,19 +20,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness import __version__
-from harness.analysis.decision import ArmSummary, DecisionResult, fmt_pp
+from harness import __version__, fmt
+from harness.analysis.decision import ArmSummary, DecisionResult
 from harness.records import TrialRecord, outcome
 from harness.reporting.report import (
     ReportInput,
     clean,
-    cost_delta_text,
     deciding_reasons,
     flagged_trials,
     flags_by_task,
-    fmt_ratio,
-    fmt_usd,
-    pct,
     run_dates,
     run_provenance,
     tasks_by_difference,
@@ -153,8 +149,9 @@ def pass_rate_chart(r: ReportInput) -> str:
             body += _whisker(sx(max(0.0, c.interval.low)), sx(min(1.0, c.interval.high)), cy + 8, colour, 4, 6)
         if arm.rate is not None:
             body.append(_circle(sx(arm.rate), cy, 6.5, colour))
-        body.append(_text(392, cy - 1, f"{arm.rate_text}  {pct(arm.rate)}", size=15, weight="700"))
-        parts = arm.extras_text.split(", ") if arm.extras_text else ["nothing excluded"]
+        body.append(_text(392, cy - 1, f"{fmt.rate(arm)}  {fmt.pct(arm.rate)}", size=15, weight="700"))
+        excluded = fmt.excluded(arm)
+        parts = excluded.split(", ") if excluded else ["nothing excluded"]
         for k in range(0, len(parts), 2):  # two exclusions per line so the labels stay inside the chart
             body.append(_text(392, cy + 16 + 13 * (k // 2), ", ".join(parts[k : k + 2]), size=11, fill=MUTED))
     ly = 190
@@ -169,7 +166,7 @@ def pass_rate_chart(r: ReportInput) -> str:
 
 
 def _strip_chart(r: ReportInput, label: str, value: Callable[[TrialRecord], float | None],
-                 fmt: Callable[[float], str], centre: Callable[[ArmSummary, list[float]], tuple[str, float | None]],
+                 show: Callable[[float], str], centre: Callable[[ArmSummary, list[float]], tuple[str, float | None]],
                  ) -> str:  # fmt: skip
     width, height = 520, 214
     rule = r.prereg.decision.pass_rule
@@ -186,7 +183,7 @@ def _strip_chart(r: ReportInput, label: str, value: Callable[[TrialRecord], floa
     body: list[str] = []
     for t in ticks:
         body.append(_line(sx(t), 18, sx(t), 150, GRID))
-        body.append(_text(sx(t), 166, fmt(t), anchor="middle", size=11, fill=MUTED))
+        body.append(_text(sx(t), 166, show(t), anchor="middle", size=11, fill=MUTED))
     for i, arm in enumerate((r.analysis.baseline, r.analysis.skill)):
         cy = 50 + i * 62
         colour = ARM_COLOURS[arm.arm]
@@ -203,7 +200,7 @@ def _strip_chart(r: ReportInput, label: str, value: Callable[[TrialRecord], floa
         name, mid = centre(arm, [v for v, _ in points[arm.arm]])
         if mid is not None:
             body.append(_line(sx(mid), cy - 20, sx(mid), cy + 20, INK, 2.5))
-            body.append(_text(392, cy - 1, f"{name} {fmt(mid)}", size=14, weight="700"))
+            body.append(_text(392, cy - 1, f"{name} {show(mid)}", size=14, weight="700"))
         body.append(_text(392, cy + 16, f"{len(points[arm.arm])} trials", size=11, fill=MUTED))
     ly = 190
     body.append(_circle(92, ly, 4.5, INK, "#ffffff", 1))
@@ -262,7 +259,7 @@ def difference_chart(r: ReportInput) -> str:
     if r.prereg.decision.rule == "interval":
         g = r.prereg.decision.min_worthwhile_gain
         body.append(_line(sx(g), top - 10, sx(g), plot_bottom, GOOD, 1.5, "5 4"))
-        body.append(_text(sx(g) + 4, plot_bottom + 14, f"minimum worthwhile gain {fmt_pp(g)}", size=10, fill=GOOD))
+        body.append(_text(sx(g) + 4, plot_bottom + 14, f"minimum worthwhile gain {fmt.pp(g)}", size=10, fill=GOOD))
     body.append(_text(sx(0) - 8, top - 18, "skill worse", anchor="end", size=11, fill=BAD, weight="600"))
     body.append(_text(sx(0) + 8, top - 18, "skill better", size=11, fill=GOOD, weight="600"))
     body.append(_text(830, top - 18, "passed: baseline → skill", size=11, fill=MUTED))
@@ -270,7 +267,7 @@ def difference_chart(r: ReportInput) -> str:
         cy = top + i * row_h + row_h / 2
         name = row.task_id if len(row.task_id) <= 30 else row.task_id[:29] + "…"
         body.append(_text(240, cy + 4, name, anchor="end", size=12, title=row.task_id))
-        body.append(_text(830, cy + 4, f"{row.baseline.rate_text} → {row.skill.rate_text}", size=12, fill=MUTED))
+        body.append(_text(830, cy + 4, f"{fmt.rate(row.baseline)} → {fmt.rate(row.skill)}", size=12, fill=MUTED))
         d = row.difference
         if d is None:
             body.append(_text(sx(0) + 8, cy + 4, "no valid trials in both arms", size=11, fill=MUTED))
@@ -290,7 +287,7 @@ def difference_chart(r: ReportInput) -> str:
             f'fill="{INK}" stroke="#ffffff" stroke-width="1.5"/>'
         )
         body.append(
-            _text(830, cy + 4, f"{fmt_pp(p.mean)} [{fmt_pp(iv.low)}, {fmt_pp(iv.high)}]", size=12, weight="700")
+            _text(830, cy + 4, f"{fmt.pp(p.mean)} [{fmt.pp(iv.low)}, {fmt.pp(iv.high)}]", size=12, weight="700")
         )
     for t in (-1.0, -0.5, 0.0, 0.5, 1.0):
         body.append(_text(sx(t), plot_bottom + 30, f"{100 * t:+.0f} pp" if t else "0", anchor="middle", size=11,
@@ -363,17 +360,17 @@ def _tiles(r: ReportInput) -> str:
     cost_colour = NEUTRAL if a.cost.ratio is None else (GOOD if a.cost.ratio <= limit else BAD)
     return '<section class="tiles">' + "".join(
         [
-            _tile("baseline passed", a.baseline.rate_text, f"{pct(a.baseline.rate)} · {a.baseline.extras_text or 'nothing excluded'}",
+            _tile("baseline passed", fmt.rate(a.baseline), f"{fmt.pct(a.baseline.rate)} · {fmt.excluded(a.baseline) or 'nothing excluded'}",
                   ARM_COLOURS["baseline"]),
-            _tile("skill passed", a.skill.rate_text, f"{pct(a.skill.rate)} · {a.skill.extras_text or 'nothing excluded'}",
+            _tile("skill passed", fmt.rate(a.skill), f"{fmt.pct(a.skill.rate)} · {fmt.excluded(a.skill) or 'nothing excluded'}",
                   ARM_COLOURS["skill"]),
-            _tile("gain per task", fmt_pp(p.mean), f"{conf}% CI [{fmt_pp(p.interval.low)}, {fmt_pp(p.interval.high)}]", ev_colour),
-            _tile("cost vs baseline", fmt_ratio(a.cost.ratio),
-                  f"{cost_delta_text(a.cost.ratio)} · limit {limit:.2f}x · CI [{fmt_ratio(a.cost.interval.low)}, "
-                  f"{fmt_ratio(a.cost.interval.high)}]", cost_colour),
-            _tile("sign-flip p", "n/a" if a.sign_flip.p_value is None else f"{a.sign_flip.p_value:.3f}",
+            _tile("gain per task", fmt.pp(p.mean), f"{conf}% CI [{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}]", ev_colour),
+            _tile("cost vs baseline", fmt.ratio(a.cost.ratio),
+                  f"{fmt.cost_delta(a.cost.ratio)} · limit {fmt.ratio(limit)} · CI [{fmt.ratio(a.cost.interval.low)}, "
+                  f"{fmt.ratio(a.cost.interval.high)}]", cost_colour),
+            _tile("sign-flip p", fmt.p_value(a.sign_flip.p_value),
                   f"{a.tasks_improved} better · {a.tasks_worse} worse · {a.tasks_tied} tied"),
-            _tile("detectable effect", fmt_pp(a.mde).lstrip("+"), f"{a.n_paired_tasks} paired tasks, 80% power"),
+            _tile("detectable effect", fmt.pp(a.mde).lstrip("+"), f"{a.n_paired_tasks} paired tasks, 80% power"),
         ]
     ) + "</section>"  # fmt: skip
 
@@ -411,9 +408,9 @@ def _banner(r: ReportInput) -> str:
 def _summary_sentence(r: ReportInput) -> str:
     a = r.analysis
     return (
-        f"With the skill {a.skill.rate_text} trials passed, without it {a.baseline.rate_text} "
+        f"With the skill {fmt.rate(a.skill)} trials passed, without it {fmt.rate(a.baseline)} "
         f"({a.n_tasks} tasks x {r.prereg.execution.runs_per_arm} runs per arm); "
-        f"the skill cost {fmt_ratio(a.cost.ratio)} as much per trial."
+        f"the skill cost {fmt.ratio(a.cost.ratio)} as much per trial."
     )
 
 
@@ -455,9 +452,9 @@ def _verdicts_card(r: ReportInput) -> str:
     if a.paired_table is not None:
         t = a.paired_table
         extra = (
-            f'<p class="hint">One run per arm: exact McNemar p = {t.mcnemar_p:.3f} ({t.skill_only} vs '
-            f"{t.baseline_only} discordant tasks); Newcombe {esc(fmt_pp(t.newcombe.difference))} "
-            f"[{esc(fmt_pp(t.newcombe.interval.low))}, {esc(fmt_pp(t.newcombe.interval.high))}].</p>"
+            f'<p class="hint">One run per arm: exact McNemar p = {fmt.p_value(t.mcnemar_p)} ({t.skill_only} vs '
+            f"{t.baseline_only} discordant tasks); Newcombe {esc(fmt.pp(t.newcombe.difference))} "
+            f"[{esc(fmt.pp(t.newcombe.interval.low))}, {esc(fmt.pp(t.newcombe.interval.high))}].</p>"
         )
     return (
         '<div class="card"><h2>Both rules</h2>'
@@ -482,11 +479,13 @@ def _arm_table(r: ReportInput) -> str:
     rows = []
     for arm in (a.baseline, a.skill):
         c = arm.clustered.interval
-        clustered = "n/a" if arm.clustered.mean is None else f"[{pct(max(0.0, c.low))}, {pct(min(1.0, c.high))}]"
+        clustered = (
+            "n/a" if arm.clustered.mean is None else f"[{fmt.pct(max(0.0, c.low))}, {fmt.pct(min(1.0, c.high))}]"
+        )
         rows.append(
-            [f"<b>{esc(arm.arm)}</b>", f"<b>{esc(arm.rate_text)}</b> ({pct(arm.rate)})",
-             f"[{pct(arm.wilson.low)}, {pct(arm.wilson.high)}]", esc(clustered), str(arm.unknown),
-             str(arm.truncated), str(arm.infra), esc(fmt_usd(arm.mean_cost_per_trial)), esc(fmt_usd(arm.cost_per_pass)),
+            [f"<b>{esc(arm.arm)}</b>", f"<b>{esc(fmt.rate(arm))}</b> ({fmt.pct(arm.rate)})",
+             f"[{fmt.pct(arm.wilson.low)}, {fmt.pct(arm.wilson.high)}]", esc(clustered), str(arm.unknown),
+             str(arm.truncated), str(arm.infra), esc(fmt.usd(arm.mean_cost_per_trial)), esc(fmt.usd(arm.cost_per_pass)),
              esc("n/a" if arm.turns.median is None else f"{arm.turns.median:g}")]
         )  # fmt: skip
     return _table(
@@ -503,10 +502,10 @@ def _tasks_card(r: ReportInput) -> str:
         cls = "pos" if d is not None and d > 0 else "neg" if d is not None and d < 0 else ""
         rows.append(
             [f"<code>{esc(t.task_id)}</code>",
-             esc(t.baseline.rate_text_full),
-             esc(t.skill.rate_text_full),
-             f'<span class="{cls}">{esc(fmt_pp(d))}</span>',
-             f"{esc(fmt_usd(t.baseline.mean_cost))} / {esc(fmt_usd(t.skill.mean_cost))}",
+             esc(fmt.rate_with_excluded(t.baseline, skipped=False)),
+             esc(fmt.rate_with_excluded(t.skill, skipped=False)),
+             f'<span class="{cls}">{esc(fmt.pp(d))}</span>',
+             f"{esc(fmt.usd(t.baseline.mean_cost))} / {esc(fmt.usd(t.skill.mean_cost))}",
              "".join(f'<span class="chip">{esc(f)}</span>' for f in task_flags.get(t.task_id, ())) or "&ndash;"]
         )  # fmt: skip
     for tid in r.skipped_tasks:
@@ -569,7 +568,7 @@ def _footer(r: ReportInput) -> str:
         ("trials ran", f"{first or 'n/a'} to {last or 'n/a'}"),
         (
             "spent",
-            f"{fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, as "
+            f"{fmt.usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, as "
             "the decision compares them)",
         ),
         ("results", r.experiment_dir),

@@ -38,9 +38,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from harness import fmt
 from harness.errors import ConfigError, HarnessError
 from harness.records import FrozenModel
-from harness.reporting.report import ReportInput, cost_delta_text
+from harness.reporting.report import ReportInput
 from harness.study.config import Study
 
 LEDGER_NAME = "skills-ledger.yaml"
@@ -169,9 +170,9 @@ def summarize_run(r: ReportInput, now: dt.datetime | None = None) -> RunSummary:
         skill=r.prereg.skill,
         verdict=d.verdict,
         rule=d.rule,
-        baseline=a.baseline.rate_text,
-        skill_rate=a.skill.rate_text,
-        cost_delta=cost_delta_text(a.cost.ratio),
+        baseline=fmt.rate(a.baseline),
+        skill_rate=fmt.rate(a.skill),
+        cost_delta=fmt.cost_delta(a.cost.ratio),
         run_id=r.experiment_id,
         model=_one({x.provenance.model for x in finals}) or r.prereg.execution.model,
         resolved_model=_one({x.agent.resolved_model for x in finals if x.agent and x.agent.resolved_model}),

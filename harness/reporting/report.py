@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import fmt
 from harness.analysis import decision
 from harness.analysis import skilluse as skillreport
-from harness.analysis.decision import Analysis, DecisionResult, Reason, fmt_pp
+from harness.analysis.decision import Analysis, DecisionResult, Reason
 from harness.errors import ConfigError, HarnessError, LockError
 from harness.experiment import preflight, trialinputs
 from harness.records import TrialRecord, outcome
@@ -291,38 +292,6 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
 # ======================================================================= formatting
 
 
-def pct(x: float | None) -> str:
-    """A rate as a whole percentage (``70%``), for tables and charts."""
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def fmt_usd(x: float | None) -> str:
-    return "n/a" if x is None else f"${x:.4f}"
-
-
-def fmt_ratio(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return "inf" if math.isinf(x) else f"{x:.2f}x"
-
-
-def _p(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _num(x: float | None, digits: int = 1) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def cost_delta_text(ratio: float | None) -> str:
-    """Relative cost change of the skill arm: ratio 1.52 -> ``+52%``."""
-    if ratio is None:
-        return "n/a"
-    if math.isinf(ratio):
-        return "+inf"
-    return f"{100 * (ratio - 1):+.0f}%"
-
-
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 
 
@@ -344,9 +313,9 @@ def headline(r: ReportInput) -> str:
     conf = round(100 * a.confidence)
     p = a.paired
     return (
-        f"skill {a.skill.rate_text} vs baseline {a.baseline.rate_text} passed; "
-        f"per-task gain {fmt_pp(p.mean)} ({conf}% CI {fmt_pp(p.interval.low)} to {fmt_pp(p.interval.high)}); "
-        f"cost {fmt_ratio(a.cost.ratio)} of baseline (limit {1 + r.prereg.decision.cost_increase_max:.2f}x)"
+        f"skill {fmt.rate(a.skill)} vs baseline {fmt.rate(a.baseline)} passed; "
+        f"per-task gain {fmt.pp(p.mean)} ({conf}% CI {fmt.pp(p.interval.low)} to {fmt.pp(p.interval.high)}); "
+        f"cost {fmt.ratio(a.cost.ratio)} of baseline (limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)})"
     )
 
 
@@ -406,25 +375,24 @@ def terminal_summary(r: ReportInput) -> str:
     for arm in (a.baseline, a.skill):
         w = arm.wilson
         lines.append(
-            f"{arm.arm:10}{arm.rate_text:>14}  {f'[{w.low:.2f}, {w.high:.2f}]':>22}  "
-            f"{fmt_usd(arm.mean_cost_per_trial):>9}  {fmt_usd(arm.cost_per_pass):>9}  {arm.extras_text or '-'}"
+            f"{arm.arm:10}{fmt.rate(arm):>14}  {f'[{fmt.num(w.low, 2)}, {fmt.num(w.high, 2)}]':>22}  "
+            f"{fmt.usd(arm.mean_cost_per_trial):>9}  {fmt.usd(arm.cost_per_pass):>9}  {fmt.excluded(arm) or '-'}"
         )
     p = a.paired
     lines += [
         "",
-        f"paired difference (skill - baseline, per task): {fmt_pp(p.mean)}  {conf}% CI [{fmt_pp(p.interval.low)}, "
-        f"{fmt_pp(p.interval.high)}] (t, {max(p.n - 1, 0)} df)   sign-flip p = "
-        + (f"{a.sign_flip.p_value:.3f}" if a.sign_flip.p_value is not None else "n/a"),
+        f"paired difference (skill - baseline, per task): {fmt.pp(p.mean)}  {conf}% CI [{fmt.pp(p.interval.low)}, "
+        f"{fmt.pp(p.interval.high)}] (t, {max(p.n - 1, 0)} df)   sign-flip p = " + fmt.p_value(a.sign_flip.p_value),
         f"tasks improved / worse / tied: {a.tasks_improved} / {a.tasks_worse} / {a.tasks_tied}   "
-        f"smallest detectable effect: {fmt_pp(a.mde).lstrip('+')}",
-        f"cost ratio skill/baseline: {fmt_ratio(a.cost.ratio)}  {conf}% CI [{fmt_ratio(a.cost.interval.low)}, "
-        f"{fmt_ratio(a.cost.interval.high)}]   limit {1 + r.prereg.decision.cost_increase_max:.2f}x",
+        f"smallest detectable effect: {fmt.pp(a.mde).lstrip('+')}",
+        f"cost ratio skill/baseline: {fmt.ratio(a.cost.ratio)}  {conf}% CI [{fmt.ratio(a.cost.interval.low)}, "
+        f"{fmt.ratio(a.cost.interval.high)}]   limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)}",
     ]
     if a.paired_table is not None:
         t = a.paired_table
         lines.append(
-            f"one run per arm: McNemar p = {t.mcnemar_p:.3f}, Newcombe {fmt_pp(t.newcombe.difference)} "
-            f"[{fmt_pp(t.newcombe.interval.low)}, {fmt_pp(t.newcombe.interval.high)}]"
+            f"one run per arm: McNemar p = {fmt.p_value(t.mcnemar_p)}, Newcombe {fmt.pp(t.newcombe.difference)} "
+            f"[{fmt.pp(t.newcombe.interval.low)}, {fmt.pp(t.newcombe.interval.high)}]"
         )
     if r.skipped_tasks:
         lines.append("skipped: " + ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))
@@ -446,7 +414,7 @@ def terminal_summary(r: ReportInput) -> str:
     lines += [
         "",
         f"DECISION ({d.rule} rule, preregistered): {verdict_word(d)}",
-        f"spent {fmt_usd(r.spent_usd)} (agents and judges)   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
+        f"spent {fmt.usd(r.spent_usd)} (agents and judges)   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
     ]
     return clean("\n".join(lines))
 
@@ -486,18 +454,18 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str =
 
 def _arm_cells(arm: decision.ArmSummary, conf: int) -> list[str]:
     w, c = arm.wilson, arm.clustered.interval
-    clustered = "n/a" if arm.clustered.mean is None else f"[{pct(max(0.0, c.low))}, {pct(min(1.0, c.high))}]"
+    clustered = "n/a" if arm.clustered.mean is None else f"[{fmt.pct(max(0.0, c.low))}, {fmt.pct(min(1.0, c.high))}]"
     return [
         f"**{arm.arm}**",
-        f"**{arm.rate_text}** ({pct(arm.rate)})",
-        f"[{pct(w.low)}, {pct(w.high)}]",
+        f"**{fmt.rate(arm)}** ({fmt.pct(arm.rate)})",
+        f"[{fmt.pct(w.low)}, {fmt.pct(w.high)}]",
         clustered,
         str(arm.unknown),
         str(arm.truncated),
         str(arm.infra) + (f" (+{arm.infra_attempts - arm.infra} retried)" if arm.infra_attempts > arm.infra else ""),
-        fmt_usd(arm.mean_cost_per_trial),
-        fmt_usd(arm.cost_per_pass),
-        _num(arm.turns.median),
+        fmt.usd(arm.mean_cost_per_trial),
+        fmt.usd(arm.cost_per_pass),
+        fmt.num(arm.turns.median),
     ]
 
 
@@ -541,21 +509,21 @@ def markdown(r: ReportInput) -> str:
         "",
     ]
     rows = [
-        ["paired difference (skill - baseline, per task)", f"**{fmt_pp(p.mean)}**",
-         f"[{fmt_pp(p.interval.low)}, {fmt_pp(p.interval.high)}] (t, {p.df} df, {p.n} tasks)"],
+        ["paired difference (skill - baseline, per task)", f"**{fmt.pp(p.mean)}**",
+         f"[{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}] (t, {p.df} df, {p.n} tasks)"],
         ["sign-flip test (exact)" if a.sign_flip.method == "exact" else "sign-flip test (Monte Carlo)",
-         f"p = {_p(a.sign_flip.p_value)}", f"tasks improved / worse / tied: {a.tasks_improved} / {a.tasks_worse} / "
+         f"p = {fmt.p_value(a.sign_flip.p_value)}", f"tasks improved / worse / tied: {a.tasks_improved} / {a.tasks_worse} / "
          f"{a.tasks_tied}"],
-        ["cost ratio (skill / baseline, per trial)", f"**{fmt_ratio(a.cost.ratio)}** ({cost_delta_text(a.cost.ratio)})",
-         f"[{fmt_ratio(a.cost.interval.low)}, {fmt_ratio(a.cost.interval.high)}]; limit {limit:.2f}x"],
-        ["smallest detectable effect (80% power)", fmt_pp(a.mde).lstrip("+"),
+        ["cost ratio (skill / baseline, per trial)", f"**{fmt.ratio(a.cost.ratio)}** ({fmt.cost_delta(a.cost.ratio)})",
+         f"[{fmt.ratio(a.cost.interval.low)}, {fmt.ratio(a.cost.interval.high)}]; limit {fmt.ratio(limit)}"],
+        ["smallest detectable effect (80% power)", fmt.pp(a.mde).lstrip("+"),
          f"from {'this run' if a.mde_source == 'pilot' else 'default variances'}"],
     ]  # fmt: skip
     if a.paired_table is not None:
         t = a.paired_table
-        rows.append(["one run per arm: McNemar (exact)", f"p = {_p(t.mcnemar_p)}",
-                     f"Newcombe {fmt_pp(t.newcombe.difference)} [{fmt_pp(t.newcombe.interval.low)}, "
-                     f"{fmt_pp(t.newcombe.interval.high)}]; discordant {t.skill_only} vs {t.baseline_only}"])  # fmt: skip
+        rows.append(["one run per arm: McNemar (exact)", f"p = {fmt.p_value(t.mcnemar_p)}",
+                     f"Newcombe {fmt.pp(t.newcombe.difference)} [{fmt.pp(t.newcombe.interval.low)}, "
+                     f"{fmt.pp(t.newcombe.interval.high)}]; discordant {t.skill_only} vs {t.baseline_only}"])  # fmt: skip
     lines += _md_table(["figure", "value", f"{conf}% interval / detail"], rows, align="lrl")
     lines += [
         "",
@@ -585,10 +553,10 @@ def markdown(r: ReportInput) -> str:
         task_rows.append(
             [
                 f"`{row.task_id}`",
-                row.baseline.rate_text_full,
-                row.skill.rate_text_full,
-                fmt_pp(row.difference),
-                f"{fmt_usd(row.baseline.mean_cost)} / {fmt_usd(row.skill.mean_cost)}",
+                fmt.rate_with_excluded(row.baseline, skipped=False),
+                fmt.rate_with_excluded(row.skill, skipped=False),
+                fmt.pp(row.difference),
+                f"{fmt.usd(row.baseline.mean_cost)} / {fmt.usd(row.skill.mean_cost)}",
                 md_escape(", ".join(task_flags.get(row.task_id, ()))) or "-",
             ]
         )
@@ -620,7 +588,7 @@ def markdown(r: ReportInput) -> str:
         f"<sub>lock `{r.lock_hash[:16]}` · judge {md_code(prov['judge_model'])} · image "
         f"{md_code(prov['image_digest'])} (built on {md_code(r.base_image or 'n/a')}) · base {md_code(prov['base_sha'])} · "
         f"{md_escape((first or 'n/a')[:16].replace('T', ' '))} to {md_escape((last or 'n/a')[:16].replace('T', ' '))}"
-        f" · spent {fmt_usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, "
+        f" · spent {fmt.usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, "
         "as the decision compares them) · skill-harness</sub>",
         "",
     ]
@@ -663,8 +631,8 @@ def junit_xml(r: ReportInput) -> str:
     props = ET.SubElement(suite, "properties")
     for name, value in (
         ("skill", r.prereg.skill), ("lock_hash", r.lock_hash), ("rule", d.rule), ("verdict", d.verdict),
-        ("baseline", a.baseline.rate_text), ("skill_arm", a.skill.rate_text),
-        ("paired_difference", fmt_pp(a.paired.mean)), ("cost_ratio", fmt_ratio(a.cost.ratio)),
+        ("baseline", fmt.rate(a.baseline)), ("skill_arm", fmt.rate(a.skill)),
+        ("paired_difference", fmt.pp(a.paired.mean)), ("cost_ratio", fmt.ratio(a.cost.ratio)),
         ("model", prov["model"]), ("resolved_model", prov["resolved_model"]), ("cli_version", prov["cli_version"]),
     ):  # fmt: skip
         ET.SubElement(props, "property", name=name, value=clean(value))
@@ -695,20 +663,20 @@ def junit_xml(r: ReportInput) -> str:
         total_time += seconds
         case = ET.SubElement(suite, "testcase", classname=f"{cls}.tasks", name=t.task_id, time=f"{seconds:.3f}")
         counts["tests"] += 1
-        rates = f"baseline {t.baseline.rate_text}, skill {t.skill.rate_text}"
+        rates = f"baseline {fmt.rate(t.baseline)}, skill {fmt.rate(t.skill)}"
         if t.difference is None:
             ET.SubElement(case, "skipped", message=f"no valid trial in both arms ({rates})")
             counts["skipped"] += 1
         elif t.difference < 0:
             ET.SubElement(case, "failure", type="skill_worse",
-                          message=f"the skill arm did worse on this task: {rates} ({fmt_pp(t.difference)})")  # fmt: skip
+                          message=f"the skill arm did worse on this task: {rates} ({fmt.pp(t.difference)})")  # fmt: skip
             counts["failures"] += 1
-        lines = [f"{rates}; difference {fmt_pp(t.difference)}"]
+        lines = [f"{rates}; difference {fmt.pp(t.difference)}"]
         for x in trials:
             flags = (x.patch.flags if x.patch else ()) + x.flags
             lines.append(
                 f"{x.trial_id}: {outcome(x, r.prereg.decision.pass_rule)} (status {x.status}, "
-                f"cost {fmt_usd(x.agent_cost_usd)} agent, {fmt_usd(x.total_cost_usd)} with judge, turns {x.agent.num_turns if x.agent else 'n/a'})"
+                f"cost {fmt.usd(x.agent_cost_usd)} agent, {fmt.usd(x.total_cost_usd)} with judge, turns {x.agent.num_turns if x.agent else 'n/a'})"
                 + (f" flags: {', '.join(flags)}" if flags else "")
             )
         ET.SubElement(case, "system-out").text = clean("\n".join(lines))
@@ -760,7 +728,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
             arm.arm: {
                 "passes": arm.passes,
                 "valid": arm.valid,
-                "rate": arm.rate_text,
+                "rate": fmt.rate(arm),
                 "unknown": arm.unknown,
                 "truncated": arm.truncated,
                 "infra": arm.infra,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness import fmt
 from harness.records import outcome
-from harness.reporting.report import ReportInput, fmt_usd, md_code, md_escape
+from harness.reporting.report import ReportInput, md_code, md_escape
 
 LINKED = (("patch.diff", "patch"), ("verify.log", "verify log"), ("transcript.jsonl", "transcript"))
 """The artifacts a reader opens for one trial, in this order: (artifact name, link text)."""
@@ -46,8 +47,8 @@ def trial_rows(r: ReportInput) -> list[TrialRow]:
                 arm=x.arm,
                 outcome=outcome(x, rule) if x.status != "skipped" else "skipped",
                 status=x.status,
-                agent_cost=fmt_usd(x.agent_cost_usd),
-                total_cost=fmt_usd(x.total_cost_usd),
+                agent_cost=fmt.usd(x.agent_cost_usd),
+                total_cost=fmt.usd(x.total_cost_usd),
                 links=links,
             )
         )

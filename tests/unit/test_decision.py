@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pytest
 
+from harness import fmt
 from harness.analysis import decision as d
 from harness.analysis import stats
 from harness.analysis.decision import DecisionContext, Observation, analyze, curtailment, decide
@@ -84,8 +85,8 @@ NOISY_WIN6 = spec_from([1, 2, 1, 1, 1, 2], [2, 1, 2, 1, 2, 2])
 
 def test_analysis_of_clear_win() -> None:
     a = analyze(build(CLEAR_WIN), POINT)
-    assert a.baseline.rate_text == "6/18"
-    assert a.skill.rate_text == "13/18"
+    assert fmt.rate(a.baseline) == "6/18"
+    assert fmt.rate(a.skill) == "13/18"
     assert a.n_paired_tasks == 6
     assert a.pooled_difference == pytest.approx(7 / 18)
     assert a.paired.mean == pytest.approx(7 / 18)
@@ -110,17 +111,17 @@ def test_analysis_of_clear_win() -> None:
 def test_unknowns_excluded_from_denominators_but_counted() -> None:
     obs = build({"a": ("PPU", "PFT"), "b": ("PFF", "PPI")})
     a = analyze(obs, POINT)
-    assert a.baseline.rate_text == "3/5"
+    assert fmt.rate(a.baseline) == "3/5"
     assert a.baseline.unknown == 1
-    assert a.baseline.rate_text_full == "3/5 (+1 unknown)"
-    assert a.skill.rate_text == "3/4"
+    assert fmt.rate_with_excluded(a.baseline) == "3/5 (+1 unknown)"
+    assert fmt.rate(a.skill) == "3/4"
     assert a.skill.truncated == 1
     assert a.skill.infra == 1
-    assert a.skill.rate_text_full == "3/4 (+1 truncated, +1 infra)"
+    assert fmt.rate_with_excluded(a.skill) == "3/4 (+1 truncated, +1 infra)"
     assert a.skill.missing_share == pytest.approx(1 / 5)  # infra is not in the base
     row = {r.task_id: r for r in a.tasks}["a"]
-    assert row.baseline.rate_text == "2/2"
-    assert row.skill.rate_text == "1/2"
+    assert fmt.rate(row.baseline) == "2/2"
+    assert fmt.rate(row.skill) == "1/2"
     # Truncated trials were paid for: they count in cost; the infra trial does not (it is waste).
     assert row.skill.cost_trials == 3
     assert {r.task_id: r for r in a.tasks}["b"].skill.cost_trials == 2
@@ -316,8 +317,8 @@ def test_missing_sensitive_flip() -> None:
     spec = spec_from([1, 2, 1, 2, 1, 2], [2, 2, 1, 2, 1, 2])
     spec["t0"] = ("PFU", spec["t0"][1])
     a = analyze(build(spec), POINT)
-    assert a.baseline.rate_text_full == "9/17 (+1 unknown)"
-    assert a.skill.rate_text == "10/18"
+    assert fmt.rate_with_excluded(a.baseline) == "9/17 (+1 unknown)"
+    assert fmt.rate(a.skill) == "10/18"
     assert a.worst_case.baseline_rate == pytest.approx(10 / 18)
     r = decide(a, POINT, ctx())
     assert r.point_verdict == "adopt"

@@ -12,8 +12,7 @@ import pytest
 import reportkit as kit
 import yaml
 
-from harness import cli
-from harness.analysis import decision
+from harness import cli, fmt
 from harness.errors import LockError
 from harness.reporting import html as report_html
 from harness.reporting import report
@@ -32,7 +31,7 @@ def test_markdown_shows_every_rate_with_its_n_and_every_reason() -> None:
     r = kit.make_input(spec)
     md = markdown(r)
     a = r.analysis
-    assert a.baseline.rate_text == "7/19" and a.skill.rate_text == "15/20"
+    assert fmt.rate(a.baseline) == "7/19" and fmt.rate(a.skill) == "15/20"
     assert "**7/19** (37%)" in md and "**15/20** (75%)" in md
     # unknown / truncated / infra counts per arm, and the per-task k/n
     assert "| **baseline** | **7/19** (37%) |" in md
@@ -44,7 +43,7 @@ def test_markdown_shows_every_rate_with_its_n_and_every_reason() -> None:
     assert len(r.decision.reasons) >= 2
     # paired difference with its interval, sign-flip p, cost ratio with interval, MDE, both rules
     p = r.analysis.paired
-    assert f"[{decision.fmt_pp(p.interval.low)}, {decision.fmt_pp(p.interval.high)}]" in md
+    assert f"[{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}]" in md
     assert f"p = {r.analysis.sign_flip.p_value:.3f}" in md
     assert "cost ratio (skill / baseline, per trial)" in md and "limit 1.50x" in md
     assert "smallest detectable effect" in md
