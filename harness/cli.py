@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from harness import __version__
-from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
+from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResultsUnavailable
 
 EPILOG = """\
 typical use:
@@ -539,7 +539,7 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.reporting.report import ResultsUnavailable, gate
+    from harness.reporting.report import gate
 
     if args.dir is None:
         raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")

@@ -63,6 +63,18 @@ class ResumeError(HarnessError):
     exit_code = 4
 
 
+class ResultsUnavailable(HarnessError):
+    """An experiment directory has no usable results or decision: ``harness gate`` exits 3."""
+
+    exit_code = 3
+
+
+class MergeError(HarnessError):
+    """The shard directories cannot be combined into one valid experiment."""
+
+    exit_code = 4
+
+
 class Interrupted(HarnessError):
     """SIGINT/SIGTERM arrived; everything was torn down and results.jsonl stays valid."""
 

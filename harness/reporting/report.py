@@ -37,7 +37,7 @@ from harness import fmt
 from harness.analysis import decision
 from harness.analysis import skilluse as skillreport
 from harness.analysis.decision import Analysis, DecisionResult, Reason
-from harness.errors import ConfigError, HarnessError, LockError
+from harness.errors import ConfigError, HarnessError, LockError, ResultsUnavailable
 from harness.experiment import preflight, trialinputs
 from harness.records import TrialRecord, outcome
 from harness.redact import Redactor
@@ -57,12 +57,6 @@ REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)
 
 GATE_CODES: dict[str, int] = {"adopt": 0, "reject": 1, "inconclusive": 2, "invalid": 3}
 """``harness gate`` exit codes; 3 is also every case where no verdict can be read or computed."""
-
-
-class ResultsUnavailable(HarnessError):
-    """An experiment directory has no usable results or decision: ``harness gate`` exits 3."""
-
-    exit_code = 3
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__, plan
-from harness.errors import ConfigError, HarnessError, LockError
+from harness.errors import ConfigError, LockError, MergeError
 from harness.experiment.preflight import PREFLIGHT_JSON
 from harness.records import TrialRecord
 from harness.redact import Redactor
@@ -37,12 +37,6 @@ from harness.reporting import report
 from harness.results.attempts import is_final, latest_by_trial
 from harness.results.store import META, RESULTS, ExperimentDir, read_results
 from harness.study.config import Study
-
-
-class MergeError(HarnessError):
-    """The shard directories cannot be combined into one valid experiment."""
-
-    exit_code = 4
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,10 @@ import pytest
 from trialkit import make_record
 
 from harness.cli import main
+from harness.errors import MergeError
 from harness.plan import plan_trials, shard_of
 from harness.records import TrialRecord
-from harness.results.merge import MergeError, merge
+from harness.results.merge import merge
 from harness.results.store import read_results
 from harness.study.config import load_study
 from harness.study.lock import lock

@@ -13,10 +13,10 @@ import reportkit as kit
 import yaml
 
 from harness import cli, fmt
-from harness.errors import LockError
+from harness.errors import LockError, ResultsUnavailable
 from harness.reporting import html as report_html
 from harness.reporting import report
-from harness.reporting.report import ResultsUnavailable, gate, junit_xml, load_experiment, markdown
+from harness.reporting.report import gate, junit_xml, load_experiment, markdown
 
 
 def _with_flags(spec: dict[str, tuple[str, str]], flags: dict[str, list[str]], **kw: object) -> report.ReportInput:
