@@ -48,6 +48,7 @@ from harness.plan import TrialSpec
 from harness.records import Provenance, StopReason, TrialRecord
 from harness.redact import Redactor
 from harness.results.attempts import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
+from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
 from harness.retry import retrying
 from harness.sandbox import roles as sandbox
@@ -537,36 +538,34 @@ class Experiment:
         return work
 
     def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
-        meta = store.read_meta()
+        try:
+            meta = read_meta(store.root)
+        except ConfigError as e:
+            raise ResumeError(e.message, hint="move the directory aside") from e
         shard = self.shard_text
-        mode = "scripted" if self.options.scripted else "real"
+        mode: Mode = "scripted" if self.options.scripted else "real"
         if meta is not None:
-            if meta.get("lock_hash") != lock_hash:
+            if meta.lock_hash != lock_hash:
                 raise ResumeError(
-                    f"{store.root} holds experiment {str(meta.get('lock_hash'))[:12]}, "
+                    f"{store.root} holds experiment {meta.lock_hash[:12]}, "
                     f"not this preregistration's lock {lock_hash[:12]}",
                     hint="a changed preregistration is a new experiment: use another --out directory",
                 )
-            if meta.get("shard") != shard:
-                raise ResumeError(f"{store.root} was run as shard {meta.get('shard')}, not {shard}")
-            if meta.get("mode", mode) != mode:
+            if meta.shard != shard:
+                raise ResumeError(f"{store.root} was run as shard {meta.shard}, not {shard}")
+            if (meta.mode or mode) != mode:
                 raise ResumeError(
-                    f"{store.root} was run against the {meta.get('mode')} model, not the {mode} one",
+                    f"{store.root} was run against the {meta.mode} model, not the {mode} one",
                     hint="scripted and real trials never share an experiment: use another --out directory",
                 )
         else:
-            store.write_meta(
-                {
-                    "lock_hash": lock_hash,
-                    "experiment_id": lock_hash[:12],
-                    "preregistration": str(self.study.prereg_path),
-                    "skill": self.study.prereg.skill,
-                    "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    "shard": shard,
-                    "mode": mode,
-                    "harness_version": __version__,
-                }
-            )
+            write_meta(
+                store.root,
+                ExperimentMeta.start(
+                    lock_hash, preregistration=str(self.study.prereg_path), skill=self.study.prereg.skill,
+                    shard=shard, mode=mode,
+                ),
+            )  # fmt: skip
         report = store.results.read()
         if store.results.repaired:
             self.events.message("repaired a torn last line in results.jsonl (moved aside; earlier lines kept)")
@@ -592,11 +591,12 @@ class Experiment:
             runtime=self.options.runtime,
             extra=extra,
         )
-        meta = store.read_meta() or {}
-        recorded = meta.get(trialinputs.TRIAL_INPUTS)
+        meta = read_meta(store.root)  # written (and checked) by _resume_state
+        recorded = meta.trial_inputs if meta is not None else None
         trialinputs.check_resume(store.root, recorded, current)
-        if recorded != current:  # first start, or a directory started before an input was recorded
-            store.write_meta({**meta, trialinputs.TRIAL_INPUTS: {**(recorded or {}), **current}})
+        # first start, or a directory started before an input was recorded
+        if meta is not None and recorded != current:
+            write_meta(store.root, meta.model_copy(update={"trial_inputs": {**(recorded or {}), **current}}))
 
     def _preflight(self, store: ExperimentDir, images: ImageSet, base_sha: str) -> list[BaseOutcome] | None:
         """Each target task's verify at the base commit (cached): stop when one cannot run, leave

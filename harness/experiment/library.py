@@ -32,6 +32,7 @@ from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
 from harness.results.attempts import latest_by_trial
+from harness.results.meta import require_meta
 from harness.results.store import atomic_write
 from harness.sandbox.engine import Engine
 from harness.study.config import Study
@@ -360,24 +361,23 @@ def write_refusal(
 def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:
     """Re-render a library experiment's outputs from ``root`` (``harness report``, ``harness merge``): no
     Docker, no ledger update. Raises LibraryCheckError (after writing the refusal) like ``eval``."""
-    from harness.reporting.report import read_meta, study_for
+    from harness.reporting.report import study_for
     from harness.results.store import read_results
 
-    meta = read_meta(root)
+    meta = require_meta(root)
     study = study_for(meta, root, prereg_path)
     records = read_results(root / "results.jsonl").records
     versions = {r.provenance.cli_version for r in records}
-    run = RunData(root, records, str(meta["lock_hash"]), ", ".join(sorted(versions)))
+    run = RunData(root, records, meta.lock_hash, ", ".join(sorted(versions)))
     return analyze_and_write(study, library.design(study), run, update_ledger=False)
 
 
 def is_library_dir(root: Path, prereg_path: Path | None = None) -> bool:
     """Whether ``root`` holds a library experiment (its preregistration has a library: block)."""
-    from harness.reporting.report import read_meta
     from harness.study.config import load_preregistration
 
     try:
-        named = prereg_path or Path(str(read_meta(root).get("preregistration")))
+        named = prereg_path or Path(str(require_meta(root).preregistration))
         return load_preregistration(named).library is not None
     except Exception:  # not readable here: the A/B path reports the problem with its own message
         return False

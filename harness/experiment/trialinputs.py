@@ -4,9 +4,10 @@ An experiment directory may only be resumed when every trial in it ran with the
 same inputs: the lock hash covers the preregistration, tasks and skill, but not
 the images, the base image the user passed with ``--base-image``, the scripted
 scenario, the upstream, the runtime and so on. ``experiment.json`` keeps the
-dict :func:`trial_inputs` returned when the directory was started; a later
-start compares it with today's by :func:`changed_inputs` and refuses to mix
-trials from different inputs (:func:`check_resume`).
+dict :func:`trial_inputs` returned when the directory was started
+(``ExperimentMeta.trial_inputs``); a later start compares it with today's by
+:func:`changed_inputs` and refuses to mix trials from different inputs
+(:func:`check_resume`).
 
 Adding an input is one line: add a key to the dict :func:`trial_inputs` builds
 (other engineers add the library baseline hash, the installed delivery, the
@@ -17,7 +18,6 @@ not refused for it (a missing key is "not recorded", never "changed").
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,9 +27,6 @@ from harness.study.config import Execution
 
 if TYPE_CHECKING:  # the reports read recorded inputs without importing the Docker layer
     from harness.sandbox.images import ImageSet
-
-TRIAL_INPUTS = "trial_inputs"
-"""The key in experiment.json."""
 
 
 def trial_inputs(
@@ -68,16 +65,6 @@ def trial_inputs(
         inputs["delivery"] = delivery
     inputs.update(extra or {})
     return inputs
-
-
-def recorded(directory: Path) -> dict[str, Any]:
-    """The trial inputs ``directory/experiment.json`` recorded (empty when none or unreadable)."""
-    try:
-        meta = json.loads((directory / "experiment.json").read_text())
-        value = meta.get(TRIAL_INPUTS) if isinstance(meta, dict) else None
-    except (OSError, ValueError):
-        return {}
-    return dict(value) if isinstance(value, dict) else {}
 
 
 def changed_inputs(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:

@@ -19,7 +19,8 @@ from harness.errors import HarnessError
 from harness.records import TrialRecord
 from harness.reporting import report
 from harness.results.attempts import final_attempts
-from harness.results.store import META, RESULTS, read_results
+from harness.results.meta import META, require_meta
+from harness.results.store import RESULTS, read_results
 
 DEFAULT_GLOBS = ("harness-results/*", "demo-output/results-*")
 
@@ -73,13 +74,13 @@ def _values(records: Iterable[TrialRecord], pick: str) -> str:
 def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | None:
     """The row of one experiment directory; None when it belongs to another skill (or is a shard, unless named)."""
     try:
-        meta = report.read_meta(path)
+        meta = require_meta(path)
     except HarnessError:
         return None
-    if meta.get("skill") != skill or (meta.get("shard") and not explicit):
+    if meta.skill != skill or (meta.shard and not explicit):
         return None
     records = read_results(path / RESULTS).records
-    date = min((r.started_at for r in records), default=str(meta.get("created_at", "")))
+    date = min((r.started_at for r in records), default=meta.created_at or "")
     base = HistoryRow(
         date=date[:16].replace("T", " "),
         model=_values(records, "model"),
@@ -88,10 +89,10 @@ def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | N
         skill="n/a",
         cost_ratio="n/a",
         verdict="n/a",
-        experiment=str(meta.get("experiment_id", str(meta["lock_hash"])[:12])),
+        experiment=meta.experiment_id,
         path=path,
     )
-    shard = f" (shard {meta['shard']})" if meta.get("shard") else ""
+    shard = f" (shard {meta.shard})" if meta.shard else ""
     data = report.fresh_decision(path, meta, len(records))
     if data is not None:
         arms = data.get("arms", {})

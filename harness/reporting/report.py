@@ -38,11 +38,12 @@ from harness.analysis import decision
 from harness.analysis import skilluse as skillreport
 from harness.analysis.decision import Analysis, DecisionResult, Reason
 from harness.errors import ConfigError, HarnessError, LockError, ResultsUnavailable
-from harness.experiment import preflight, trialinputs
+from harness.experiment import preflight
 from harness.records import TrialRecord, outcome
 from harness.redact import Redactor
 from harness.results import attempts as runstate
-from harness.results.store import META, RESULTS, atomic_write, read_results
+from harness.results.meta import META, ExperimentMeta, read_meta, require_meta
+from harness.results.store import RESULTS, atomic_write, read_results
 from harness.study import prices
 from harness.study.config import Preregistration, Study, load_preregistration, load_tasks
 from harness.trial import apihealth, samepatch
@@ -187,22 +188,6 @@ def build_input(
     )
 
 
-def read_meta(root: Path) -> dict[str, Any]:
-    """``experiment.json`` of an experiment directory (ConfigError when missing or malformed)."""
-    path = root / META
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(
-            path, "not found: is this an experiment directory (harness-results/<skill>-<lock>)?"
-        ) from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(path, f"cannot be read as JSON ({e})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("lock_hash"), str):
-        raise ConfigError(path, "is not an experiment description (no lock_hash)")
-    return data
-
-
 def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
     path = root / RESULTS
     if not path.is_file():
@@ -234,17 +219,19 @@ def analyze_records(
         experiment_dir=str(experiment_dir),
         skip_reasons=study.excluded,
     )
-    return dataclasses.replace(data, base_image=str(trialinputs.recorded(Path(experiment_dir)).get("base_image", "")))
+    meta = read_meta(Path(experiment_dir))
+    inputs = (meta.trial_inputs if meta is not None else None) or {}
+    return dataclasses.replace(data, base_image=str(inputs.get("base_image", "")))
 
 
-def study_for(meta: dict[str, Any], root: Path, prereg_path: Path | None = None) -> Study:
+def study_for(meta: ExperimentMeta, root: Path, prereg_path: Path | None = None) -> Study:
     """The study an experiment directory ran: ``prereg_path``, else the preregistration its
     ``experiment.json`` names, which must carry the experiment's lock (a re-locked one may have
     other decision settings). The skill folder is not needed: a shelved skill's experiment loads."""
-    lock_hash = str(meta["lock_hash"])
+    lock_hash = meta.lock_hash
     if prereg_path is None:
-        named = meta.get("preregistration")
-        if not isinstance(named, str):
+        named = meta.preregistration
+        if named is None:
             raise ConfigError(root / META, "names no preregistration", field="preregistration",
                               hint="pass the file with --prereg")  # fmt: skip
         prereg_path = Path(named)
@@ -270,8 +257,8 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     preregistration may have other decision settings). The skill folder is not
     needed: a shelved skill's experiment still renders.
     """
-    meta = read_meta(root)
-    lock_hash = str(meta["lock_hash"])
+    meta = require_meta(root)
+    lock_hash = meta.lock_hash
     records, notes = _read_records(root)
     study = study_for(meta, root, prereg_path)
     foreign = sum(1 for r in records if r.provenance.lock_hash != lock_hash)
@@ -821,7 +808,7 @@ class GateResult:
         return clean(f"{word} (exit {self.exit_code}) {self.skill}: {why}")
 
 
-def fresh_decision(root: Path, meta: dict[str, Any], lines: int) -> dict[str, Any] | None:
+def fresh_decision(root: Path, meta: ExperimentMeta, lines: int) -> dict[str, Any] | None:
     """decision.json when it was computed from exactly the current results under the same lock."""
     try:
         data = json.loads((root / DECISION_JSON).read_text(encoding="utf-8"))
@@ -830,7 +817,7 @@ def fresh_decision(root: Path, meta: dict[str, Any], lines: int) -> dict[str, An
     if (
         not isinstance(data, dict)
         or data.get("verdict") not in GATE_CODES
-        or data.get("lock_hash") != meta.get("lock_hash")
+        or data.get("lock_hash") != meta.lock_hash
         or data.get("results_lines") != lines
         or not isinstance(data.get("reasons"), list)
     ):
@@ -846,7 +833,7 @@ def gate(root: Path) -> GateResult:
     be analysed (preregistration missing or re-locked).
     """
     try:
-        meta = read_meta(root)
+        meta = require_meta(root)
         records, _ = _read_records(root)
     except HarnessError as e:
         raise ResultsUnavailable(e.message, hint=e.hint) from None
@@ -857,7 +844,7 @@ def gate(root: Path) -> GateResult:
             for x in data["reasons"]
             if isinstance(x, dict)
         )
-        return GateResult(str(data.get("skill", meta.get("skill", "?"))), str(data["verdict"]), reasons,
+        return GateResult(str(data.get("skill", meta.skill or "?")), str(data["verdict"]), reasons,
                           DECISION_JSON, root, str(data.get("label") or ""))  # fmt: skip
     try:
         r = load_experiment(root)

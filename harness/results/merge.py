@@ -20,29 +20,28 @@ single-machine run.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from harness import __version__, plan
+from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
 from harness.experiment.preflight import PREFLIGHT_JSON
 from harness.records import TrialRecord
 from harness.redact import Redactor
 from harness.reporting import report
 from harness.results.attempts import is_final, latest_by_trial
-from harness.results.store import META, RESULTS, ExperimentDir, read_results
+from harness.results.meta import META, ExperimentMeta, require_meta, write_meta
+from harness.results.store import RESULTS, ExperimentDir, read_results
 from harness.study.config import Study
 
 
 @dataclass(frozen=True)
 class Shard:
     root: Path
-    meta: dict[str, Any]
+    meta: ExperimentMeta
     records: list[TrialRecord]
     index: int | None
     count: int | None
@@ -57,18 +56,18 @@ class Merged:
     shards: tuple[Shard, ...]
 
 
-def _read_meta(root: Path) -> dict[str, Any]:
+def _read_meta(root: Path) -> ExperimentMeta:
     try:
-        return report.read_meta(root)
+        return require_meta(root)
     except ConfigError as e:
-        raise MergeError(f"{root} is not a readable experiment directory: {e}") from None
+        raise MergeError(f"{root} is not a readable experiment directory: {e}") from e
 
 
-def _parse_shard(text: object, root: Path) -> tuple[int | None, int | None]:
+def _parse_shard(text: str | None, root: Path) -> tuple[int | None, int | None]:
     if text is None:
         return None, None
     try:
-        i, n = plan.parse_shard(str(text))
+        i, n = plan.parse_shard(text)
     except ValueError as e:
         raise MergeError(f"{root / META}: {e}") from None
     return i, n
@@ -83,11 +82,11 @@ def read_shard(root: Path) -> Shard:
             f"{root / RESULTS} line {number} is unreadable ({err}); {len(results.bad_lines)} bad line(s) in all",
             hint="a merged experiment must not silently drop trials: inspect or rerun that shard",
         )
-    index, count = _parse_shard(meta.get("shard"), root)
+    index, count = _parse_shard(meta.shard, root)
     return Shard(root, meta, results.records, index, count)
 
 
-def _load_study(meta: dict[str, Any], prereg_path: Path | None, where: Path) -> Study:
+def _load_study(meta: ExperimentMeta, prereg_path: Path | None, where: Path) -> Study:
     try:
         return report.study_for(meta, where, prereg_path)
     except (ConfigError, LockError) as e:
@@ -99,15 +98,15 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Stu
     if not shards:
         raise MergeError("no shard directories given", hint="harness merge OUT SHARD_DIR...")
     first = shards[0]
-    lock_hash = str(first.meta["lock_hash"])
+    lock_hash = first.meta.lock_hash
     for s in shards[1:]:
-        if s.meta["lock_hash"] != lock_hash:
+        if s.meta.lock_hash != lock_hash:
             raise MergeError(
-                f"{s.root} ran lock {str(s.meta['lock_hash'])[:12]}, {first.root} ran {lock_hash[:12]}: "
+                f"{s.root} ran lock {s.meta.lock_hash[:12]}, {first.root} ran {lock_hash[:12]}: "
                 "shards of different preregistrations cannot be merged"
             )
-        if s.meta.get("mode") != first.meta.get("mode"):
-            raise MergeError(f"{s.root} ran the {s.meta.get('mode')} model, {first.root} the {first.meta.get('mode')}")
+        if s.meta.mode != first.meta.mode:
+            raise MergeError(f"{s.root} ran the {s.meta.mode} model, {first.root} the {first.meta.mode}")
     counts = {s.count for s in shards}
     if len(counts) != 1:
         raise MergeError(
@@ -186,19 +185,13 @@ def merge(out: Path, shard_dirs: Sequence[Path], *, prereg_path: Path | None = N
     first = shards[0].meta
     if (shards[0].root / PREFLIGHT_JSON).is_file():  # the tasks the preflight left out of the plan
         shutil.copy2(shards[0].root / PREFLIGHT_JSON, out / PREFLIGHT_JSON)
-    store.write_meta(
-        {
-            "lock_hash": lock_hash,
-            "experiment_id": lock_hash[:12],
-            "preregistration": str(study.prereg_path),
-            "skill": study.prereg.skill,
-            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "shard": None,
-            "mode": first.get("mode"),
-            "harness_version": __version__,
-            "merged_from": [str(s.root.resolve()) for s in shards],
-        }
-    )
+    write_meta(
+        out,
+        ExperimentMeta.start(
+            lock_hash, preregistration=str(study.prereg_path), skill=study.prereg.skill, shard=None,
+            mode=first.mode, merged_from=tuple(str(s.root.resolve()) for s in shards),
+        ),
+    )  # fmt: skip
     return Merged(out, study, lock_hash, records, shards)
 
 

@@ -2,7 +2,7 @@
 
 Layout of an experiment directory::
 
-    experiment.json        what was locked and how the run was set up (written once)
+    experiment.json        what was locked and how the run was set up (see harness.results.meta)
     results.jsonl          one TrialRecord per attempt, append-only, never rewritten
     artifacts/ab/abcd...   patch, verify output, agent and judge JSON, by sha256
     report.md, report.html, junit.xml, decision.json   (rendered from results.jsonl)
@@ -19,13 +19,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,7 +32,6 @@ from harness.records import TrialRecord
 from harness.redact import Redactor
 
 RESULTS = "results.jsonl"
-META = "experiment.json"
 
 
 @dataclass
@@ -179,24 +176,6 @@ class ExperimentDir:
         self.root.mkdir(parents=True, exist_ok=True)
         self.results = ResultsLog(root / RESULTS, redactor)
         self.artifacts = ArtifactStore(root / "artifacts", redactor)
-
-    @property
-    def meta_path(self) -> Path:
-        return self.root / META
-
-    def read_meta(self) -> dict[str, Any] | None:
-        if not self.meta_path.exists():
-            return None
-        try:
-            data = json.loads(self.meta_path.read_text())
-        except ValueError as e:
-            raise ResumeError(f"{self.meta_path} is not valid JSON ({e}); move the directory aside") from None
-        if not isinstance(data, dict):
-            raise ResumeError(f"{self.meta_path} is not a JSON object; move the directory aside")
-        return data
-
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        atomic_write(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

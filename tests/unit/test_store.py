@@ -186,21 +186,6 @@ def test_binary_artifacts_survive_redaction(tmp_path: Path) -> None:
     assert store.get(store.put(data)) == data
 
 
-def test_meta_round_trips(tmp_path: Path) -> None:
-    exp = ExperimentDir(tmp_path / "exp", Redactor([KEY]))
-    assert exp.read_meta() is None
-    exp.write_meta({"lock": "abc", "n": 3})
-    assert exp.read_meta() == {"lock": "abc", "n": 3}
-
-
-@pytest.mark.parametrize("content", ["{broken", "[1, 2]"])
-def test_bad_meta_raises_resume_error(tmp_path: Path, content: str) -> None:
-    exp = ExperimentDir(tmp_path / "exp", Redactor())
-    exp.meta_path.write_text(content)
-    with pytest.raises(ResumeError):
-        exp.read_meta()
-
-
 def test_exclusive_refuses_a_second_holder(tmp_path: Path) -> None:
     a = ExperimentDir(tmp_path / "exp", Redactor())
     b = ExperimentDir(tmp_path / "exp", Redactor())
