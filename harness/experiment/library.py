@@ -32,6 +32,7 @@ from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
 from harness.results.attempts import latest_by_trial
+from harness.results.load import study_for
 from harness.results.meta import require_meta
 from harness.results.store import atomic_write
 from harness.sandbox.engine import Engine
@@ -361,7 +362,6 @@ def write_refusal(
 def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:
     """Re-render a library experiment's outputs from ``root`` (``harness report``, ``harness merge``): no
     Docker, no ledger update. Raises LibraryCheckError (after writing the refusal) like ``eval``."""
-    from harness.reporting.report import study_for
     from harness.results.store import read_results
 
     meta = require_meta(root)

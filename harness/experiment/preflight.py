@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness.errors import HarnessError, Interrupted, PrerequisiteError
 from harness.host import gitops
 from harness.redact import Redactor
+from harness.results.load import PREFLIGHT_JSON
 from harness.results.store import atomic_write
 from harness.sandbox.labels import make_labels
 from harness.study.config import Task
@@ -48,7 +49,6 @@ if TYPE_CHECKING:  # the reports read preflight.json without importing the Docke
     from harness.sandbox import roles as sandbox
     from harness.sandbox.engine import Engine
 
-PREFLIGHT_JSON = "preflight.json"
 FORMAT = 1
 TAIL = 4096
 Outcome = Literal["fails", "passes", "cannot_run", "timeout"]
@@ -252,13 +252,3 @@ def write_record(directory: Path, outcomes: Sequence[BaseOutcome], *, enabled: b
         "tasks": {o.task_id: {**asdict(o), "reason": o.reason} for o in outcomes},
     }
     atomic_write(directory / PREFLIGHT_JSON, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
-
-
-def read_skipped(directory: Path) -> dict[str, str]:
-    """Tasks the preflight of ``directory`` found trivial: ``{task_id: reason}`` (empty when none or no file)."""
-    try:
-        data = json.loads((directory / PREFLIGHT_JSON).read_text())
-        tasks = data.get("tasks", {})
-        return {tid: str(t.get("reason", "")) for tid, t in tasks.items() if t.get("outcome") == "passes"}
-    except (OSError, ValueError, AttributeError):
-        return {}

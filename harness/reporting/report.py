@@ -37,15 +37,15 @@ from harness import fmt
 from harness.analysis import decision
 from harness.analysis import skilluse as skillreport
 from harness.analysis.decision import Analysis, DecisionResult, Reason
-from harness.errors import ConfigError, HarnessError, LockError, ResultsUnavailable
-from harness.experiment import preflight
+from harness.errors import HarnessError, ResultsUnavailable
 from harness.records import TrialRecord, outcome
 from harness.redact import Redactor
 from harness.results import attempts as runstate
-from harness.results.meta import META, ExperimentMeta, read_meta, require_meta
-from harness.results.store import RESULTS, atomic_write, read_results
+from harness.results.load import read_experiment, read_records
+from harness.results.meta import ExperimentMeta, read_meta, require_meta
+from harness.results.store import RESULTS, atomic_write
 from harness.study import prices
-from harness.study.config import Preregistration, Study, load_preregistration, load_tasks
+from harness.study.config import Preregistration, Study
 from harness.trial import apihealth, samepatch
 
 DECISION_JSON = "decision.json"
@@ -188,24 +188,6 @@ def build_input(
     )
 
 
-def _read_records(root: Path) -> tuple[list[TrialRecord], list[str]]:
-    path = root / RESULTS
-    if not path.is_file():
-        raise ResultsUnavailable(f"{path} does not exist: there are no results to report on",
-                                 hint="run `harness eval` first, or check the directory name")  # fmt: skip
-    try:
-        rr = read_results(path)
-    except OSError as e:
-        raise ResultsUnavailable(f"{path} cannot be read: {e.strerror}") from None
-    notes = [f"results.jsonl line {n} is unreadable and was ignored: {err}" for n, err in rr.bad_lines]
-    if rr.torn_tail:
-        notes.append("results.jsonl ends in an unterminated line (a crash mid-write); it was ignored")
-    if not rr.records:
-        raise ResultsUnavailable(f"{path} holds no readable trial result")
-    runstate.check_unique_attempts(rr.records, path)
-    return rr.records, notes
-
-
 def analyze_records(
     study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
 ) -> ReportInput:
@@ -224,31 +206,6 @@ def analyze_records(
     return dataclasses.replace(data, base_image=str(inputs.get("base_image", "")))
 
 
-def study_for(meta: ExperimentMeta, root: Path, prereg_path: Path | None = None) -> Study:
-    """The study an experiment directory ran: ``prereg_path``, else the preregistration its
-    ``experiment.json`` names, which must carry the experiment's lock (a re-locked one may have
-    other decision settings). The skill folder is not needed: a shelved skill's experiment loads."""
-    lock_hash = meta.lock_hash
-    if prereg_path is None:
-        named = meta.preregistration
-        if named is None:
-            raise ConfigError(root / META, "names no preregistration", field="preregistration",
-                              hint="pass the file with --prereg")  # fmt: skip
-        prereg_path = Path(named)
-    prereg = load_preregistration(prereg_path)
-    if prereg.lock is None or prereg.lock.sha256 != lock_hash:
-        found = prereg.lock.sha256[:12] if prereg.lock else "none"
-        raise LockError(
-            f"{prereg_path} is locked as {found}, but {root} ran under lock {lock_hash[:12]}: "
-            "its decision settings may differ",
-            hint="pass the preregistration this experiment ran under with --prereg",
-        )
-    tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
-    study = Study(prereg_path.resolve(), prereg, tasks)
-    study.excluded = preflight.read_skipped(root)
-    return study
-
-
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     """Rebuild the analysed experiment from ``root`` without writing anything there.
 
@@ -257,17 +214,11 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     preregistration may have other decision settings). The skill folder is not
     needed: a shelved skill's experiment still renders.
     """
-    meta = require_meta(root)
-    lock_hash = meta.lock_hash
-    records, notes = _read_records(root)
-    study = study_for(meta, root, prereg_path)
-    foreign = sum(1 for r in records if r.provenance.lock_hash != lock_hash)
-    if foreign:
-        raise ConfigError(root / RESULTS, f"holds {foreign} line(s) of another lock than {lock_hash[:12]}")
+    exp = read_experiment(root, prereg_path)
     # The very analysis `harness eval` ran (how the run stopped, the cost cap, reused trials), so a
     # re-rendered report and the gate can never disagree with eval.
-    data = analyze_records(study, records, lock_hash=lock_hash, experiment_dir=root)
-    return dataclasses.replace(data, notes=(*data.notes, *notes))
+    data = analyze_records(exp.study, exp.lines.records, lock_hash=exp.meta.lock_hash, experiment_dir=root)
+    return dataclasses.replace(data, notes=(*data.notes, *exp.lines.notes))
 
 
 # ======================================================================= formatting
@@ -834,10 +785,10 @@ def gate(root: Path) -> GateResult:
     """
     try:
         meta = require_meta(root)
-        records, _ = _read_records(root)
+        lines = read_records(root)
     except HarnessError as e:
-        raise ResultsUnavailable(e.message, hint=e.hint) from None
-    data = fresh_decision(root, meta, len(records))
+        raise ResultsUnavailable(e.message, hint=e.hint) from e
+    data = fresh_decision(root, meta, len(lines.records))
     if data is not None:
         reasons = tuple(
             (str(x.get("code", "?")), str(x.get("kind", "?")), str(x.get("message", "")))

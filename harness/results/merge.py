@@ -28,11 +28,10 @@ from pathlib import Path
 
 from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
-from harness.experiment.preflight import PREFLIGHT_JSON
 from harness.records import TrialRecord
 from harness.redact import Redactor
-from harness.reporting import report
 from harness.results.attempts import is_final, latest_by_trial
+from harness.results.load import PREFLIGHT_JSON, study_for
 from harness.results.meta import META, ExperimentMeta, require_meta, write_meta
 from harness.results.store import RESULTS, ExperimentDir, read_results
 from harness.study.config import Study
@@ -88,7 +87,7 @@ def read_shard(root: Path) -> Shard:
 
 def _load_study(meta: ExperimentMeta, prereg_path: Path | None, where: Path) -> Study:
     try:
-        return report.study_for(meta, where, prereg_path)
+        return study_for(meta, where, prereg_path)
     except (ConfigError, LockError) as e:
         raise MergeError(f"the shards' preregistration: {e.message}", hint="pass it with --prereg") from None
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PrerequisiteError
-from harness.experiment.preflight import PREFLIGHT_JSON
 from harness.reporting.report import load_experiment, write_reports
+from harness.results.load import PREFLIGHT_JSON
 from tests.integration.helpers import run_experiment
 from tests.security.helpers import HostileTask, mean_task, write_hostile
 

@@ -289,13 +289,13 @@ def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) ->
     from pathlib import Path
 
     from harness.errors import HarnessError
-    from harness.reporting import report
+    from harness.results.load import read_records
 
     root = Path(str(tmp_path))
     line = _record("x", 1).model_dump_json()  # type: ignore[attr-defined]
     (root / "results.jsonl").write_text(line + "\n" + line + "\n")
     with pytest.raises(HarnessError, match="two records with attempt 1"):
-        report._read_records(root)
+        read_records(root)
 
 
 # --------------------------------------------------------- 1. the amber label in every report

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 
 from harness.experiment.preflight import (
-    PREFLIGHT_JSON,
     BaseOutcome,
     cannot_run_error,
     classify,
     preflight_fingerprint,
-    read_skipped,
     write_record,
 )
+from harness.results.load import PREFLIGHT_JSON, preflight_skipped
 from harness.study.config import Task
 
 
@@ -60,8 +59,10 @@ def test_every_base_outcome_is_recorded_and_trivial_tasks_read_back(tmp_path: Pa
     data = json.loads((tmp_path / PREFLIGHT_JSON).read_text())
     assert set(data["tasks"]) == {"a", "b", "c"}
     assert data["tasks"]["a"]["exit_code"] == 1
-    assert read_skipped(tmp_path) == {"b": "verify_cmd already passes at the base commit (preflight): nothing to fix"}
-    assert read_skipped(tmp_path / "missing") == {}
+    assert preflight_skipped(tmp_path) == {
+        "b": "verify_cmd already passes at the base commit (preflight): nothing to fix"
+    }
+    assert preflight_skipped(tmp_path / "missing") == {}
 
 
 def test_cannot_run_names_the_task_the_output_and_base_image() -> None:
