@@ -46,7 +46,9 @@ import yaml
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis import decision
+from harness.analysis.curtail import early_stop_verdict
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import Observation
 from harness.demo import prepare_demo
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
 from harness.results.attempts import spent_usd
@@ -364,15 +366,15 @@ def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 2
     stopped = 0
     for _ in range(reps):
         specs = plan_trials(task_objs, runs, rng.randrange(1 << 30))
-        obs: list[decision.Observation] = []
+        obs: list[Observation] = []
         used = len(specs)
         for i, spec in enumerate(specs):
             out = "pass" if rng.random() < 0.5 else "fail"
-            obs.append(decision.Observation(task_id=spec.task.id, arm=spec.arm, outcome=out, cost_usd=0.01))  # type: ignore[arg-type]
+            obs.append(Observation(task_id=spec.task.id, arm=spec.arm, outcome=out, cost_usd=0.01))  # type: ignore[arg-type]
             if {o.arm for o in obs} != {"baseline", "skill"}:
                 continue
-            analysis = decision.analyze(obs, settings)
-            verdict, _ = decision.early_stop_verdict(analysis, settings, runs, task_ids, max_cost_per_trial=cap)
+            analysis = analyze(obs, settings)
+            verdict, _ = early_stop_verdict(analysis, settings, runs, task_ids, max_cost_per_trial=cap)
             if verdict is not None:
                 used = i + 1
                 break

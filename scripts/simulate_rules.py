@@ -4,7 +4,7 @@ Each simulated experiment draws T tasks with U-shaped difficulty (baseline pass
 probability p ~ Beta(.5, .5)), gives the skill a logit shift b chosen so that
 the mean true gain E[expit(logit p + b) - p] equals the target effect, runs N
 trials per arm and task, and sends the outcomes through the real
-``harness.analysis.decision.analyze`` and ``harness.analysis.decision.decide`` under both rules.
+``harness.analysis.estimates.analyze`` and ``harness.analysis.decide.decide`` under both rules.
 Costs are drawn per task (log-normal) with per-trial noise; the skill's true
 cost ratio is ``--cost-ratio`` (default 1.0, so the cost condition rarely
 binds and the table shows the pass-rate logic). Every cell has its own seeded
@@ -37,7 +37,9 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_rules.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis.decision import DecisionContext, Observation, analyze, decide
+from harness.analysis.decide import decide
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import DecisionContext, Observation, provenance_by_arm
 from harness.records import Arm, Outcome
 from harness.study.config import DecisionSettings
 
@@ -47,7 +49,14 @@ TASKS = (3, 5, 6, 10, 20, 50)
 RUNS = 3
 EFFECTS = (0.0, 0.06, 0.125, 0.24)
 _GRID = 4000
-_PROVENANCE = ("sim-model", "0.0.0", "sha256:sim", "0" * 40, "sim-template", "sim-lock")
+_PROVENANCE = {
+    "model": "sim-model",
+    "cli_version": "0.0.0",
+    "image_digest": "sha256:sim",
+    "base_sha": "0" * 40,
+    "prompt_template_sha256": "sim-template",
+    "lock_hash": "sim-lock",
+}
 
 
 def _logit(p: float) -> float:
@@ -136,7 +145,7 @@ def run_cell(cell: Cell) -> CellResult:
     interval_settings = DecisionSettings(rule="interval")
     context = DecisionContext(
         budget_stopped=False,
-        provenance_by_arm={"baseline": {_PROVENANCE}, "skill": {_PROVENANCE}},
+        provenance_by_arm=provenance_by_arm(_PROVENANCE),
         planned_runs_per_arm=cell.runs,
     )
     point: Counter[str] = Counter()
@@ -206,7 +215,7 @@ def render(results: Sequence[CellResult], reps: int, seed: int, command: str) ->
     lines = [
         (
             f"Simulated with `{command}` ({reps} reps per row, seed {seed}); U-shaped difficulty Beta(.5,.5), "
-            "logit-shift effect, decisions by harness.analysis.decision.decide."
+            "logit-shift effect, decisions by harness.analysis.decide.decide."
         ),
         f"Monte Carlo standard error of a share p: sqrt(p(1-p)/{reps}) (at most {0.5 / math.sqrt(reps):.3f}).",
         "",

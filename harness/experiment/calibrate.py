@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import fmt
-from harness.analysis import decision
+from harness.analysis.decide import decide, judge_independence_warning
+from harness.analysis.estimates import Analysis, analyze
+from harness.analysis.observations import DecisionContext, Observation, context_from_records, observations_from_records
 from harness.records import TrialRecord
 from harness.results.attempts import final_attempts
 from harness.study.config import DecisionSettings, Study
@@ -54,19 +56,19 @@ def judge_agreement(records: Sequence[TrialRecord]) -> dict[str, Any]:
     return {"trials": n, "agreement": agree, "kappa": kappa}
 
 
-def _resample(obs: Sequence[decision.Observation], rng: random.Random) -> list[decision.Observation]:
-    by_task: dict[str, list[decision.Observation]] = {}
+def _resample(obs: Sequence[Observation], rng: random.Random) -> list[Observation]:
+    by_task: dict[str, list[Observation]] = {}
     for o in obs:
         by_task.setdefault(o.task_id, []).append(o)
     ids = sorted(by_task)
-    out: list[decision.Observation] = []
+    out: list[Observation] = []
     for j in range(len(ids)):
         tid = rng.choice(ids)
         swap = rng.random() < 0.5
         for o in by_task[tid]:
             arm = o.arm if not swap else ("skill" if o.arm == "baseline" else "baseline")
             out.append(
-                decision.Observation(
+                Observation(
                     f"{tid}#{j}", arm, o.outcome, o.cost_usd, o.turns, o.duration_s, reached_model=o.reached_model
                 )
             )
@@ -77,15 +79,15 @@ def rule_rates(
     records: Sequence[TrialRecord], settings: DecisionSettings, runs: int, *, resamples: int, seed: int
 ) -> dict[str, dict[str, float]]:
     """For each rule: the share of resampled A/A experiments ending adopt / reject / inconclusive / invalid."""
-    obs = decision.observations_from_records(records, settings.pass_rule)
-    context = decision.context_from_records(records, runs, False)
+    obs = observations_from_records(records, settings.pass_rule)
+    context = context_from_records(records, runs, False)
     rng = random.Random(seed)
     counts: dict[str, Counter[str]] = {"point": Counter(), "interval": Counter()}
     rules = {name: settings.model_copy(update={"rule": name, "early_stop": "none"}) for name in counts}
     for _ in range(resamples):
         sample = _resample(obs, rng)
         for name, rule_settings in rules.items():
-            a = decision.analyze(sample, rule_settings)
+            a = analyze(sample, rule_settings)
             counts[name][decide_quiet(a, rule_settings, context)] += 1
     return {
         name: {v: c[v] / resamples for v in ("adopt", "reject", "inconclusive", "invalid")}
@@ -93,14 +95,14 @@ def rule_rates(
     }
 
 
-def decide_quiet(a: decision.Analysis, settings: DecisionSettings, context: decision.DecisionContext) -> str:
+def decide_quiet(a: Analysis, settings: DecisionSettings, context: DecisionContext) -> str:
     """The verdict without the design gates that resampled task labels would trip (unplanned tasks)."""
-    ctx = decision.DecisionContext(
+    ctx = DecisionContext(
         budget_stopped=False,
         provenance_by_arm=context.provenance_by_arm,
         planned_runs_per_arm=context.planned_runs_per_arm,
     )
-    return decision.decide(a, settings, ctx).verdict
+    return decide(a, settings, ctx).verdict
 
 
 def summarize(
@@ -109,8 +111,8 @@ def summarize(
     """Everything ``calibration.json`` holds, from the A/A run's records (pure)."""
     settings = study.prereg.decision
     runs = study.prereg.execution.runs_per_arm
-    obs = decision.observations_from_records(records, settings.pass_rule)
-    a = decision.analyze(obs, settings)
+    obs = observations_from_records(records, settings.pass_rule)
+    a = analyze(obs, settings)
     finals, _ = final_attempts(records)
     outcome_records = [r for r in finals if r.is_outcome]
     models = sorted({r.provenance.model for r in outcome_records})
@@ -122,7 +124,7 @@ def summarize(
     warnings: list[str] = []
     for m in models:
         for j in judges:
-            why = decision.judge_independence_warning(m, j)
+            why = judge_independence_warning(m, j)
             if why:
                 warnings.append(why)
     if drift_detected:
@@ -153,12 +155,12 @@ def summarize(
             "point": decide_quiet(
                 a,
                 settings.model_copy(update={"rule": "point", "early_stop": "none"}),
-                decision.context_from_records(records, runs, False),
+                context_from_records(records, runs, False),
             ),
             "interval": decide_quiet(
                 a,
                 settings.model_copy(update={"rule": "interval", "early_stop": "none"}),
-                decision.context_from_records(records, runs, False),
+                context_from_records(records, runs, False),
             ),
         },
         "resamples": resamples,

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import __version__, plan, retry
-from harness.analysis import decision
+from harness.analysis.curtail import early_stop_verdict
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import observations_from_records
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.preflight import BaseOutcome
@@ -136,7 +138,7 @@ def curtailment_check(
 ) -> Callable[[Sequence[TrialRecord]], str | None] | None:
     """The preregistered early stop as a function of the final records so far (None when not preregistered).
 
-    Returns a reason when :func:`harness.analysis.decision.curtailment` proves that no
+    Returns a reason when :func:`harness.analysis.curtail.curtailment` proves that no
     outcome of the remaining trials (every planned trial without a final record,
     running ones included) can change the point rule's verdict.
     """
@@ -150,8 +152,8 @@ def curtailment_check(
     def check(records: Sequence[TrialRecord]) -> str | None:
         if not {r.arm for r in records} >= {"baseline", "skill"}:
             return None
-        analysis = decision.analyze(decision.observations_from_records(records, settings.pass_rule), settings)
-        verdict, left = decision.early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
+        analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
+        verdict, left = early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
         if verdict is None:
             return None
         return (

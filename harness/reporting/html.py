@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness import __version__, fmt
-from harness.analysis.decision import ArmSummary, DecisionResult
+from harness.analysis.decide import DecisionResult
+from harness.analysis.estimates import ArmSummary
 from harness.records import TrialRecord, outcome
 from harness.reporting.report import (
     ReportInput,

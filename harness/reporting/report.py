@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import fmt
-from harness.analysis import decision
 from harness.analysis import skilluse as skillreport
-from harness.analysis.decision import Analysis, DecisionResult, Reason
+from harness.analysis.decide import DecisionResult, decide
+from harness.analysis.estimates import Analysis, ArmSummary, TaskRow, analyze
+from harness.analysis.observations import context_from_records, observations_from_records
+from harness.analysis.reasons import Reason
 from harness.errors import HarnessError, ResultsUnavailable
 from harness.records import TrialRecord, outcome
 from harness.redact import Redactor
@@ -157,10 +159,10 @@ def build_input(
     records; the per-trial cost cap bounds what a missing trial could have cost; the
     spend leaves out reused baseline trials (spent by another experiment)."""
     settings = prereg.decision
-    observations = decision.observations_from_records(records, settings.pass_rule)
-    analysis = decision.analyze(observations, settings)
+    observations = observations_from_records(records, settings.pass_rule)
+    analysis = analyze(observations, settings)
     budget_stopped, early_stopped = runstate.stops(records)
-    context = decision.context_from_records(
+    context = context_from_records(
         records,
         prereg.execution.runs_per_arm,
         budget_stopped,
@@ -171,7 +173,7 @@ def build_input(
     return ReportInput(
         prereg=prereg,
         analysis=analysis,
-        decision=decision.decide(analysis, settings, context),
+        decision=decide(analysis, settings, context),
         lock_hash=lock_hash,
         skipped_tasks=tuple(skipped_tasks),
         flagged=flagged(records),
@@ -287,7 +289,7 @@ def wall_seconds(r: ReportInput) -> float | None:
         return None
 
 
-def tasks_by_difference(a: Analysis) -> list[decision.TaskRow]:
+def tasks_by_difference(a: Analysis) -> list[TaskRow]:
     """Per-task rows, largest gain first; tasks without a difference last."""
     return sorted(a.tasks, key=lambda t: (t.difference is None, -(t.difference or 0.0), t.task_id))
 
@@ -384,7 +386,7 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]], align: str =
     return out
 
 
-def _arm_cells(arm: decision.ArmSummary, conf: int) -> list[str]:
+def _arm_cells(arm: ArmSummary, conf: int) -> list[str]:
     w, c = arm.wilson, arm.clustered.interval
     clustered = "n/a" if arm.clustered.mean is None else f"[{fmt.pct(max(0.0, c.low))}, {fmt.pct(min(1.0, c.high))}]"
     return [

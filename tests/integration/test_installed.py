@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.analysis import decision
+from harness.analysis.decide import provenance_reasons
+from harness.analysis.observations import DecisionContext
 from harness.records import TrialRecord
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 from tests.security.helpers import HostileTask, bash, kv, probes, scripted_events, write_hostile
@@ -123,23 +124,21 @@ def test_the_skill_is_never_in_the_patch(installed_run) -> None:  # type: ignore
 
 def test_mixing_bare_and_installed_arms_is_invalid(installed_run) -> None:  # type: ignore[no-untyped-def]
     records = list(installed_run["records"].values())
-    ctx = decision.DecisionContext(
+    ctx = DecisionContext(
         budget_stopped=False,
         provenance_by_arm={
             arm: [r.provenance.model_dump() for r in records if r.arm == arm] for arm in ("baseline", "skill")
         },
         planned_runs_per_arm=1,
     )
-    assert not decision._provenance_reasons(ctx), "the installed run's own arms are comparable"
+    assert not provenance_reasons(ctx), "the installed run's own arms are comparable"
     mixed = {
         "baseline": [
             r.provenance.model_copy(update={"delivery": "prompt"}).model_dump() for r in records if r.arm == "baseline"
         ],
         "skill": [r.provenance.model_dump() for r in records if r.arm == "skill"],
     }
-    reasons = decision._provenance_reasons(
-        decision.DecisionContext(budget_stopped=False, provenance_by_arm=mixed, planned_runs_per_arm=1)
-    )
+    reasons = provenance_reasons(DecisionContext(budget_stopped=False, provenance_by_arm=mixed, planned_runs_per_arm=1))
     assert any("delivery differs" in r.message and r.kind == "invalid" for r in reasons), reasons
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.decision import PROVENANCE_MISMATCH
+from harness.analysis.reasons import ReasonCode
 from harness.cli import main
 from harness.reporting import report
 from harness.reporting.report import analyze_records
@@ -72,7 +72,7 @@ def test_a_second_skill_reuses_the_first_skills_baseline(tmp_path: Path, engine,
     study_b = load_study(second)
     data = analyze_records(study_b, b.records, lock_hash=b.lock_hash, experiment_dir=tmp_path / "b")
     assert data.decision.verdict != "invalid"
-    assert PROVENANCE_MISMATCH not in {r.code for r in data.decision.reasons}
+    assert ReasonCode.PROVENANCE_MISMATCH not in {r.code for r in data.decision.reasons}
     assert data.spent_usd == pytest.approx(sum(r.total_cost_usd for r in b.records if r.arm == "skill"), abs=1e-12)
 
     # the same comparison with one reused trial from another image is invalid, not quietly accepted

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.decision import BUDGET_STOPPED, EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE, UNBALANCED
+from harness.analysis.reasons import ReasonCode
 from harness.plan import plan_trials
 from harness.reporting import report
 from harness.reporting.report import analyze_records
@@ -76,7 +76,7 @@ def test_the_cumulative_budget_stops_new_trials_at_the_exact_dollar(
 
     data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
     assert data.decision.verdict == "inconclusive"
-    assert BUDGET_STOPPED in {r.code for r in data.decision.reasons}
+    assert ReasonCode.BUDGET_STOPPED in {r.code for r in data.decision.reasons}
     assert data.spent_usd == pytest.approx(sum(expected[:k]), abs=1e-12)
     report.write_reports(tmp_path / "out", data)
     assert report.gate(tmp_path / "out").exit_code == 2
@@ -110,6 +110,11 @@ def test_preregistered_early_stop_skips_trials_that_cannot_change_the_verdict(
     data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
     codes = {r.code for r in data.decision.reasons}
     assert data.decision.verdict == "reject"
-    assert EARLY_STOPPED in codes and not codes & {INCOMPLETE, UNBALANCED, EARLY_STOP_UNSUPPORTED, BUDGET_STOPPED}
+    assert ReasonCode.EARLY_STOPPED in codes and not codes & {
+        ReasonCode.INCOMPLETE,
+        ReasonCode.UNBALANCED,
+        ReasonCode.EARLY_STOP_UNSUPPORTED,
+        ReasonCode.BUDGET_STOPPED,
+    }
     report.write_reports(tmp_path / "out", data)
     assert report.gate(tmp_path / "out").exit_code == 1

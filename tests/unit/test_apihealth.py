@@ -159,9 +159,10 @@ def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
 def test_arms_that_went_different_ways_are_invalid() -> None:
     from trialkit import PROV
 
-    from harness.analysis import decision
+    from harness.analysis.decide import provenance_reasons
+    from harness.analysis.observations import DecisionContext
 
-    ctx = decision.DecisionContext(
+    ctx = DecisionContext(
         budget_stopped=False,
         provenance_by_arm={
             "baseline": [PROV.model_copy(update={"upstream_proxy": "no"}).model_dump()],
@@ -169,7 +170,7 @@ def test_arms_that_went_different_ways_are_invalid() -> None:
         },
         planned_runs_per_arm=1,
     )
-    reasons = decision._provenance_reasons(ctx)
+    reasons = provenance_reasons(ctx)
     assert [r.kind for r in reasons] == ["invalid"] and "upstream_proxy" in reasons[0].message
 
 

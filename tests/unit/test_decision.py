@@ -1,4 +1,4 @@
-"""harness.analysis.decision: analysis figures and every verdict path on hand-built observation sets."""
+"""harness.analysis (observations, estimates, rules, decide, curtail): analysis figures and every verdict path on hand-built observation sets."""
 
 from __future__ import annotations
 
@@ -8,9 +8,18 @@ from collections.abc import Iterable, Mapping, Sequence
 import pytest
 
 from harness import fmt
-from harness.analysis import decision as d
 from harness.analysis import stats
-from harness.analysis.decision import DecisionContext, Observation, analyze, curtailment, decide
+from harness.analysis.curtail import curtailment, remaining_trials
+from harness.analysis.decide import decide
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import (
+    DecisionContext,
+    Observation,
+    context_from_records,
+    observations_from_records,
+    provenance_by_arm,
+)
+from harness.analysis.reasons import ReasonCode
 from harness.records import (
     AgentResult,
     Arm,
@@ -36,7 +45,14 @@ _CODES: dict[str, Outcome] = {
     "I": "infra",
     "S": "skipped",
 }
-PROV = ("sonnet", "2.1.0", "sha256:img", "a" * 40, "tmpl", "lock")
+PROV = {
+    "model": "sonnet",
+    "cli_version": "2.1.0",
+    "image_digest": "sha256:img",
+    "base_sha": "a" * 40,
+    "prompt_template_sha256": "tmpl",
+    "lock_hash": "lock",
+}
 
 
 def arm_obs(task: str, arm: Arm, codes: str, cost: float = 1.0) -> list[Observation]:
@@ -54,7 +70,7 @@ def build(spec: Mapping[str, tuple[str, str]], skill_cost: float = 1.0) -> list[
 
 
 def ctx(runs: int = 3, **kw: object) -> DecisionContext:
-    prov = kw.pop("provenance_by_arm", {"baseline": {PROV}, "skill": {PROV}})
+    prov = kw.pop("provenance_by_arm", provenance_by_arm(PROV))
     return DecisionContext(
         budget_stopped=bool(kw.pop("budget_stopped", False)),
         provenance_by_arm=prov,  # type: ignore[arg-type]
@@ -178,31 +194,31 @@ def test_point_and_interval_adopt_clear_win() -> None:
     a = analyze(build(CLEAR_WIN), POINT)
     r = decide(a, POINT, ctx())
     assert r.verdict == "adopt"
-    assert r.codes == (d.SKILL_BETTER, d.COST_OK, d.MDE_LARGE)
+    assert r.codes == (ReasonCode.SKILL_BETTER, ReasonCode.COST_OK, ReasonCode.MDE_LARGE)
     assert r.point_verdict == "adopt"
     assert r.interval_verdict == "adopt"
     assert r.evidence == "supported"
     ri = decide(a, INTERVAL, ctx())
     assert ri.verdict == "adopt"
-    assert d.GAIN_SIGNIFICANT in ri.codes
+    assert ReasonCode.GAIN_SIGNIFICANT in ri.codes
 
 
 def test_point_and_interval_reject_clear_loss() -> None:
     a = analyze(build(CLEAR_LOSS), POINT)
     r = decide(a, POINT, ctx())
     assert r.verdict == "reject"
-    assert d.NOT_BETTER in r.codes
+    assert ReasonCode.NOT_BETTER in r.codes
     assert r.evidence == "contradicted"
     ri = decide(a, INTERVAL, ctx())
     assert ri.verdict == "reject"
-    assert d.GAIN_BELOW_MINIMUM in ri.codes
+    assert ReasonCode.GAIN_BELOW_MINIMUM in ri.codes
 
 
 def test_point_rule_ties_reject() -> None:
     a = analyze(build(spec_from([1, 2, 1], [2, 1, 1])), POINT)
     r = decide(a, POINT, ctx())
     assert r.verdict == "reject"
-    assert d.NOT_BETTER in r.codes
+    assert ReasonCode.NOT_BETTER in r.codes
 
 
 def test_noisy_win_point_adopts_interval_inconclusive() -> None:
@@ -214,7 +230,7 @@ def test_noisy_win_point_adopts_interval_inconclusive() -> None:
     assert r.point_verdict == "adopt"
     assert r.interval_verdict == "inconclusive"
     assert r.evidence == "not distinguishable from noise"
-    under = [x for x in r.reasons if x.code == d.UNDERPOWERED]
+    under = [x for x in r.reasons if x.code == ReasonCode.UNDERPOWERED]
     assert len(under) == 1
     assert "MDE" in under[0].message
 
@@ -223,8 +239,8 @@ def test_cost_too_high_rejects_under_both_rules() -> None:
     a = analyze(build(CLEAR_WIN, skill_cost=2.0), POINT)
     r = decide(a, POINT, ctx())
     assert r.verdict == "reject"
-    assert d.SKILL_BETTER in r.codes
-    assert d.COST_TOO_HIGH in r.codes
+    assert ReasonCode.SKILL_BETTER in r.codes
+    assert ReasonCode.COST_TOO_HIGH in r.codes
     assert decide(a, INTERVAL, ctx()).verdict == "reject"
 
 
@@ -242,8 +258,8 @@ def test_interval_rule_cost_uncertain_is_inconclusive() -> None:
     assert a.cost.interval.low < 1.5 < a.cost.interval.high
     r = decide(a, INTERVAL, ctx())
     assert r.verdict == "inconclusive"
-    assert d.COST_UNCERTAIN in r.codes
-    assert d.GAIN_SIGNIFICANT in r.codes
+    assert ReasonCode.COST_UNCERTAIN in r.codes
+    assert ReasonCode.GAIN_SIGNIFICANT in r.codes
 
 
 def test_interval_rule_small_certain_gain_rejects() -> None:
@@ -255,8 +271,8 @@ def test_interval_rule_small_certain_gain_rejects() -> None:
     assert a.paired.interval.high < 0.05
     r = decide(a, INTERVAL, ctx(runs=1000))
     assert r.verdict == "reject"
-    assert d.GAIN_SIGNIFICANT in r.codes
-    assert d.GAIN_BELOW_MINIMUM in r.codes
+    assert ReasonCode.GAIN_SIGNIFICANT in r.codes
+    assert ReasonCode.GAIN_BELOW_MINIMUM in r.codes
 
 
 # ------------------------------------------------------------------ always-inconclusive
@@ -266,7 +282,7 @@ def test_budget_stop_is_inconclusive() -> None:
     a = analyze(build(CLEAR_WIN), POINT)
     r = decide(a, POINT, ctx(budget_stopped=True))
     assert r.verdict == "inconclusive"
-    assert d.BUDGET_STOPPED in r.codes
+    assert ReasonCode.BUDGET_STOPPED in r.codes
     assert r.point_verdict == "adopt"  # still shown
 
 
@@ -276,9 +292,9 @@ def test_unbalanced_arms_are_inconclusive() -> None:
     a = analyze(build(spec), POINT)
     r = decide(a, POINT, ctx())
     assert r.verdict == "inconclusive"
-    assert d.UNBALANCED in r.codes
-    assert d.INCOMPLETE in r.codes
-    unbalanced = next(x for x in r.reasons if x.code == d.UNBALANCED)
+    assert ReasonCode.UNBALANCED in r.codes
+    assert ReasonCode.INCOMPLETE in r.codes
+    unbalanced = next(x for x in r.reasons if x.code == ReasonCode.UNBALANCED)
     assert "t0 (3 vs 2)" in unbalanced.message
 
 
@@ -287,14 +303,14 @@ def test_planned_task_without_results_is_incomplete() -> None:
     planned = frozenset([*CLEAR_WIN, "never_ran"])
     r = decide(a, POINT, ctx(planned_task_ids=planned))
     assert r.verdict == "inconclusive"
-    assert d.INCOMPLETE in r.codes
-    assert d.UNBALANCED not in r.codes
+    assert ReasonCode.INCOMPLETE in r.codes
+    assert ReasonCode.UNBALANCED not in r.codes
 
 
 def test_trials_beyond_the_plan_are_inconclusive() -> None:
     a = analyze(build(CLEAR_WIN), POINT)
     r = decide(a, POINT, ctx(runs=2))
-    assert d.UNPLANNED_TRIALS in r.codes
+    assert ReasonCode.UNPLANNED_TRIALS in r.codes
     assert r.verdict == "inconclusive"
 
 
@@ -306,9 +322,9 @@ def test_too_many_missing_is_inconclusive() -> None:
     assert a.skill.missing_share == pytest.approx(4 / 18)
     r = decide(a, POINT, ctx())
     assert r.verdict == "inconclusive"
-    assert d.TOO_MANY_MISSING in r.codes
+    assert ReasonCode.TOO_MANY_MISSING in r.codes
     relaxed = DecisionSettings(rule="point", max_missing_share=0.25)
-    assert d.TOO_MANY_MISSING not in decide(a, relaxed, ctx()).codes
+    assert ReasonCode.TOO_MANY_MISSING not in decide(a, relaxed, ctx()).codes
 
 
 def test_missing_sensitive_flip() -> None:
@@ -323,15 +339,15 @@ def test_missing_sensitive_flip() -> None:
     r = decide(a, POINT, ctx())
     assert r.point_verdict == "adopt"
     assert r.verdict == "inconclusive"
-    assert d.MISSING_SENSITIVE in r.codes
-    assert d.TOO_MANY_MISSING not in r.codes
-    better = next(x for x in r.reasons if x.code == d.SKILL_BETTER)
+    assert ReasonCode.MISSING_SENSITIVE in r.codes
+    assert ReasonCode.TOO_MANY_MISSING not in r.codes
+    better = next(x for x in r.reasons if x.code == ReasonCode.SKILL_BETTER)
     assert better.message == "skill pass rate 55.6% (10/18) > baseline 52.9% (9/17, +1 unknown)"
 
 
 def test_no_missing_means_not_sensitive() -> None:
     r = decide(analyze(build(NOISY_WIN), POINT), POINT, ctx())
-    assert d.MISSING_SENSITIVE not in r.codes
+    assert ReasonCode.MISSING_SENSITIVE not in r.codes
 
 
 def test_too_few_tasks_is_inconclusive_without_crashing() -> None:
@@ -341,7 +357,7 @@ def test_too_few_tasks_is_inconclusive_without_crashing() -> None:
     r = decide(a, POINT, ctx())
     assert r.point_verdict == "adopt"
     assert r.verdict == "inconclusive"
-    assert d.TOO_FEW_TASKS in r.codes
+    assert ReasonCode.TOO_FEW_TASKS in r.codes
     assert decide(a, INTERVAL, ctx()).verdict == "inconclusive"
 
 
@@ -350,8 +366,8 @@ def test_empty_arm_is_inconclusive() -> None:
     r = decide(a, POINT, ctx())
     assert r.point_verdict is None
     assert r.verdict == "inconclusive"
-    assert d.NO_VALID_TRIALS in r.codes
-    assert d.UNBALANCED in r.codes
+    assert ReasonCode.NO_VALID_TRIALS in r.codes
+    assert ReasonCode.UNBALANCED in r.codes
 
 
 def test_pooled_and_task_weighted_disagree() -> None:
@@ -363,7 +379,7 @@ def test_pooled_and_task_weighted_disagree() -> None:
     assert a.pooled_difference < 0
     assert a.paired.mean == pytest.approx(1 / 9)
     r = decide(a, settings, ctx())
-    assert d.POOLED_TASK_DISAGREE in r.codes
+    assert ReasonCode.POOLED_TASK_DISAGREE in r.codes
     assert r.verdict == "inconclusive"
 
 
@@ -371,11 +387,11 @@ def test_pooled_and_task_weighted_disagree() -> None:
 
 
 def test_provenance_mismatch_between_arms_is_invalid() -> None:
-    other = ("opus", *PROV[1:])
+    other = {**PROV, "model": "opus"}
     a = analyze(build(CLEAR_WIN), POINT)
-    r = decide(a, POINT, ctx(provenance_by_arm={"baseline": {PROV}, "skill": {other}}))
+    r = decide(a, POINT, ctx(provenance_by_arm=provenance_by_arm(PROV, other)))
     assert r.verdict == "invalid"
-    mism = [x for x in r.reasons if x.code == d.PROVENANCE_MISMATCH]
+    mism = [x for x in r.reasons if x.code == ReasonCode.PROVENANCE_MISMATCH]
     assert len(mism) == 1
     assert mism[0].message.startswith("model differs between arms")
     assert "opus" in mism[0].message
@@ -387,8 +403,8 @@ def test_provenance_mismatch_within_an_arm_is_invalid_and_beats_inconclusive() -
     a = analyze(build(CLEAR_WIN), POINT)
     r = decide(a, POINT, ctx(budget_stopped=True, provenance_by_arm={"baseline": [p1], "skill": [p1, p2]}))
     assert r.verdict == "invalid"
-    assert d.BUDGET_STOPPED in r.codes  # every reason is kept
-    mism = next(x for x in r.reasons if x.code == d.PROVENANCE_MISMATCH)
+    assert ReasonCode.BUDGET_STOPPED in r.codes  # every reason is kept
+    mism = next(x for x in r.reasons if x.code == ReasonCode.PROVENANCE_MISMATCH)
     assert "image_digest differs within skill" in mism.message
 
 
@@ -450,7 +466,7 @@ def test_observations_from_records_last_attempt_wins() -> None:
         record("t1.skill.0", "t1", "skill", judge=None),  # judge never answered -> unknown
         record("t2.skill.0", "t2", "skill", verify=1),  # verify failed -> fail whatever the judge says
     ]
-    obs = d.observations_from_records(recs, "verify_and_judge")
+    obs = observations_from_records(recs, "verify_and_judge")
     by_trial = {(o.task_id, o.arm): o for o in obs}
     assert len(obs) == 3
     base = by_trial[("t1", "baseline")]
@@ -462,7 +478,7 @@ def test_observations_from_records_last_attempt_wins() -> None:
     assert by_trial[("t1", "skill")].outcome == "unknown"
     assert by_trial[("t2", "skill")].outcome == "fail"
     # under the verify-only rule the missing judge no longer matters
-    verify_only = {(o.task_id, o.arm): o for o in d.observations_from_records(recs, "verify")}
+    verify_only = {(o.task_id, o.arm): o for o in observations_from_records(recs, "verify")}
     assert verify_only[("t1", "skill")].outcome == "pass"
     a = analyze(obs, POINT)
     assert a.baseline.infra_attempts == 1
@@ -477,11 +493,11 @@ def test_context_from_records_detects_model_drift_and_ignores_infra() -> None:
         # an infra attempt with a garbled version produced no outcome: not compared
         record("t2.skill.0", "t2", "skill", status="infra_error", cli="", verify=None, judge=None),
     ]
-    c = d.context_from_records(recs, planned_runs_per_arm=1, budget_stopped=False)
-    a = analyze(d.observations_from_records(recs, "verify_and_judge"), POINT)
-    assert d.PROVENANCE_MISMATCH not in decide(a, POINT, c).codes
+    c = context_from_records(recs, planned_runs_per_arm=1, budget_stopped=False)
+    a = analyze(observations_from_records(recs, "verify_and_judge"), POINT)
+    assert ReasonCode.PROVENANCE_MISMATCH not in decide(a, POINT, c).codes
     drift = [*recs, record("t3.skill.0", "t3", "skill", resolved="claude-sonnet-next")]
-    c2 = d.context_from_records(drift, planned_runs_per_arm=1, budget_stopped=True)
+    c2 = context_from_records(drift, planned_runs_per_arm=1, budget_stopped=True)
     r = decide(a, POINT, c2)
     assert r.verdict == "invalid"
     assert any(x.message.startswith("resolved_model differs within skill") for x in r.reasons)
@@ -515,54 +531,54 @@ def test_curtailment_rejects_when_the_gap_cannot_close() -> None:
     obs = build({"A": ("PPP", "FFF"), "B": ("PP", "F")})
     rem = remaining([("baseline", "B", 1), ("skill", "B", 2)])
     # best case for the skill: 2/6 = .33; worst case for the baseline: 5/6
-    assert curtailment(obs, rem, CURTAIL) == "reject"
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL) == "reject"
 
 
 def test_curtailment_rejects_a_certain_tie() -> None:
     obs = build({"A": ("PPF", "PF"), "B": ("PF", "PF")})
     rem = remaining([("skill", "A", 1)])
     # at best the skill ties the baseline at 3/5, and ties reject (one task alone would be too few)
-    assert curtailment(obs, rem, CURTAIL) == "reject"
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL) == "reject"
 
 
 def test_curtailment_waits_while_the_comparison_can_change() -> None:
     obs = build({"A": ("PF", "PP")})
     rem = remaining([("baseline", "A", 1), ("skill", "A", 1)])
     # skill worst 2/3 is not above baseline best 2/3
-    assert curtailment(obs, rem, CURTAIL) is None
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL) is None
 
 
 def test_curtailment_adopts_only_when_cost_is_settled() -> None:
     obs = build({**{t: ("FFF", "PPP") for t in "ACDEF"}, "B": ("FF", "PP")})
     rem = remaining([("baseline", "B", 1), ("skill", "B", 1)])
     # the pass-rate comparison is settled (17/18 vs 1/18) but a remaining skill trial could cost anything
-    assert curtailment(obs, rem, CURTAIL) is None
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL) is None
     # with a hard cap of $3 per trial the worst cost ratio is (5 + 5/3) / (5 + 2/3) = 1.18 <= 1.5
-    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=3.0) == "adopt"
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL, max_cost_per_trial=3.0) == "adopt"
     # with $30: skill task B could reach (2 + 30)/3, ratio (5 + 32/3) / (5 + 2/3) = 2.8 > 1.5
-    assert curtailment(obs, rem, CURTAIL, max_cost_per_trial=30.0) is None
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL, max_cost_per_trial=30.0) is None
     # fewer than 6 paired tasks: adoption is refused, so it is never certified
     few = build({"A": ("FFF", "PPP"), "B": ("FF", "PP")})
-    assert curtailment(few, rem, CURTAIL, max_cost_per_trial=1.0) is None
+    assert curtailment(analyze(few, CURTAIL), rem, CURTAIL, max_cost_per_trial=1.0) is None
 
 
 def test_curtailment_rejects_on_cost_alone() -> None:
     obs = build({"A": ("FFF", "PPP"), "B": ("FFF", "PP")}, skill_cost=2.0)
     rem = remaining([("skill", "B", 1)])
     # even a free last skill trial leaves the ratio at (2 + 4/3) / 2 = 1.67 > 1.5
-    assert curtailment(obs, rem, CURTAIL) == "reject"
+    assert curtailment(analyze(obs, CURTAIL), rem, CURTAIL) == "reject"
 
 
 def test_curtailment_is_for_the_point_rule_only() -> None:
     obs = build({"A": ("PPP", "FFF"), "B": ("PP", "F")})
     rem = remaining([("baseline", "B", 1), ("skill", "B", 2)])
-    assert curtailment(obs, rem, DecisionSettings(rule="interval", early_stop="curtail")) is None
+    assert curtailment(analyze(obs, CURTAIL), rem, DecisionSettings(rule="interval", early_stop="curtail")) is None
 
 
 def test_remaining_trials_helper() -> None:
     a = analyze(build({"A": ("PPP", "FFF"), "B": ("PP", "F")}), CURTAIL)
-    assert d.remaining_trials(a, 3) == {"baseline": {"A": 0, "B": 1}, "skill": {"A": 0, "B": 2}}
-    assert d.remaining_trials(a, 3, ["A", "B", "C"])["skill"]["C"] == 3
+    assert remaining_trials(a, 3) == {"baseline": {"A": 0, "B": 1}, "skill": {"A": 0, "B": 2}}
+    assert remaining_trials(a, 3, ["A", "B", "C"])["skill"]["C"] == 3
 
 
 def test_decide_accepts_a_certified_early_stop() -> None:
@@ -571,9 +587,9 @@ def test_decide_accepts_a_certified_early_stop() -> None:
     r = decide(a, CURTAIL, ctx(early_stopped=True))
     assert r.verdict == "reject"
     assert r.early_stop_verdict == "reject"
-    assert d.EARLY_STOPPED in r.codes
-    assert d.UNBALANCED not in r.codes
-    assert d.INCOMPLETE not in r.codes
+    assert ReasonCode.EARLY_STOPPED in r.codes
+    assert ReasonCode.UNBALANCED not in r.codes
+    assert ReasonCode.INCOMPLETE not in r.codes
 
 
 def test_decide_refuses_an_unplanned_or_uncertified_early_stop() -> None:
@@ -581,9 +597,9 @@ def test_decide_refuses_an_unplanned_or_uncertified_early_stop() -> None:
     a = analyze(obs, POINT)
     r = decide(a, POINT, ctx(early_stopped=True))  # early_stop="none" was preregistered
     assert r.verdict == "inconclusive"
-    assert d.EARLY_STOP_UNSUPPORTED in r.codes
-    assert d.UNBALANCED in r.codes
+    assert ReasonCode.EARLY_STOP_UNSUPPORTED in r.codes
+    assert ReasonCode.UNBALANCED in r.codes
     close = build({"A": ("PF", "PP"), "B": ("PF", "PP")})
     r2 = decide(analyze(close, CURTAIL), CURTAIL, ctx(early_stopped=True))
     assert r2.verdict == "inconclusive"
-    assert d.EARLY_STOP_UNSUPPORTED in r2.codes
+    assert ReasonCode.EARLY_STOP_UNSUPPORTED in r2.codes

@@ -7,9 +7,12 @@ import random
 
 import pytest
 
-from harness.analysis import decision as d
 from harness.analysis import stats
-from harness.analysis.decision import DecisionContext, Observation, analyze, decide
+from harness.analysis.curtail import early_stop_verdict
+from harness.analysis.decide import decide, judge_independence_warning
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import DecisionContext, Observation, observations_from_records
+from harness.analysis.reasons import ReasonCode
 from harness.study.config import DecisionSettings
 from tests.unit.test_decision import INTERVAL, POINT, PROV, arm_obs, build, ctx, spec_from
 
@@ -28,7 +31,7 @@ def test_a_point_only_adoption_is_labelled_amber_not_plain_adopt() -> None:
     assert r.verdict == "adopt" and r.interval_verdict != "adopt"
     assert r.point_only_adopt
     assert r.label == "adopt by the point rule; not distinguishable from noise"
-    assert any(x.code == d.ADOPT_NOT_DISTINGUISHABLE for x in r.reasons)
+    assert any(x.code == ReasonCode.ADOPT_NOT_DISTINGUISHABLE for x in r.reasons)
 
 
 def test_a_clear_adoption_has_no_amber_label() -> None:
@@ -78,11 +81,13 @@ def test_an_infra_imbalance_between_arms_is_inconclusive_with_its_own_reason() -
     settings = DecisionSettings(rule="point", max_missing_share=1.0, max_infra_imbalance=0.1)
     r = decide(analyze(_forgery("I", reached=False), settings), settings, ctx(runs=3))
     assert r.verdict == "inconclusive"
-    assert d.INFRA_IMBALANCE in r.codes
+    assert ReasonCode.INFRA_IMBALANCE in r.codes
     assert DecisionSettings().max_infra_imbalance == pytest.approx(0.1)
     # positive control: the same data under a looser preregistered cap has no imbalance reason
     loose = DecisionSettings(rule="point", max_missing_share=1.0, max_infra_imbalance=0.5)
-    assert d.INFRA_IMBALANCE not in decide(analyze(_forgery("I", reached=False), loose), loose, ctx(runs=3)).codes
+    assert (
+        ReasonCode.INFRA_IMBALANCE not in decide(analyze(_forgery("I", reached=False), loose), loose, ctx(runs=3)).codes
+    )
 
 
 def test_records_set_reached_model_from_the_gateway_meter() -> None:
@@ -96,7 +101,7 @@ def test_records_set_reached_model_from_the_gateway_meter() -> None:
                            provenance=prov, status="infra_error", started_at="x", finished_at="y",
                            gateway=GatewayMeter(requests=forwarded, forwarded=forwarded))  # fmt: skip
 
-    obs = d.observations_from_records([rec("a", 2), rec("b", 0)], "verify_and_judge")
+    obs = observations_from_records([rec("a", 2), rec("b", 0)], "verify_and_judge")
     assert [o.reached_model for o in obs] == [True, False]
 
 
@@ -115,7 +120,7 @@ def test_adoption_is_refused_below_six_tasks() -> None:
     assert decide(a, INTERVAL, ctx()).verdict != "adopt"
     rp = decide(analyze(build(spec_from([0] * 5, [3] * 5)), POINT), POINT, ctx())
     assert rp.verdict == "inconclusive"
-    assert d.TOO_FEW_TASKS_TO_ADOPT in rp.codes
+    assert ReasonCode.TOO_FEW_TASKS_TO_ADOPT in rp.codes
     six = decide(analyze(build(spec_from([0] * 6, [3] * 6)), POINT), POINT, ctx())
     assert six.verdict == "adopt"
 
@@ -132,7 +137,7 @@ def test_below_ten_tasks_the_interval_rule_needs_an_exact_sign_flip() -> None:
     r2 = decide(p_needed, INTERVAL, ctx())
     assert p_needed.sign_flip.p_value is not None and p_needed.sign_flip.p_value > 0.05
     assert r2.interval_verdict != "adopt"
-    assert d.SIGN_FLIP_REQUIRED in r2.codes
+    assert ReasonCode.SIGN_FLIP_REQUIRED in r2.codes
 
 
 def test_displayed_difference_intervals_are_clipped_to_plus_minus_100_points() -> None:
@@ -142,7 +147,7 @@ def test_displayed_difference_intervals_are_clipped_to_plus_minus_100_points() -
 
 def test_a_design_that_cannot_show_any_effect_says_so() -> None:
     r = decide(analyze(build(spec_from([1, 1, 1], [2, 2, 1], n=3)), INTERVAL), INTERVAL, ctx())
-    assert d.MDE_IMPOSSIBLE in r.codes
+    assert ReasonCode.MDE_IMPOSSIBLE in r.codes
 
 
 def test_small_suites_do_not_reject_a_large_true_gain_often() -> None:
@@ -194,7 +199,7 @@ def test_curtailment_never_changes_the_final_verdict_under_unknowns() -> None:
         final = decide(analyze(obs, settings), settings, full_ctx).verdict
         for i in range(2 * tasks, len(obs)):
             a = analyze(obs[:i], settings)
-            verdict, _ = d.early_stop_verdict(a, settings, runs, ids, max_cost_per_trial=cap)
+            verdict, _ = early_stop_verdict(a, settings, runs, ids, max_cost_per_trial=cap)
             if verdict is not None:
                 stopped += 1
                 got = decide(a, settings, stop_ctx).verdict
@@ -251,8 +256,8 @@ def test_judge_model_equal_to_executor_model_is_refused_or_warned() -> None:
 
     with pytest.raises(ValueError):
         Execution(model="sonnet", judge_model="sonnet")
-    assert d.judge_independence_warning("claude-sonnet-4-5", "sonnet") is not None
-    assert d.judge_independence_warning("sonnet", "haiku") is None
+    assert judge_independence_warning("claude-sonnet-4-5", "sonnet") is not None
+    assert judge_independence_warning("sonnet", "haiku") is None
 
 
 _ = (DecisionContext, PROV)
@@ -279,7 +284,7 @@ def test_two_final_records_with_the_same_attempt_are_refused() -> None:
         final_attempts([fail, forged_pass])
     assert "attempt 1" in str(info.value) and "x" in str(info.value)
     with pytest.raises(DuplicateAttemptError):
-        d.observations_from_records([fail, forged_pass], "verify")
+        observations_from_records([fail, forged_pass], "verify")
     # positive control: distinct attempts still resolve to the last one
     finals, earlier = final_attempts([_record("x", 1, "infra_error"), _record("x", 2)])
     assert [r.attempt for r in finals] == [2] and len(earlier["x"]) == 1

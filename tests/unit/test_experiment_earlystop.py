@@ -8,7 +8,7 @@ from typing import Any
 
 from trialkit import make_record, skipped
 
-from harness.analysis.decision import EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE
+from harness.analysis.reasons import ReasonCode
 from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
@@ -46,7 +46,9 @@ def _run(study: Study, outcome: Any) -> tuple[list[TrialRecord], str | None]:
 
 
 def _decide(study: Study, records: list[TrialRecord]) -> Any:
-    from harness.analysis.decision import analyze, context_from_records, decide, observations_from_records
+    from harness.analysis.decide import decide
+    from harness.analysis.estimates import analyze
+    from harness.analysis.observations import context_from_records, observations_from_records
     from harness.results.attempts import stops
 
     settings = study.prereg.decision
@@ -79,7 +81,11 @@ def test_a_skill_that_always_fails_is_rejected_before_the_plan_ends() -> None:
     verdict = _decide(study, lines)
     codes = {r.code for r in verdict.reasons}
     assert verdict.verdict == "reject"
-    assert EARLY_STOPPED in codes and INCOMPLETE not in codes and EARLY_STOP_UNSUPPORTED not in codes
+    assert (
+        ReasonCode.EARLY_STOPPED in codes
+        and ReasonCode.INCOMPLETE not in codes
+        and ReasonCode.EARLY_STOP_UNSUPPORTED not in codes
+    )
 
 
 def test_the_stop_is_the_same_verdict_the_full_plan_gives() -> None:

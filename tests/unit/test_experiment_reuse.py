@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from trialkit import PROV, TASKS, make_record
 
-from harness.analysis.decision import analyze, context_from_records, decide, observations_from_records
+from harness.analysis.decide import decide
+from harness.analysis.estimates import analyze
+from harness.analysis.observations import context_from_records, observations_from_records
 from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
