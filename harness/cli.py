@@ -515,7 +515,8 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
 
 
 def _print_demo_outcome(results: Path) -> None:
-    from harness.reporting.report import REPORT_FILES, gate
+    from harness.reporting import REPORT_FILES
+    from harness.reporting.gate import gate
 
     for name in REPORT_FILES:
         print(f"  {results / name}")
@@ -525,21 +526,22 @@ def _print_demo_outcome(results: Path) -> None:
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.experiment.library import is_library_dir, report_library
-    from harness.reporting import report
+    from harness.reporting import DECISION_JSON, REPORT_FILES, write_reports
+    from harness.reporting.model import load_experiment
 
     if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
         print("\n".join(report_library(args.dir, args.prereg)))
         return 0
-    data = report.load_experiment(args.dir, args.prereg)
-    paths = report.write_reports(args.dir, data)
+    data = load_experiment(args.dir, args.prereg)
+    paths = write_reports(args.dir, data)
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
-    for name in (*report.REPORT_FILES, report.DECISION_JSON):
+    for name in (*REPORT_FILES, DECISION_JSON):
         print(f"  {paths[name]}")
     return 0
 
 
 def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.reporting.report import gate
+    from harness.reporting.gate import gate
 
     if args.dir is None:
         raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")
@@ -566,8 +568,8 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.reporting import report
-    from harness.reporting.report import analyze_records
+    from harness.reporting import write_reports
+    from harness.reporting.model import analyze_records
     from harness.results.merge import merge
 
     merged = merge(args.out, args.shards, prereg_path=args.prereg)
@@ -578,7 +580,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
         print("\n".join(report_library(args.out, args.prereg)))
         return 0
     data = analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
-    report.write_reports(args.out, data)
+    write_reports(args.out, data)
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
     print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [harness gate {args.out}]")
     return 0

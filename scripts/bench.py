@@ -325,7 +325,7 @@ def early_stop_savings(bench: Bench) -> list[Row]:
         spent[mode] = spent_usd(result.records)
         skipped = sum(1 for r in result.records if r.status == "skipped")
         counts[mode] = (len(result.records) - skipped, skipped)
-        from harness.reporting.report import analyze_records
+        from harness.reporting.model import analyze_records
 
         study = load_study(prereg)
         data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=bench.work)

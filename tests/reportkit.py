@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from harness.records import AgentResult, JudgeResult, PatchInfo, Provenance, TrialRecord, TrialStatus, VerifyResult
-from harness.reporting import report
+from harness.reporting.model import ReportInput, build_input
 from harness.study.config import Preregistration
 
 LOCK = "ab" * 32
@@ -82,10 +82,10 @@ def prereg(rule: str = "point", runs: int = 3, **extra: Any) -> Preregistration:
 
 
 def make_input(spec: Mapping[str, tuple[str, str]], *, rule: str = "point", skipped: Sequence[str] = (),
-               lock: str = LOCK, recs: Sequence[TrialRecord] | None = None, **kw: Any) -> report.ReportInput:  # fmt: skip
+               lock: str = LOCK, recs: Sequence[TrialRecord] | None = None, **kw: Any) -> ReportInput:  # fmt: skip
     rs = list(recs) if recs is not None else records(spec, **kw)
     runs = max(len(b) for b, _ in spec.values())
-    return report.build_input(
+    return build_input(
         prereg(rule, runs), rs, planned_task_ids=list(spec), skipped_tasks=skipped,
         lock_hash=lock, experiment_dir="/tmp/experiment",
     )  # fmt: skip

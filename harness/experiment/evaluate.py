@@ -17,7 +17,8 @@ from types import FrameType
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
 from harness.experiment.progress import Progress
 from harness.host.slots import slot_count
-from harness.reporting import ledger, report
+from harness.reporting import SUMMARY_TXT, ledger, write_reports
+from harness.reporting.model import ReportInput, analyze_records
 from harness.sandbox.engine import Engine
 from harness.study.config import Study, parse_size
 
@@ -42,10 +43,8 @@ def default_jobs(study: Study, env: Mapping[str, str]) -> int:
     return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
 
 
-def analyze(study: Study, result: ExperimentResult) -> report.ReportInput:
-    return report.analyze_records(
-        study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root
-    )
+def analyze(study: Study, result: ExperimentResult) -> ReportInput:
+    return analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
 
 
 def evaluate(study: Study, options: RunOptions) -> int:
@@ -60,9 +59,9 @@ def evaluate(study: Study, options: RunOptions) -> int:
         progress.close()
     data = analyze(study, result)
     store = result.experiment_dir
-    paths = report.write_reports(store.root, data, store.redactor.text)
+    paths = write_reports(store.root, data, store.redactor.text)
     print()
-    print(paths[report.SUMMARY_TXT].read_text(encoding="utf-8"), end="")
+    print(paths[SUMMARY_TXT].read_text(encoding="utf-8"), end="")
     if options.shard is None:
         # Only a whole experiment decides; a shard's partial results never touch the ledger.
         for line in ledger.record(study, data).lines:

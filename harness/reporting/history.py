@@ -17,7 +17,8 @@ from pathlib import Path
 from harness import fmt
 from harness.errors import HarnessError
 from harness.records import TrialRecord
-from harness.reporting import report
+from harness.reporting.gate import fresh_decision
+from harness.reporting.model import load_experiment
 from harness.results.attempts import final_attempts
 from harness.results.meta import META, require_meta
 from harness.results.store import RESULTS, read_results
@@ -93,7 +94,7 @@ def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | N
         path=path,
     )
     shard = f" (shard {meta.shard})" if meta.shard else ""
-    data = report.fresh_decision(path, meta, len(records))
+    data = fresh_decision(path, meta, len(records))
     if data is not None:
         arms = data.get("arms", {})
         ratio = data.get("cost_ratio", {}).get("ratio")
@@ -103,7 +104,7 @@ def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | N
             verdict=str(data["verdict"]) + shard,
         )  # fmt: skip
     try:
-        r = report.load_experiment(path)
+        r = load_experiment(path)
     except HarnessError as e:
         return replace(base, verdict=f"n/a ({e.message[:80]})")
     return replace(

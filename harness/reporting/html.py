@@ -3,8 +3,8 @@
 No scripts, no external stylesheets, fonts or images; a Content-Security-Policy
 of ``default-src 'none'`` makes the browser refuse anything else even if a
 string slipped through. Every string that is not a fixed label goes through
-:func:`esc` (``html.escape`` after dropping control characters): trial flags,
-file names and reasons come from agents and models.
+:func:`~harness.reporting.escape.esc` (``html.escape`` after dropping control
+characters): trial flags, file names and reasons come from agents and models.
 
 Layout, top to bottom: the verdict banner (readable in five seconds), key
 figures, pass rate per arm with both intervals, cost per trial per arm, the
@@ -15,7 +15,6 @@ run's provenance.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,17 +23,16 @@ from harness import __version__, fmt
 from harness.analysis.decide import DecisionResult
 from harness.analysis.estimates import ArmSummary
 from harness.records import TrialRecord, outcome
-from harness.reporting.report import (
+from harness.reporting.escape import esc
+from harness.reporting.model import (
     ReportInput,
-    clean,
     deciding_reasons,
-    flagged_trials,
     flags_by_task,
     run_dates,
     run_provenance,
     tasks_by_difference,
+    trial_rows,
 )
-from harness.reporting.trials import trial_rows
 
 VERDICT_COLOURS = {
     "adopt": "#15803d",
@@ -51,10 +49,6 @@ VERDICT_TEXT = {
 ARM_COLOURS = {"baseline": "#64748b", "skill": "#4f46e5"}
 GOOD, BAD, NEUTRAL = "#16a34a", "#dc2626", "#64748b"
 INK, MUTED, GRID = "#0f172a", "#475569", "#e2e8f0"
-
-
-def esc(value: object) -> str:
-    return html.escape(clean(str(value)), quote=True)
 
 
 def _f(x: float) -> str:
@@ -529,7 +523,7 @@ def _flagged_card(r: ReportInput) -> str:
         [f"<code>{esc(f.trial_id)}</code>", esc(f.arm), esc(f.outcome),
          "".join(f'<span class="chip">{esc(flag)}</span>' for flag in f.flags),
          "<br>".join(f'<span class="mono">{esc(path)}</span>' for path in f.files[:8]) or "&ndash;"]
-        for f in flagged_trials(r)
+        for f in r.flagged
     ]  # fmt: skip
     return (
         f'<div class="card"><h2>Flagged trials ({len(r.flagged)})</h2>'

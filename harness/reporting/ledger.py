@@ -41,7 +41,7 @@ from pydantic import ValidationError
 from harness import fmt
 from harness.errors import ConfigError, HarnessError
 from harness.records import FrozenModel
-from harness.reporting.report import ReportInput
+from harness.reporting.model import ReportInput
 from harness.study.config import Study
 
 LEDGER_NAME = "skills-ledger.yaml"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PrerequisiteError
-from harness.reporting.report import load_experiment, write_reports
+from harness.reporting import write_reports
+from harness.reporting.model import load_experiment
 from harness.results.load import PREFLIGHT_JSON
 from tests.integration.helpers import run_experiment
 from tests.security.helpers import HostileTask, mean_task, write_hostile

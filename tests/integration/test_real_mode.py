@@ -33,7 +33,7 @@ import pytest
 
 from harness.errors import InfraError
 from harness.experiment import experiment, reuse, upstream
-from harness.reporting.report import analyze_records
+from harness.reporting.model import analyze_records
 from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.sandbox.labels import make_labels
 from harness.study import scenario

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import reportkit as kit
 
+from harness.reporting import REPORT_HTML, write_reports
 from harness.reporting import html as report_html
-from harness.reporting import report
 
 WIDTH, HEIGHT = 1200, 2000
 CHROMIUM = next((c for c in ("chromium", "chromium-browser") if shutil.which(c)), None)
@@ -129,8 +129,8 @@ def _has(rows: list[bytes], bpp: int, colour: bytes) -> bool:
 def test_written_report_files_render_too(tmp_path: Path) -> None:
     """The file `harness report` writes (via write_reports) is what the browser gets."""
     r = kit.make_input(kit.NOISY, rule="interval")
-    paths = report.write_reports(tmp_path, r)
+    paths = write_reports(tmp_path, r)
     png = tmp_path / "written.png"
-    screenshot(paths[report.REPORT_HTML], png, tmp_path / "profile")
+    screenshot(paths[REPORT_HTML], png, tmp_path / "profile")
     width, height, _, _ = decode_png(png)
     assert (width, height) == (WIDTH, HEIGHT)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import TrialRecord
-from harness.reporting.report import analyze_records
+from harness.reporting.model import analyze_records
 from harness.results.store import read_results
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment

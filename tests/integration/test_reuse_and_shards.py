@@ -10,8 +10,8 @@ import pytest
 
 from harness.analysis.reasons import ReasonCode
 from harness.cli import main
-from harness.reporting import report
-from harness.reporting.report import analyze_records
+from harness.reporting.gate import gate
+from harness.reporting.model import analyze_records
 from harness.results.store import read_results
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
@@ -113,6 +113,6 @@ def test_shards_run_apart_and_merge_into_one_gated_experiment(
     assert main(["merge", str(tmp_path / "merged"), *map(str, dirs)]) == 0
     merged = read_results(tmp_path / "merged" / "results.jsonl").records
     assert sorted(r.trial_id for r in merged) == sorted(f"{t}.{a}.0" for t in TASKS for a in ("baseline", "skill"))
-    assert report.gate(tmp_path / "merged").exit_code in (0, 1, 2)
+    assert gate(tmp_path / "merged").exit_code in (0, 1, 2)
     assert "merged 2 shard(s), 4 result line(s)" in capsys.readouterr().out
     assert main(["merge", str(tmp_path / "half"), str(dirs[0])]) == 4, "a missing shard is refused"

@@ -8,8 +8,9 @@ import pytest
 
 from harness.analysis.reasons import ReasonCode
 from harness.plan import plan_trials
-from harness.reporting import report
-from harness.reporting.report import analyze_records
+from harness.reporting import write_reports
+from harness.reporting.gate import gate
+from harness.reporting.model import analyze_records
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
@@ -78,8 +79,8 @@ def test_the_cumulative_budget_stops_new_trials_at_the_exact_dollar(
     assert data.decision.verdict == "inconclusive"
     assert ReasonCode.BUDGET_STOPPED in {r.code for r in data.decision.reasons}
     assert data.spent_usd == pytest.approx(sum(expected[:k]), abs=1e-12)
-    report.write_reports(tmp_path / "out", data)
-    assert report.gate(tmp_path / "out").exit_code == 2
+    write_reports(tmp_path / "out", data)
+    assert gate(tmp_path / "out").exit_code == 2
 
     again = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=1)
     assert again.ran == 0 and len(again.records) == len(result.records), "a budget stop is final on rerun"
@@ -116,5 +117,5 @@ def test_preregistered_early_stop_skips_trials_that_cannot_change_the_verdict(
         ReasonCode.EARLY_STOP_UNSUPPORTED,
         ReasonCode.BUDGET_STOPPED,
     }
-    report.write_reports(tmp_path / "out", data)
-    assert report.gate(tmp_path / "out").exit_code == 1
+    write_reports(tmp_path / "out", data)
+    assert gate(tmp_path / "out").exit_code == 1

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.reporting.report import load_experiment, write_reports
+from harness.reporting import write_reports
+from harness.reporting.model import load_experiment
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

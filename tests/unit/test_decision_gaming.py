@@ -317,23 +317,26 @@ def test_every_report_shows_the_point_only_adoption_in_amber(tmp_path: object) -
     import reportkit as kit
 
     from harness.reporting import html as report_html
-    from harness.reporting import report
+    from harness.reporting.decision_json import decision_json
+    from harness.reporting.gate import gate
+    from harness.reporting.markdown import markdown
+    from harness.reporting.text import terminal_summary
 
     r = kit.make_input(NOISY6, rule="point")
     assert r.decision.verdict == "adopt" and r.decision.point_only_adopt
     label = "adopt by the point rule; not distinguishable from noise"
-    text = report.terminal_summary(r)
+    text = terminal_summary(r)
     assert label.upper() in text and "preregistered): ADOPT\n" not in text + "\n"
-    md = report.markdown(r)
+    md = markdown(r)
     assert label.upper() in md and "✅" not in md
     html = report_html.render(r)
     assert label[:1].upper() + label[1:] in html
     assert f'<header class="banner" style="background:{report_html.VERDICT_COLOURS["inconclusive"]}"' in html
-    data = report.decision_json(r)
+    data = decision_json(r)
     assert data["label"] == label and data["point_only_adopt"] is True and data["verdict"] == "adopt"
     exp = kit.write_experiment(Path(str(tmp_path)), NOISY6, rule="point")
-    g = report.gate(exp)
+    g = gate(exp)
     assert g.exit_code == 0 and g.line.startswith(label.upper())
     # positive control: a clear win keeps the plain green ADOPT
     clear = kit.make_input(kit.WIN, rule="point")
-    assert not clear.decision.point_only_adopt and "✅" in report.markdown(clear)
+    assert not clear.decision.point_only_adopt and "✅" in markdown(clear)

@@ -8,8 +8,9 @@ import pytest
 import reportkit as kit
 
 from harness import cli
-from harness.reporting import report
+from harness.reporting import write_reports
 from harness.reporting.history import discover, format_table, history
+from harness.reporting.model import load_experiment
 
 
 def _layout(tmp_path: Path) -> dict[str, Path]:
@@ -20,7 +21,7 @@ def _layout(tmp_path: Path) -> dict[str, Path]:
     out["mid"] = kit.write_experiment(tmp_path / "w-mid", kit.NOISY, lock="3" * 64, day=12, rule="interval")
     out["other"] = kit.write_experiment(tmp_path / "w-other", kit.WIN, lock="4" * 64, skill="other")
     out["shard"] = kit.write_experiment(tmp_path / "w-shard", kit.WIN, lock="5" * 64, shard="1/2")
-    report.write_reports(out["old"], report.load_experiment(out["old"]))  # one row from decision.json
+    write_reports(out["old"], load_experiment(out["old"]))  # one row from decision.json
     results = tmp_path / "harness-results"
     results.mkdir()
     for name, exp in out.items():

@@ -142,7 +142,7 @@ def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any
         data = yaml.safe_load(path.read_text())
         data.update(prereg_extra)
         path.write_text(yaml.safe_dump(data))
-    from harness.reporting.report import load_experiment
+    from harness.reporting.model import load_experiment
 
     return load_study(path), load_experiment(exp)
 

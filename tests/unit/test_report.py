@@ -1,4 +1,4 @@
-"""harness.reporting.report and harness.reporting.html: report.md, report.html, junit.xml, decision.json, gate, `harness report`."""
+"""harness.reporting (markdown, html, junit, decision_json, gate): report.md, report.html, junit.xml, decision.json, gate, `harness report`."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ import reportkit as kit
 import yaml
 
 from harness import cli, fmt
+from harness.analysis.reasons import ReasonCode
 from harness.errors import LockError, ResultsUnavailable
 from harness.reporting import html as report_html
-from harness.reporting import report
-from harness.reporting.report import gate, junit_xml, load_experiment, markdown
+from harness.reporting import write_reports
+from harness.reporting.decision_json import decision_json, dumps
+from harness.reporting.gate import gate
+from harness.reporting.junit import junit_xml
+from harness.reporting.markdown import markdown
+from harness.reporting.model import ReportInput, load_experiment
 
 
-def _with_flags(spec: dict[str, tuple[str, str]], flags: dict[str, list[str]], **kw: object) -> report.ReportInput:
+def _with_flags(spec: dict[str, tuple[str, str]], flags: dict[str, list[str]], **kw: object) -> ReportInput:
     return kit.make_input(spec, flags=flags, **kw)  # type: ignore[arg-type]
 
 
@@ -198,11 +203,11 @@ def test_junit_invalid_is_an_error_and_hostile_text_is_escaped() -> None:
 
 def test_decision_json_carries_verdict_rates_and_freshness_fields() -> None:
     r = kit.make_input(kit.WIN)
-    data = report.decision_json(r)
+    data = decision_json(r)
     assert data["verdict"] == "adopt" and data["arms"]["skill"]["rate"] == "13/18"
     assert data["results_lines"] == len(r.records) == 36
     assert data["model"] == "sonnet" and data["cli_version"] == "2.1.0"
-    assert json.loads(report.dumps(data)) == data
+    assert json.loads(dumps(data)) == data
 
 
 # ----------------------------------------------------------------------------- gate
@@ -261,7 +266,7 @@ def test_gate_unreadable_or_empty_results_exit_3(tmp_path: Path) -> None:
 
 def test_gate_reads_a_current_decision_json_and_ignores_a_stale_one(tmp_path: Path) -> None:
     exp = kit.write_experiment(tmp_path, kit.LOSS)
-    report.write_reports(exp, load_experiment(exp))
+    write_reports(exp, load_experiment(exp))
     assert gate(exp).source == "decision.json" and gate(exp).exit_code == 1
     data = json.loads((exp / "decision.json").read_text())
     data["verdict"] = "adopt"
@@ -271,6 +276,20 @@ def test_gate_reads_a_current_decision_json_and_ignores_a_stale_one(tmp_path: Pa
     (exp / "decision.json").write_text(json.dumps(data))
     g = gate(exp)
     assert g.exit_code == 1 and g.source.startswith("recomputed")
+
+
+def test_the_gate_reads_typed_reasons_and_recomputes_when_one_is_unknown(tmp_path: Path) -> None:
+    exp = kit.write_experiment(tmp_path, kit.LOSS)
+    write_reports(exp, load_experiment(exp))
+    read = gate(exp)
+    assert read.source == "decision.json" and read.reasons == load_experiment(exp).decision.reasons
+    assert all(isinstance(x.code, ReasonCode) for x in read.reasons)
+    data = json.loads((exp / "decision.json").read_text())
+    data["verdict"] = "adopt"
+    data["reasons"][0]["code"] = "NOT_A_CODE"  # not written by this harness: the file is not trusted
+    (exp / "decision.json").write_text(json.dumps(data))
+    g = gate(exp)
+    assert g.source.startswith("recomputed") and g.exit_code == 1 and g.line == read.line
 
 
 def test_gate_cannot_recompute_without_the_preregistration(tmp_path: Path) -> None:
@@ -324,14 +343,14 @@ def test_write_reports_redacts(tmp_path: Path) -> None:
 
     for d in ("run", "rerender", "control"):
         (tmp_path / d).mkdir()
-    paths = report.write_reports(tmp_path / "run", r, Redactor([]).text)
+    paths = write_reports(tmp_path / "run", r, Redactor([]).text)
     for path in paths.values():
         assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
     # `harness report` and `merge` re-render without the run's redactor: the key-shaped patterns still apply
-    paths = report.write_reports(tmp_path / "rerender", r)
+    paths = write_reports(tmp_path / "rerender", r)
     for path in paths.values():
         assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
-    raw = report.write_reports(tmp_path / "control", r, lambda s: s)
+    raw = write_reports(tmp_path / "control", r, lambda s: s)
     assert any("sk-ant-api03-abcdefghijklmnop" in p.read_text() for p in raw.values()), "the leak is in the input"
 
 

@@ -9,11 +9,13 @@ from pathlib import Path
 import reportkit as kit
 
 from harness.reporting import html as report_html
-from harness.reporting import report
-from harness.reporting.trials import artifact_path, trial_rows
+from harness.reporting.junit import junit_xml
+from harness.reporting.markdown import markdown
+from harness.reporting.model import ReportInput, artifact_path, load_experiment, trial_rows
+from harness.reporting.text import terminal_summary
 
 
-def _with_artifacts() -> report.ReportInput:
+def _with_artifacts() -> ReportInput:
     r = kit.make_input({"t1": ("PF", "FF")})
     records = tuple(
         x.model_copy(
@@ -34,7 +36,7 @@ def test_every_trial_links_its_artifacts_in_markdown_and_html() -> None:
     r = _with_artifacts()
     rows = trial_rows(r)
     assert len(rows) == len(r.final_records) == 4
-    md = report.markdown(r)
+    md = markdown(r)
     page = report_html.render(r)
     assert "### Every trial (4)" in md
     for x in r.final_records:
@@ -55,7 +57,7 @@ def test_junit_time_is_the_experiments_wall_time_not_the_sum_of_trials() -> None
     import xml.etree.ElementTree as ET
 
     r = kit.make_input({"t1": ("PF", "FF"), "t2": ("PP", "FF")})  # runs 0 and 1: 10:00 to 11:01, 32 s each
-    root = ET.fromstring(report.junit_xml(r))
+    root = ET.fromstring(junit_xml(r))
     suite = root.find("testsuite")
     assert suite is not None
     assert float(root.get("time", "0")) == float(suite.get("time", "0")) == 61 * 60
@@ -68,11 +70,11 @@ def test_reports_name_the_base_image_and_say_what_spent_includes(tmp_path: Path)
     meta = json.loads((exp / "experiment.json").read_text())
     meta["trial_inputs"] = {"base_image": "my-ci:2026-11", "trial_image": "sha256:" + "1" * 64}
     (exp / "experiment.json").write_text(json.dumps(meta))
-    r = report.load_experiment(exp)
+    r = load_experiment(exp)
     assert r.base_image == "my-ci:2026-11"
-    md, page = report.markdown(r), report_html.render(r)
+    md, page = markdown(r), report_html.render(r)
     assert "(built on `my-ci:2026-11`)" in md
     assert "<dt>base image</dt><dd>my-ci:2026-11</dd>" in page
     assert "spent" in md and "(agents and judges;" in md
-    assert "with judge" in report.junit_xml(r)
-    assert "(agents and judges)" in report.terminal_summary(r)
+    assert "with judge" in junit_xml(r)
+    assert "(agents and judges)" in terminal_summary(r)

@@ -1,0 +1,114 @@
+"""``harness gate DIR``: the experiment's verdict as an exit code for CI (read-only).
+
+The verdict comes from ``decision.json`` while it is current (same lock, same number of result lines,
+every reason readable), else it is recomputed from ``results.jsonl`` and the preregistration exactly
+as ``harness eval`` computed it. Exit codes: 0 adopt, 1 reject, 2 inconclusive, 3 invalid, and 3 for
+every case where no verdict can be read or computed (:class:`~harness.errors.ResultsUnavailable`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from harness.analysis.reasons import Reason, ReasonCode, ReasonKind
+from harness.errors import HarnessError, ResultsUnavailable
+from harness.reporting.decision_json import DECISION_JSON
+from harness.reporting.escape import clean
+from harness.reporting.model import load_experiment
+from harness.results.load import read_records
+from harness.results.meta import ExperimentMeta, require_meta
+from harness.results.store import RESULTS
+
+GATE_CODES: dict[str, int] = {"adopt": 0, "reject": 1, "inconclusive": 2, "invalid": 3}
+"""``harness gate`` exit codes; 3 is also every case where no verdict can be read or computed."""
+
+_CODES: frozenset[str] = frozenset(ReasonCode)
+_KINDS: frozenset[str] = frozenset(get_args(ReasonKind))
+
+
+@dataclass(frozen=True)
+class GateResult:
+    skill: str
+    verdict: str
+    reasons: tuple[Reason, ...]
+    """Every reason, in the decision's order."""
+    source: str
+    """``decision.json`` or ``recomputed from results.jsonl``."""
+    experiment_dir: Path
+    label: str = ""
+    """The report's wording of the verdict (the amber point-only label when only the point rule adopts)."""
+
+    @property
+    def exit_code(self) -> int:
+        return GATE_CODES.get(self.verdict, 3)
+
+    @property
+    def line(self) -> str:
+        ordered = sorted(self.reasons, key=lambda x: x.kind == "note")
+        why = "; ".join(f"[{x.code}] {x.message}" for x in ordered) or "no reasons recorded"
+        word = self.label.upper() if self.label and self.label != self.verdict else self.verdict.upper()
+        return clean(f"{word} (exit {self.exit_code}) {self.skill}: {why}")
+
+
+def recorded_reasons(data: dict[str, Any]) -> tuple[Reason, ...] | None:
+    """The reasons ``decision.json`` recorded, or None when one of them is not a reason this harness knows."""
+    raw = data.get("reasons")
+    if not isinstance(raw, list):
+        return None
+    out = []
+    for x in raw:
+        if not isinstance(x, dict):
+            return None
+        code, kind, message = x.get("code"), x.get("kind"), x.get("message")
+        if not isinstance(code, str) or code not in _CODES or kind not in _KINDS or not isinstance(message, str):
+            return None
+        out.append(Reason(ReasonCode(code), message, kind))
+    return tuple(out)
+
+
+def fresh_decision(root: Path, meta: ExperimentMeta, lines: int) -> dict[str, Any] | None:
+    """decision.json when it was computed from exactly the current results under the same lock."""
+    try:
+        data = json.loads((root / DECISION_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(data, dict)
+        or data.get("verdict") not in GATE_CODES
+        or data.get("lock_hash") != meta.lock_hash
+        or data.get("results_lines") != lines
+        or recorded_reasons(data) is None
+    ):
+        return None
+    return data
+
+
+def gate(root: Path) -> GateResult:
+    """The experiment's verdict for CI, from decision.json if it is current, else recomputed (read-only).
+
+    Raises :class:`ResultsUnavailable` (exit 3) when there is nothing to gate
+    on: no experiment description, no readable results, or results that cannot
+    be analysed (preregistration missing or re-locked).
+    """
+    try:
+        meta = require_meta(root)
+        lines = read_records(root)
+    except HarnessError as e:
+        raise ResultsUnavailable(e.message, hint=e.hint) from e
+    data = fresh_decision(root, meta, len(lines.records))
+    if data is not None:
+        reasons = recorded_reasons(data) or ()
+        return GateResult(str(data.get("skill", meta.skill or "?")), str(data["verdict"]), reasons,
+                          DECISION_JSON, root, str(data.get("label") or ""))  # fmt: skip
+    try:
+        r = load_experiment(root)
+    except HarnessError as e:
+        raise ResultsUnavailable(
+            f"{root}: decision.json is missing or stale and the decision cannot be recomputed: {e.message}",
+            hint=e.hint,
+        ) from e
+    d = r.decision
+    return GateResult(r.prereg.skill, d.verdict, d.reasons, f"recomputed from {RESULTS}", root, d.label)

@@ -1,0 +1,309 @@
+"""The data every report renders: :class:`ReportInput`, how it is built, and the views renderers share.
+
+:func:`build_input` analyses result lines under the preregistered settings and decides (pure);
+:func:`analyze_records` is that for a study's lines plus the base image ``experiment.json`` recorded
+(what ``eval``, ``report``, ``gate`` and ``merge`` all show); :func:`load_experiment` rebuilds it from
+an experiment directory without writing there (through :mod:`harness.results.load`), so
+``harness report`` and ``harness gate`` need no Docker. The derived views (the deciding reasons,
+the headline, provenance, dates, flags by task, the every-trial rows) are computed here once so
+that every renderer says the same thing; the wording of numbers is :mod:`harness.fmt`'s and
+escaping is per format (:mod:`harness.reporting.escape`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import fmt
+from harness.analysis.decide import DecisionResult, decide
+from harness.analysis.estimates import Analysis, TaskRow, analyze
+from harness.analysis.observations import context_from_records, observations_from_records
+from harness.analysis.reasons import Reason
+from harness.records import PassRule, TrialRecord, outcome
+from harness.results import attempts as runstate
+from harness.results.load import read_experiment
+from harness.results.meta import read_meta
+from harness.study import prices
+from harness.study.config import Preregistration, Study
+from harness.trial import apihealth, samepatch
+
+
+@dataclass(frozen=True)
+class FlaggedTrial:
+    """A trial a reviewer should look at: its last attempt carries a flag or a rejected patch."""
+
+    trial_id: str
+    task_id: str
+    arm: str
+    outcome: str
+    flags: tuple[str, ...]
+    files: tuple[str, ...]
+    """The files its patch changed."""
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """An analysed experiment: everything every renderer shows, computed once."""
+
+    prereg: Preregistration
+    analysis: Analysis
+    decision: DecisionResult
+    lock_hash: str
+    skipped_tasks: tuple[str, ...]
+    flagged: tuple[FlaggedTrial, ...]
+    """Trials a reviewer should look at, by trial id."""
+    experiment_dir: str
+    spent_usd: float
+    records: tuple[TrialRecord, ...] = ()
+    """Every result line the analysis used (all attempts), for per-trial charts and tables."""
+    notes: tuple[str, ...] = field(default=())
+    """Things the reader should know about the inputs (unreadable result lines, a torn tail)."""
+    skip_reasons: tuple[tuple[str, str], ...] = ()
+    """(task id, reason) of skipped tasks not skipped for a TODO prompt (the preflight's trivial tasks)."""
+
+    base_image: str = ""
+    """The image the trial image was built on (``--base-image``, else the harness runtime image)."""
+
+    def skip_reason(self, task_id: str) -> str:
+        return dict(self.skip_reasons).get(task_id, "TODO in prompt")
+
+    @property
+    def experiment_id(self) -> str:
+        return self.lock_hash[:12]
+
+    @property
+    def final_records(self) -> tuple[TrialRecord, ...]:
+        """The last attempt of every trial (what the analysis counted)."""
+        return tuple(runstate.final_attempts(self.records)[0])
+
+
+# ========================================================================= building
+
+
+def flagged(records: Iterable[TrialRecord], pass_rule: PassRule) -> tuple[FlaggedTrial, ...]:
+    """Every trial whose last attempt carries a flag or a rejected patch, by trial id."""
+    out = []
+    for tid, r in sorted(runstate.latest_by_trial(records).items()):
+        flags = (
+            (r.patch.flags if r.patch else ())
+            + r.flags
+            + ((f"rejected: {r.patch.rejected}",) if r.patch and r.patch.rejected else ())
+        )
+        if flags:
+            files = r.patch.files if r.patch else ()
+            out.append(FlaggedTrial(tid, r.task_id, r.arm, outcome(r, pass_rule), tuple(flags), files))
+    return tuple(out)
+
+
+def build_input(
+    prereg: Preregistration,
+    records: Sequence[TrialRecord],
+    *,
+    planned_task_ids: Iterable[str],
+    skipped_tasks: Sequence[str],
+    lock_hash: str,
+    experiment_dir: str,
+    notes: Sequence[str] = (),
+    skip_reasons: Mapping[str, str] | None = None,
+) -> ReportInput:
+    """Analyse result lines under the preregistered settings and decide (pure).
+
+    How the run stopped (budget or preregistered early stop) is read from the skipped
+    records; the per-trial cost cap bounds what a missing trial could have cost; the
+    spend leaves out reused baseline trials (spent by another experiment)."""
+    settings = prereg.decision
+    observations = observations_from_records(records, settings.pass_rule)
+    analysis = analyze(observations, settings)
+    budget_stopped, early_stopped = runstate.stops(records)
+    context = context_from_records(
+        records,
+        prereg.execution.runs_per_arm,
+        budget_stopped,
+        early_stopped=early_stopped,
+        planned_task_ids=list(planned_task_ids),
+        max_cost_per_trial=runstate.max_cost_per_trial(prereg),
+    )
+    return ReportInput(
+        prereg=prereg,
+        analysis=analysis,
+        decision=decide(analysis, settings, context),
+        lock_hash=lock_hash,
+        skipped_tasks=tuple(skipped_tasks),
+        flagged=flagged(records, settings.pass_rule),
+        experiment_dir=experiment_dir,
+        spent_usd=runstate.spent_usd(records),
+        records=tuple(records),
+        notes=(
+            *notes,
+            *samepatch.reuse_notes(records),
+            *apihealth.report_notes(records),
+            *prices.missing_notes(prereg.execution),
+        ),
+        skip_reasons=tuple(sorted((skip_reasons or {}).items())),
+    )
+
+
+def analyze_records(
+    study: Study, records: Sequence[TrialRecord], *, lock_hash: str, experiment_dir: Path
+) -> ReportInput:
+    """The report input of a study's result lines (what `eval`, `report`, `gate` and `merge` all show)."""
+    data = build_input(
+        study.prereg,
+        records,
+        planned_task_ids=[t.id for t in study.target_tasks()],
+        skipped_tasks=[t.id for t in study.skipped_tasks()] + list(study.excluded),
+        lock_hash=lock_hash,
+        experiment_dir=str(experiment_dir),
+        skip_reasons=study.excluded,
+    )
+    meta = read_meta(Path(experiment_dir))
+    inputs = (meta.trial_inputs if meta is not None else None) or {}
+    return dataclasses.replace(data, base_image=str(inputs.get("base_image", "")))
+
+
+def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
+    """Rebuild the analysed experiment from ``root`` without writing anything there.
+
+    The preregistration is the one ``experiment.json`` names unless
+    ``prereg_path`` is given; its lock must be the experiment's (a re-locked
+    preregistration may have other decision settings). The skill folder is not
+    needed: a shelved skill's experiment still renders.
+    """
+    exp = read_experiment(root, prereg_path)
+    # The very analysis `harness eval` ran (how the run stopped, the cost cap, reused trials), so a
+    # re-rendered report and the gate can never disagree with eval.
+    data = analyze_records(exp.study, exp.lines.records, lock_hash=exp.meta.lock_hash, experiment_dir=root)
+    return dataclasses.replace(data, notes=(*data.notes, *exp.lines.notes))
+
+
+# ============================================================================ views
+
+
+def verdict_word(d: DecisionResult) -> str:
+    """The verdict in capitals, or the amber point-only label: never a plain ADOPT the interval rule does not back."""
+    return d.label.upper() if d.point_only_adopt else d.verdict.upper()
+
+
+def deciding_reasons(d: DecisionResult) -> tuple[Reason, ...]:
+    """The reasons that produced the verdict: the gates that fired, else the rule's findings."""
+    kind = {"invalid": "invalid", "inconclusive": "inconclusive"}.get(d.verdict, "rule")
+    chosen = tuple(r for r in d.reasons if r.kind == kind)
+    return chosen or tuple(r for r in d.reasons if r.kind != "note")
+
+
+def headline(r: ReportInput) -> str:
+    """One sentence with the figures behind the verdict (rates with N, gain with CI, cost with limit)."""
+    a = r.analysis
+    conf = round(100 * a.confidence)
+    p = a.paired
+    return (
+        f"skill {fmt.rate(a.skill)} vs baseline {fmt.rate(a.baseline)} passed; "
+        f"per-task gain {fmt.pp(p.mean)} ({conf}% CI {fmt.pp(p.interval.low)} to {fmt.pp(p.interval.high)}); "
+        f"cost {fmt.ratio(a.cost.ratio)} of baseline (limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)})"
+    )
+
+
+def _provenance(records: Iterable[TrialRecord], pick: Callable[[TrialRecord], str | None]) -> str:
+    values = sorted({v for v in (pick(rec) for rec in records if rec.is_outcome) if v})
+    return ", ".join(values) if values else "n/a"
+
+
+def run_provenance(r: ReportInput) -> dict[str, str]:
+    """Model, resolved model, CLI version and image of the trials that reached the model."""
+    finals = r.final_records
+    return {
+        "model": _provenance(finals, lambda x: x.provenance.model),
+        "resolved_model": _provenance(finals, lambda x: x.agent.resolved_model if x.agent else None),
+        "judge_model": _provenance(finals, lambda x: x.provenance.judge_model),
+        "cli_version": _provenance(finals, lambda x: x.provenance.cli_version),
+        "image_digest": _provenance(finals, lambda x: x.provenance.image_digest[:19]),
+        "base_sha": _provenance(finals, lambda x: x.provenance.base_sha[:12]),
+    }
+
+
+def run_dates(r: ReportInput) -> tuple[str | None, str | None]:
+    """(first start, last finish) of the trials, ISO timestamps as recorded."""
+    if not r.records:
+        return None, None
+    return min(x.started_at for x in r.records), max(x.finished_at for x in r.records)
+
+
+def wall_seconds(r: ReportInput) -> float | None:
+    """From the first trial's start to the last one's end (None without parseable timestamps)."""
+    first, last = run_dates(r)
+    if not first or not last:
+        return None
+    try:
+        return max(0.0, (dt.datetime.fromisoformat(last) - dt.datetime.fromisoformat(first)).total_seconds())
+    except ValueError:
+        return None
+
+
+def tasks_by_difference(a: Analysis) -> list[TaskRow]:
+    """Per-task rows, largest gain first; tasks without a difference last."""
+    return sorted(a.tasks, key=lambda t: (t.difference is None, -(t.difference or 0.0), t.task_id))
+
+
+def flags_by_task(r: ReportInput) -> dict[str, tuple[str, ...]]:
+    """Per task, the distinct flags of its flagged trials as ``arm: flag`` (which arm did it matters)."""
+    out: dict[str, list[str]] = {}
+    for t in r.flagged:
+        bucket = out.setdefault(t.task_id, [])
+        for f in t.flags:
+            item = f"{t.arm}: {f}"
+            if item not in bucket:
+                bucket.append(item)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+# ==================================================================== every trial
+# Artifacts are content-addressed (``artifacts/<sha[:2]>/<sha>``, see harness.results.store); the links
+# are relative to the experiment directory, where both reports are written, so they work in a browser,
+# in a CI artifact and in a copy of the directory.
+
+LINKED = (("patch.diff", "patch"), ("verify.log", "verify log"), ("transcript.jsonl", "transcript"))
+"""The artifacts a reader opens for one trial, in this order: (artifact name, link text)."""
+
+
+def artifact_path(digest: str) -> str:
+    return f"artifacts/{digest[:2]}/{digest}"
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One row of the every-trial tables (Markdown and HTML), figures already worded."""
+
+    trial_id: str
+    task_id: str
+    arm: str
+    outcome: str
+    status: str
+    agent_cost: str
+    total_cost: str
+    links: tuple[tuple[str, str], ...]
+    """(link text, relative path) of each artifact the trial has."""
+
+
+def trial_rows(r: ReportInput) -> list[TrialRow]:
+    """The final attempt of every trial, by task, run and arm (pure)."""
+    rule = r.prereg.decision.pass_rule
+    rows = []
+    for x in sorted(r.final_records, key=lambda x: (x.task_id, x.run_index, x.arm)):
+        links = tuple((text, artifact_path(x.artifacts[name])) for name, text in LINKED if name in x.artifacts)
+        rows.append(
+            TrialRow(
+                trial_id=x.trial_id,
+                task_id=x.task_id,
+                arm=x.arm,
+                outcome=outcome(x, rule) if x.status != "skipped" else "skipped",
+                status=x.status,
+                agent_cost=fmt.usd(x.agent_cost_usd),
+                total_cost=fmt.usd(x.total_cost_usd),
+                links=links,
+            )
+        )
+    return rows
