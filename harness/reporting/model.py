@@ -17,6 +17,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from harness import fmt
 from harness.analysis.decide import DecisionResult, decide
@@ -225,11 +226,20 @@ def run_provenance(r: ReportInput) -> dict[str, str]:
     }
 
 
-def run_dates(r: ReportInput) -> tuple[str | None, str | None]:
-    """(first start, last finish) of the trials, ISO timestamps as recorded."""
+class RunDates(NamedTuple):
+    """When the trials ran: ISO timestamps as recorded (None without trials)."""
+
+    first: str | None
+    """The first trial's start."""
+    last: str | None
+    """The last trial's finish."""
+
+
+def run_dates(r: ReportInput) -> RunDates:
+    """(first start, last finish) of the trials."""
     if not r.records:
-        return None, None
-    return min(x.started_at for x in r.records), max(x.finished_at for x in r.records)
+        return RunDates(None, None)
+    return RunDates(min(x.started_at for x in r.records), max(x.finished_at for x in r.records))
 
 
 def wall_seconds(r: ReportInput) -> float | None:

@@ -25,6 +25,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
@@ -53,6 +54,13 @@ class Merged:
     lock_hash: str
     records: list[TrialRecord]
     shards: tuple[Shard, ...]
+
+
+class Checked(NamedTuple):
+    """What the checks established: the study every shard ran, under this lock."""
+
+    study: Study
+    lock_hash: str
 
 
 def _read_meta(root: Path) -> ExperimentMeta:
@@ -92,7 +100,7 @@ def _load_study(meta: ExperimentMeta, prereg_path: Path | None, where: Path) -> 
         raise MergeError(f"the shards' preregistration: {e.message}", hint="pass it with --prereg") from None
 
 
-def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Study, str]:
+def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> Checked:
     """Every check of the module docstring; returns the study and the lock hash."""
     if not shards:
         raise MergeError("no shard directories given", hint="harness merge OUT SHARD_DIR...")
@@ -158,7 +166,7 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> tuple[Stu
             + (" ..." if len(missing) > 6 else ""),
             hint="rerun the unfinished shard with the same command (it resumes), or add the missing shard directory",
         )
-    return study, lock_hash
+    return Checked(study, lock_hash)
 
 
 def merge(out: Path, shard_dirs: Sequence[Path], *, prereg_path: Path | None = None) -> Merged:
