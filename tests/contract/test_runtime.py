@@ -261,8 +261,8 @@ def test_info_describes_the_engine(subject: Subject) -> None:
 
 def test_labelled_lists_what_was_created_with_its_labels(subject: Subject) -> None:
     rt = subject.runtime
-    net = subject.net("listed")
-    rt.create_network(net, subject.labels("net"), internal=True)
+    net, net_labels = subject.net("listed"), subject.labels("net")
+    rt.create_network(net, net_labels, internal=True)
     spec = subject.spec("listed", SLEEP, network=net)
     rt.create(spec)
     other_run = make_labels(subject.run_id + "x", role="contract", ttl_s=600, purpose="contract")
@@ -272,7 +272,7 @@ def test_labelled_lists_what_was_created_with_its_labels(subject: Subject) -> No
         listed = rt.labelled({RUN: subject.run_id})
         assert [(o.kind, o.name) for o in listed] == [("container", spec.name), ("network", net)]
         assert spec.labels.items() <= listed[0].labels.items()
-        assert subject.labels("net").items() <= listed[1].labels.items()
+        assert net_labels.items() <= listed[1].labels.items()
         assert other.name in [o.name for o in rt.labelled()], "no selector: every object of the harness"
     finally:
         assert rt.remove_objects([DockerObject("container", other.name)]).errors == []
