@@ -587,7 +587,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.sandbox.labels import OWNER, OWNER_VALUE
+    from harness.sandbox.labels import OWNER, OWNER_VALUE, reap_orphans
 
     engine = _engine(env)
     if args.all:
@@ -596,9 +596,9 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
             print(f"not removed: {error}", file=sys.stderr)
         print(f"removed {len(removed)} harness object(s)" + (f"; {len(errors)} could not be removed" if errors else ""))
         return 3 if errors else 0
-    reaped = engine.gc(own_pid=os.getpid())
-    for kind, name, reason in reaped:
-        print(f"removed {kind} {name} ({reason})")
+    reaped = reap_orphans(engine, own_pid=os.getpid())
+    for target, reason in reaped:
+        print(f"removed {target.kind} {target.name} ({reason})")
     print(f"{len(reaped)} orphaned object(s) removed")
     # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
     from harness.experiment.experiment import sweep_known_roots

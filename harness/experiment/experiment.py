@@ -55,9 +55,9 @@ from harness.results.store import ExperimentDir
 from harness.retry import retrying
 from harness.sandbox import roles as sandbox
 from harness.sandbox import uids
-from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
-from harness.sandbox.labels import ROLE, RUN, make_labels, pid_alive
+from harness.sandbox.labels import ROLE, RUN, make_labels, pid_alive, reap_orphans
+from harness.sandbox.runtime import DockerObject, Runtime
 from harness.study import prices, scenario
 from harness.study.config import Execution, Study, parse_size
 from harness.study.lock import copy_locked_skill, verify_lock
@@ -381,7 +381,7 @@ class Experiment:
     def __init__(
         self,
         study: Study,
-        engine: Engine,
+        engine: Runtime,
         options: RunOptions,
         events: Events | None = None,
         *,
@@ -446,7 +446,7 @@ class Experiment:
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
-            reaped = self.engine.gc(own_pid=os.getpid())
+            reaped = reap_orphans(self.engine, own_pid=os.getpid())
             if reaped:
                 self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
             work = self._work_root()
@@ -830,8 +830,8 @@ class Experiment:
             try:
                 _, errors = self.engine.remove_labelled({RUN: self.run_id})
             except HarnessError:  # cannot list: what this run made by name (never the user's network)
-                made = [] if upstream_net == self._route().network else [("network", upstream_net)]
-                _, errors = self.engine.remove_objects([("container", scripted_name), *made])
+                made = [] if upstream_net == self._route().network else [DockerObject("network", upstream_net)]
+                _, errors = self.engine.remove_objects([DockerObject("container", scripted_name), *made])
             for error in errors:
                 self.events.message(f"cleanup: {error}")
             remove_tree(run_root)

@@ -47,7 +47,7 @@ from harness.trial.workspace import container_user, remove_tree
 
 if TYPE_CHECKING:  # the reports read preflight.json without importing the Docker layer
     from harness.sandbox import roles as sandbox
-    from harness.sandbox.engine import Engine
+    from harness.sandbox.runtime import ContainerRuntime
 
 FORMAT = 1
 TAIL = 4096
@@ -124,7 +124,7 @@ class Preflight:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: ContainerRuntime,
         profile: sandbox.Profile,
         *,
         repo: Path,

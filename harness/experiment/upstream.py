@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError, PrerequisiteError
-from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.sandbox.labels import ROLE
+from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
 from harness.sidecars.upstream_link import bypass_proxy
 
 REAL_UPSTREAM = "https://api.anthropic.com"
@@ -124,7 +124,7 @@ def stage_ca(route: Upstream, run_root: Path) -> tuple[BindMount, ...]:
 
 
 def preflight(
-    engine: Engine,
+    engine: ContainerRuntime,
     route: Upstream,
     *,
     name: str,

@@ -15,9 +15,10 @@ from typing import Literal
 
 from harness.errors import HarnessError
 from harness.sandbox import uids
-from harness.sandbox.engine import ContainerSpec, Engine, Limits
+from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits
 
 Level = Literal["ok", "warn", "fail", "info"]
 

@@ -1,8 +1,9 @@
 """The Docker engine boundary: the only module that imports ``docker``.
 
-Everything above this module sees typed specs and results (:class:`ContainerSpec`,
-:class:`ExitInfo`) and harness errors; docker-py and requests exceptions are
-translated here (``raise InfraError(...) from e``). The container hardening
+:class:`Engine` implements :class:`harness.sandbox.runtime.Runtime` (containers, networks,
+labelled objects, images) over one docker-py client. Everything above this module sees
+the runtime's typed specs and results and harness errors; docker-py and requests
+exceptions are translated here (``raise InfraError(...) from e``). The container hardening
 profile is applied here, to every container the harness starts, so no caller
 can forget a flag:
 
@@ -18,10 +19,8 @@ Deadlines are enforced twice: inside the container by the caller's command
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,17 @@ from docker.types import LogConfig, Mount, Ulimit
 from harness.errors import InfraError, PrerequisiteError
 from harness.retry import call_with_retry
 from harness.sandbox import labels as L
+from harness.sandbox.runtime import (
+    ContainerSpec,
+    DanglingImage,
+    DockerObject,
+    EngineInfo,
+    ExitInfo,
+    Gate,
+    Logs,
+    Removal,
+    Waited,
+)
 
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
@@ -64,80 +74,16 @@ def _read_timed_out(e: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Limits:
-    memory: str = "2g"
-    cpus: float = 1.0
-    pids: int = 512
-    nofile: int = 4096
-    fsize_bytes: int = 1 << 30
-    tmpfs_size: str = "512m"
-
-
-@dataclass(frozen=True)
-class BindMount:
-    source: Path
-    target: str
-    read_only: bool = True
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    name: str
-    image: str
-    command: tuple[str, ...]
-    labels: Mapping[str, str]
-    user: str
-    env: Mapping[str, str] = field(default_factory=dict)
-    mounts: tuple[BindMount, ...] = ()
-    network: str = "none"
-    """'none' or the name of a network the harness created."""
-    limits: Limits = Limits()
-    tmpfs: tuple[str, ...] = ("/tmp",)
-    """tmpfs mount points (sized by limits.tmpfs_size, owned by the container user)."""
-    workdir: str | None = None
-    runtime: str | None = None
-    log_max_size: str = "10m"
-    stop_timeout: int = 5
-    dns: tuple[str, ...] = ()
-    """Upstream servers of Docker's embedded resolver. Engines before 26.0 forward names the
-    embedded resolver does not know to the host's resolvers (CVE-2024-29018 when they are on
-    loopback); pointing this at a peer that serves no DNS makes every foreign name fail."""
-
-
-@dataclass(frozen=True)
-class ExitInfo:
-    exit_code: int | None
-    timed_out: bool
-    oom_killed: bool
-    stdout: bytes
-    stderr: bytes
-    stdout_truncated: bool
-    seconds: float
-
-
-@dataclass(frozen=True)
-class EngineInfo:
-    server_version: str
-    api_version: str
-    cgroup_version: str
-    cgroup_driver: str
-    runtimes: tuple[str, ...]
-    security_options: tuple[str, ...]
-    docker_root: str
-    storage_driver: str
-    os: str
-    runc_version: str
-    rootless: bool
-
-
 def _uid_gid(user: str) -> tuple[str, str]:
     uid, _, gid = user.partition(":")
     return uid, gid or uid
 
 
 class Engine:
-    """A thin, typed wrapper over one docker-py client."""
+    """A thin, typed wrapper over one docker-py client: a :class:`harness.sandbox.runtime.Runtime`.
+
+    Beyond the interface it offers what only diagnostics and the Docker tests use: ``inspect``,
+    ``exec_run``, ``free_disk_bytes``, and removal of one container or network by name."""
 
     def __init__(self, env: Mapping[str, str] | None = None, *, timeout: int = 120) -> None:
         try:
@@ -251,7 +197,7 @@ class Engine:
         deadline_s: float,
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
-        gate: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+        gate: Gate | None = None,
     ) -> ExitInfo:
         """Create, start, wait (host deadline), collect output, remove: the container never outlives this call.
 
@@ -280,15 +226,15 @@ class Engine:
         finally:
             self.remove_container(spec.name)
 
-    def wait(self, name: str, deadline_s: float) -> tuple[int | None, bool]:
-        """Wait for exit; on overrun kill the container. Returns (exit code, timed out)."""
+    def wait(self, name: str, deadline_s: float) -> Waited:
+        """Wait for exit; on overrun kill the container."""
         try:
             container = self.client.containers.get(name)
         except DOCKER_ERRORS as e:
             raise InfraError(f"container {name} vanished: {e}") from e
         try:
             result = container.wait(timeout=max(1.0, deadline_s))
-            return int(result.get("StatusCode", -1)), False
+            return Waited(int(result.get("StatusCode", -1)), timed_out=False)
         except DOCKER_ERRORS as e:
             if not _read_timed_out(e):
                 # A dropped engine connection is the environment's failure, not the agent's overrun.
@@ -298,7 +244,7 @@ class Engine:
             container.wait(timeout=30)
         except DOCKER_ERRORS:
             pass
-        return None, True
+        return Waited(None, timed_out=True)
 
     def kill(self, name: str) -> None:
         with contextlib.suppress(*DOCKER_ERRORS):
@@ -310,7 +256,7 @@ class Engine:
         except DOCKER_ERRORS as e:
             raise InfraError(f"inspecting container {name} failed: {e}") from e
 
-    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> tuple[bytes, bool]:
+    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
         """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last)."""
         try:
             data = self.client.api.logs(name, stdout=stdout, stderr=stderr, stream=False, timestamps=False)
@@ -319,8 +265,8 @@ class Engine:
         if isinstance(data, str):
             data = data.encode()
         if len(data) > cap:
-            return bytes(data[-cap:]), True
-        return bytes(data), False
+            return Logs(bytes(data[-cap:]), truncated=True)
+        return Logs(bytes(data), truncated=False)
 
     def remove_container(self, name: str) -> None:
         """Force-remove; idempotent (a missing container is fine)."""
@@ -412,53 +358,39 @@ class Engine:
             raise InfraError(f"network {name!r} ({net_id[:12]}) is still there after its removal")
 
     # ------------------------------------------------------------ labelled objects
-    def labelled(self, selector: Mapping[str, str] | None = None) -> list[tuple[str, str, dict[str, str]]]:
-        """(kind, name, labels) of every container and network carrying the harness owner label."""
+    def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
+        """Every container and network carrying the harness owner label (and the selector's labels)."""
         filters = [f"{L.OWNER}={L.OWNER_VALUE}"] + [f"{k}={v}" for k, v in (selector or {}).items()]
-        out: list[tuple[str, str, dict[str, str]]] = []
+        out: list[DockerObject] = []
         try:
             for c in self.client.api.containers(all=True, filters={"label": filters}):
                 name = (c.get("Names") or ["/" + c["Id"]])[0].lstrip("/")
-                out.append(("container", name, dict(c.get("Labels") or {})))
+                out.append(DockerObject("container", name, dict(c.get("Labels") or {})))
             for n in self.client.api.networks(filters={"label": filters}):
-                out.append(("network", str(n["Name"]), dict(n.get("Labels") or {})))
+                out.append(DockerObject("network", str(n["Name"]), dict(n.get("Labels") or {})))
         except DOCKER_ERRORS as e:
             raise InfraError(f"listing harness objects failed: {e}") from e
         return out
 
-    def remove_objects(self, objects: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
-        """Remove (kind, name) objects, containers before networks (a network with a container
-        attached cannot go), going on past failures. Returns (removed, one error text per failure)."""
-        removed: list[tuple[str, str]] = []
-        errors: list[str] = []
-        for kind, name in sorted(objects, key=lambda o: o[0] != "container"):
+    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
+        """Remove the objects, containers before networks (a network with a container attached
+        cannot go), going on past failures: one error text per failure."""
+        done = Removal(removed=[], errors=[])
+        for obj in sorted(objects, key=lambda o: o.kind != "container"):
             try:
-                if kind == "container":
-                    self.remove_container(name)
+                if obj.kind == "container":
+                    self.remove_container(obj.name)
                 else:
-                    self.remove_network(name)
+                    self.remove_network(obj.name)
             except InfraError as e:
-                errors.append(str(e))
+                done.errors.append(str(e))
                 continue
-            removed.append((kind, name))
-        return removed, errors
+            done.removed.append(obj)
+        return done
 
-    def remove_labelled(self, selector: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
+    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
         """Remove every container, then every network, matching the selector (see :meth:`remove_objects`)."""
-        return self.remove_objects((kind, name) for kind, name, _ in self.labelled(selector))
-
-    def gc(self, *, own_pid: int | None = None, now: float | None = None) -> list[tuple[str, str, str]]:
-        """Reap orphans (dead owner on this host, or expired). Returns (kind, name, reason) removed;
-        what cannot go yet (still attached, or racing another gc) is left for the next pass."""
-        host = socket.gethostname()
-        now = time.time() if now is None else now
-        reasons: dict[tuple[str, str], str] = {}
-        for kind, name, lbls in self.labelled():
-            reason = L.orphan_reason(lbls, now=now, host=host, own_pid=own_pid)
-            if reason is not None:
-                reasons[(kind, name)] = reason
-        removed, _ = self.remove_objects(reasons)
-        return [(kind, name, reasons[(kind, name)]) for kind, name in removed]
+        return self.remove_objects(self.labelled(selector))
 
     # ------------------------------------------------------------------ images
     def image_id(self, ref: str) -> str | None:
@@ -485,26 +417,26 @@ class Engine:
             tag for image in images for tag in image.get("RepoTags") or () if tag.rsplit(":", 1)[0] in repositories
         )
 
-    def dangling_images(self, label: str) -> list[tuple[str, int]]:
+    def dangling_images(self, label: str) -> list[DanglingImage]:
         """(id, size) of every untagged image carrying ``label`` (a build's intermediate stages)."""
         try:
             images = self.client.api.images(filters={"dangling": True, "label": label})
         except DOCKER_ERRORS as e:
             raise InfraError(f"listing images failed: {e}") from e
-        return [(str(image["Id"]), int(image.get("Size") or 0)) for image in images]
+        return [DanglingImage(str(image["Id"]), int(image.get("Size") or 0)) for image in images]
 
-    def remove_image(self, tag: str) -> bool:
+    def remove_image(self, ref: str) -> bool:
         """Untag (and delete, when nothing else uses it) an image, by tag or id. False when it is in use."""
         try:
-            self.client.api.remove_image(tag)
+            self.client.api.remove_image(ref)
         except docker.errors.NotFound:
             return True
         except docker.errors.APIError as e:
             if e.status_code == 409:
                 return False
-            raise InfraError(f"removing image {tag} failed: {e}") from e
+            raise InfraError(f"removing image {ref} failed: {e}") from e
         except DOCKER_ERRORS as e:
-            raise InfraError(f"removing image {tag} failed: {e}") from e
+            raise InfraError(f"removing image {ref} failed: {e}") from e
         return True
 
     def try_pull(self, ref: str) -> bool:

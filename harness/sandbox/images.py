@@ -28,7 +28,7 @@ from pathlib import Path
 
 from harness.errors import InfraError, PrerequisiteError
 from harness.host.slots import host_lock
-from harness.sandbox.engine import Engine
+from harness.sandbox.runtime import ImageStore
 
 CLAUDE_CODE_VERSION = "2.1.332"
 DEBIAN_SUITE = "bookworm"
@@ -111,7 +111,7 @@ def slim(rootfs: Path) -> None:
 
 class ImageBuilder:
     def __init__(
-        self, engine: Engine, options: ImageOptions | None = None, on_line: Callable[[str], None] | None = None
+        self, engine: ImageStore, options: ImageOptions | None = None, on_line: Callable[[str], None] | None = None
     ) -> None:
         self.engine = engine
         self.options = options or ImageOptions()

@@ -2,7 +2,8 @@
 
 Labels make cleanup independent of how the controller ended: ``harness gc``
 and every start remove objects whose owner process is gone (same host) or whose
-expiry has passed, and never touch anything without ``harness.owner``.
+expiry has passed (:func:`reap_orphans`, over any :class:`~harness.sandbox.runtime.ContainerRuntime`),
+and never touch anything without ``harness.owner``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from harness.sandbox.runtime import ContainerRuntime, DockerObject
 
 OWNER = "harness.owner"
 OWNER_VALUE = "skill-harness"
@@ -83,3 +87,26 @@ def orphan_reason(
         if pid and pid != own_pid and not alive(pid):
             return f"owner pid {pid} is gone"
     return None
+
+
+class Reaped(NamedTuple):
+    target: DockerObject
+    reason: str
+    """Why it was an orphan (:func:`orphan_reason`)."""
+
+
+def reap_orphans(runtime: ContainerRuntime, *, own_pid: int | None = None, now: float | None = None) -> list[Reaped]:
+    """Remove every orphan (dead owner on this host, or expired); returns what went and why. What cannot
+    go yet (still attached, or racing another gc) is left for the next pass. Raises InfraError when the
+    runtime cannot list its objects."""
+    host = socket.gethostname()
+    now = time.time() if now is None else now
+    reasons: dict[tuple[str, str], str] = {}
+    orphans: list[DockerObject] = []
+    for obj in runtime.labelled():
+        reason = orphan_reason(obj.labels, now=now, host=host, own_pid=own_pid)
+        if reason is not None:
+            reasons[(obj.kind, obj.name)] = reason
+            orphans.append(obj)
+    removal = runtime.remove_objects(orphans)
+    return [Reaped(obj, reasons[(obj.kind, obj.name)]) for obj in removal.removed]

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError, PrerequisiteError
 from harness.sandbox import uids
-from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.sandbox.labels import ROLE
+from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
 from harness.study.config import Resources, parse_size
 from harness.trial import claude
 
@@ -55,7 +55,7 @@ class Profile:
     runtime: str | None = None
 
 
-def role_users(engine: Engine, euid: int, egid: int) -> uids.RoleUsers:
+def role_users(engine: ContainerRuntime, euid: int, egid: int) -> uids.RoleUsers:
     """The uids the run's roles use: ids no host account uses (issue 14), or the engine's remapping."""
     try:
         options = engine.info().security_options

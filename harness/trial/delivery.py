@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.records import MountedSkill
-from harness.sandbox.engine import BindMount, ContainerSpec
+from harness.sandbox.runtime import BindMount, ContainerSpec
 
 SKILLS_ROOT = "/skills"
 DELIVERIES = ("prompt",)

@@ -15,10 +15,10 @@ from typing import Any
 
 from harness.errors import InfraError
 from harness.records import GatewayMeter
-from harness.sandbox.engine import Engine
+from harness.sandbox.runtime import ContainerRuntime
 
 
-def events(engine: Engine, name: str) -> list[dict[str, Any]]:
+def events(engine: ContainerRuntime, name: str) -> list[dict[str, Any]]:
     data, _ = engine.logs(name, stdout=True, stderr=False, cap=8 << 20)
     out: list[dict[str, Any]] = []
     for line in data.decode("utf-8", "replace").splitlines():
@@ -31,7 +31,7 @@ def events(engine: Engine, name: str) -> list[dict[str, Any]]:
     return out
 
 
-def wait_listening(engine: Engine, name: str, *, timeout_s: float = 20.0) -> None:
+def wait_listening(engine: ContainerRuntime, name: str, *, timeout_s: float = 20.0) -> None:
     """Poll the container log for the server's 'listening' line."""
     deadline = time.monotonic() + timeout_s
     delay = 0.01

@@ -39,8 +39,8 @@ from harness.records import (
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
-from harness.sandbox.engine import BindMount, Engine, ExitInfo
 from harness.sandbox.labels import RUN, TRIAL, make_labels
+from harness.sandbox.runtime import BindMount, ContainerRuntime, DockerObject, ExitInfo
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
 
@@ -87,7 +87,7 @@ class StartGate:
 class TrialContext:
     """Everything a trial needs that is the same for every trial of one run."""
 
-    engine: Engine
+    engine: ContainerRuntime
     profile: sandbox.Profile
     execution: Execution
     experiment_id: str
@@ -552,7 +552,8 @@ def _teardown(
         try:
             _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
         except HarnessError:  # cannot list: try every role's name and the network
-            _, failed = ctx.engine.remove_objects([*(("container", c) for c in containers), ("network", network)])
+            named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
+            _, failed = ctx.engine.remove_objects(named)
         errors.extend(failed)
     finally:
         host_side.join()

@@ -7,6 +7,7 @@ import pytest
 
 from harness.sandbox.engine import Engine
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import DockerObject
 
 
 @pytest.mark.docker
@@ -20,9 +21,9 @@ def test_a_network_named_with_a_trailing_newline_is_removed_by_id_and_verified_g
         with pytest.raises(docker.errors.NotFound):
             client.api.remove_network(name)
         assert client.api.inspect_network(net_id)["Name"] == name
-        removed, errors = engine.remove_objects([("network", name)])
+        removed, errors = engine.remove_objects([DockerObject("network", name)])
         assert errors == []
-        assert removed == [("network", name)]
+        assert removed == [DockerObject("network", name)]
         with pytest.raises(docker.errors.NotFound):
             client.api.inspect_network(net_id)
     finally:

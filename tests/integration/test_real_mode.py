@@ -34,8 +34,9 @@ import pytest
 from harness.errors import InfraError
 from harness.experiment import experiment, reuse, upstream
 from harness.reporting.model import analyze_records
-from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
+from harness.sandbox.engine import Engine
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import BindMount, ContainerSpec, DockerObject, Limits
 from harness.study import scenario
 from harness.study.config import load_study
 from harness.trial.gateway import wait_listening
@@ -164,11 +165,11 @@ def net(engine: Engine, images, tmp_path_factory: pytest.TempPathFactory) -> Ite
     (proxy_dir / "connect_proxy.py").write_bytes(PROXY_SCRIPT.read_bytes())
     os.chmod(proxy_dir / "connect_proxy.py", 0o444)
 
-    made: list[tuple[str, str]] = []
+    made: list[DockerObject] = []
     try:
         for network in (n.inner, n.edge):
             engine.create_network(network, _labels(), internal=True)
-            made.append(("network", network))
+            made.append(DockerObject("network", network))
         api = _container(
             n.api,
             images.sidecar,
@@ -187,7 +188,7 @@ def net(engine: Engine, images, tmp_path_factory: pytest.TempPathFactory) -> Ite
             ),
         )
         engine.create(api)
-        made.insert(0, ("container", n.api))
+        made.insert(0, DockerObject("container", n.api))
         engine.start(n.api)
         for name, refuse in ((n.proxy, "0"), (n.refusing_proxy, "1")):
             proxy = _container(
@@ -199,7 +200,7 @@ def net(engine: Engine, images, tmp_path_factory: pytest.TempPathFactory) -> Ite
                 mounts=(BindMount(proxy_dir, "/opt/proxy"),),
             )
             engine.create(proxy, extra_networks=[n.inner])
-            made.insert(0, ("container", name))
+            made.insert(0, DockerObject("container", name))
             engine.start(name)
         for name in (n.api, n.proxy, n.refusing_proxy):
             wait_listening(engine, name)

@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from harness.sandbox.engine import ContainerSpec, Engine, Limits
+from harness.sandbox.engine import Engine
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, bash, probes, write_hostile
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.records import AgentResult, GatewayMeter
-from harness.sandbox.engine import ExitInfo
+from harness.sandbox.runtime import ExitInfo
 from harness.trial.trial import classify_agent, integrity_flags
 
 NO_RESULT = AgentResult(parse_error="no result object on stdout")

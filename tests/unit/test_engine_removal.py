@@ -1,4 +1,6 @@
-"""Engine.remove_objects / gc: containers before networks, and one failure does not stop the rest."""
+"""Reaping orphans by label, and Engine.remove_network's by-id fallback (a fake docker API; no engine).
+
+Removal order and going on past a failure are part of the runtime contract (tests/contract/test_runtime.py)."""
 
 from __future__ import annotations
 
@@ -7,51 +9,31 @@ import types
 
 import docker
 
-from harness.errors import InfraError
 from harness.sandbox.engine import Engine
-from harness.sandbox.labels import make_labels
-
-
-class RecordingEngine(Engine):
-    """An Engine whose Docker calls are replaced (no engine needed): removal order and failures."""
-
-    def __init__(self, objects: list[tuple[str, str, dict[str, str]]], failing: set[str]) -> None:
-        self.objects = objects
-        self.failing = failing
-        self.calls: list[str] = []
-
-    def labelled(self, selector=None):  # type: ignore[no-untyped-def]
-        return [o for o in self.objects if all(o[2].get(k) == v for k, v in (selector or {}).items())]
-
-    def remove_container(self, name: str) -> None:
-        self.calls.append(name)
-        if name in self.failing:
-            raise InfraError(f"removing container {name} failed: busy")
-
-    def remove_network(self, name: str) -> None:
-        self.calls.append(name)
-        if name in self.failing:
-            raise InfraError(f"removing network {name} failed: busy")
-
-
-def test_removal_goes_on_past_a_failure_and_takes_containers_first() -> None:
-    labels = make_labels("run1", role="trial", trial_id="t", ttl_s=3600)
-    objects = [("network", "net", labels), ("container", "c1", labels), ("container", "c2", labels)]
-    engine = RecordingEngine(objects, failing={"c1"})
-    removed, errors = engine.remove_labelled({"harness.run": "run1"})
-    assert engine.calls == ["c1", "c2", "net"]
-    assert removed == [("container", "c2"), ("network", "net")]
-    assert errors == ["removing container c1 failed: busy"]
+from harness.sandbox.labels import make_labels, reap_orphans
+from harness.sandbox.runtime import ContainerSpec, DockerObject
+from tests.fakes import FakeRuntime
 
 
 def test_gc_reaps_every_orphan_even_when_one_cannot_go_yet() -> None:
+    """reap_orphans over the runtime interface (the removal order itself is in tests/contract)."""
     dead = make_labels("old", role="trial", trial_id="t", ttl_s=3600, pid=999_999_999, host=socket.gethostname())
     live = make_labels("mine", role="trial", trial_id="t", ttl_s=3600)
-    objects = [("container", "a", dead), ("container", "b", dead), ("network", "n", dead), ("container", "x", live)]
-    engine = RecordingEngine(objects, failing={"a"})
-    reaped = engine.gc()
-    assert [(k, n) for k, n, _ in reaped] == [("container", "b"), ("network", "n")]
-    assert "x" not in engine.calls, "a live run's objects are not touched"
+    expired = make_labels("late", role="trial", trial_id="t", ttl_s=-1)
+    rt = FakeRuntime(images=["img"])
+    rt.create_network("n", dead, internal=True)
+    for name, labels in (("a", dead), ("b", dead), ("x", live), ("e", expired)):
+        rt.create(ContainerSpec(name=name, image="img", command=("true",), labels=labels, user="1:1"))
+    rt.fail("remove_container", "a")
+    reaped = reap_orphans(rt)
+    assert [(r.target.kind, r.target.name) for r in reaped] == [
+        ("container", "b"),
+        ("container", "e"),
+        ("network", "n"),
+    ]
+    assert [r.reason for r in reaped] == ["owner pid 999999999 is gone", "expired", "owner pid 999999999 is gone"]
+    assert "x" not in rt.targets("remove_container"), "a live run's objects are not touched"
+    assert sorted(o.name for o in rt.left()) == ["a", "x"], "what could not go is left for the next pass"
 
 
 class FakeNetworkAPI:
@@ -93,16 +75,16 @@ def fake_engine(api: FakeNetworkAPI) -> Engine:
 
 def test_a_network_the_api_cannot_name_is_removed_by_id() -> None:
     api = FakeNetworkAPI({"id-newline": "harness-t1\n", "id-other": "other"})
-    removed, errors = fake_engine(api).remove_objects([("network", "harness-t1\n")])
+    removed, errors = fake_engine(api).remove_objects([DockerObject("network", "harness-t1\n")])
     assert errors == []
-    assert removed == [("network", "harness-t1\n")]
+    assert removed == [DockerObject("network", "harness-t1\n")]
     assert api.networks == {"id-other": "other"}
     assert api.calls == ["harness-t1\n", "id-newline"]
 
 
 def test_a_network_still_there_after_removal_is_an_error_not_success() -> None:
     api = FakeNetworkAPI({"id-newline": "harness-t1\n"}, sticky={"id-newline"})
-    removed, errors = fake_engine(api).remove_objects([("network", "harness-t1\n")])
+    removed, errors = fake_engine(api).remove_objects([DockerObject("network", "harness-t1\n")])
     assert removed == []
     assert len(errors) == 1 and "still there" in errors[0]
 

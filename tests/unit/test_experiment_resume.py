@@ -18,18 +18,16 @@ from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.fakes import FakeRuntime
 
 
-class NoEngine:
-    """Resume checks happen before any engine call: touching this fails the test."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the engine must not be used ({name})")
-
-
-def _experiment(study_files: Any, out: Path, **options: Any) -> Experiment:
-    study = load_study(study_files.prereg)
-    return Experiment(study, NoEngine(), RunOptions(out=out, jobs=1, **options))  # type: ignore[arg-type]
+def _run(study_files: Any, out: Path, **options: Any) -> None:
+    """Run the experiment on the fake runtime: resume checks happen before any engine call."""
+    runtime = FakeRuntime()
+    try:
+        Experiment(load_study(study_files.prereg), runtime, RunOptions(out=out, jobs=1, **options)).run()
+    finally:
+        assert runtime.calls == [], f"the engine was used before the checks: {runtime.calls[:3]}"
 
 
 def _write_meta(out: Path, **meta: Any) -> None:
@@ -43,7 +41,7 @@ def test_a_changed_lock_refuses_to_resume(make_study: Any, tmp_path: Path) -> No
     out = tmp_path / "out"
     _write_meta(out, lock_hash="0" * 64, shard=None, mode="real")
     with pytest.raises(ResumeError, match="holds experiment 000000000000, not this preregistration's lock"):
-        _experiment(files, out).run()
+        _run(files, out)
 
 
 def test_another_shard_refuses_to_resume(make_study: Any, tmp_path: Path) -> None:
@@ -52,7 +50,7 @@ def test_another_shard_refuses_to_resume(make_study: Any, tmp_path: Path) -> Non
     out = tmp_path / "out"
     _write_meta(out, lock_hash=digest, shard="1/2", mode="real")
     with pytest.raises(ResumeError, match="was run as shard 1/2, not 2/2"):
-        _experiment(files, out, shard=(2, 2)).run()
+        _run(files, out, shard=(2, 2))
 
 
 def test_scripted_and_real_trials_never_share_a_directory(make_study: Any, tmp_path: Path) -> None:
@@ -61,7 +59,7 @@ def test_scripted_and_real_trials_never_share_a_directory(make_study: Any, tmp_p
     out = tmp_path / "out"
     _write_meta(out, lock_hash=digest, shard=None, mode="scripted")
     with pytest.raises(ResumeError, match="scripted model, not the real one"):
-        _experiment(files, out).run()
+        _run(files, out)
 
 
 def test_lines_of_another_lock_refuse_to_resume(make_study: Any, tmp_path: Path) -> None:
@@ -72,7 +70,7 @@ def test_lines_of_another_lock_refuse_to_resume(make_study: Any, tmp_path: Path)
     spec = plan_trials(TASKS, 1, seed=1)[0]
     (out / "results.jsonl").write_text(make_record(spec, 1).model_dump_json() + "\n")  # PROV has another lock
     with pytest.raises(ResumeError, match="holds 1 line"):
-        _experiment(files, out).run()
+        _run(files, out)
 
 
 def test_an_edited_preregistration_is_refused_before_anything_runs(make_study: Any, tmp_path: Path) -> None:
@@ -82,7 +80,7 @@ def test_an_edited_preregistration_is_refused_before_anything_runs(make_study: A
     lock(files.prereg)
     files.prereg.write_text(files.prereg.read_text().replace("runs_per_arm: 2", "runs_per_arm: 3"))
     with pytest.raises(LockError, match="edited after it was locked"):
-        _experiment(files, tmp_path / "out").run()
+        _run(files, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

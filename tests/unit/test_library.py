@@ -26,7 +26,7 @@ from harness.records import (
     VerifyResult,
 )
 from harness.results.store import RESULTS
-from harness.sandbox.engine import BindMount, ContainerSpec, Limits
+from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
 from harness.study.config import load_study
 from harness.study.lock import lock, skill_files, verify_lock
 from harness.trial import delivery

@@ -69,7 +69,8 @@ class _SlowCreateEngine:
 
 
 def _run_in_window(gated: bool) -> list[str]:
-    from harness.sandbox.engine import ContainerSpec, Engine
+    from harness.sandbox.engine import Engine
+    from harness.sandbox.runtime import ContainerSpec
 
     fake = _SlowCreateEngine()
     engine = Engine.__new__(Engine)

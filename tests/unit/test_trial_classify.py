@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import InfraError
 from harness.records import AgentResult, GatewayMeter
-from harness.sandbox.engine import ExitInfo
+from harness.sandbox.runtime import ExitInfo
 from harness.trial.trial import classify_agent
 
 SUCCESS = AgentResult(exit_code=0, subtype="success", is_error=False, cost_usd=0.01, result_excerpt="Done")

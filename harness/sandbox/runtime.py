@@ -1,0 +1,300 @@
+"""The container runtime interface: what a trial and a run need from a container engine, and the typed
+values it speaks. No implementation here, and no ``import docker``.
+
+Two Protocols, split by resource the way docker-py splits its API client:
+
+    ContainerRuntime  containers (create, start, run with a deadline and a start gate, wait, kill, logs,
+                      is_running, container_ip), networks, the harness's labelled objects and their
+                      removal, engine info
+    ImageStore        local images: look up, list, tag, build, import, pull, remove
+    Runtime           both: what an experiment run needs
+
+:class:`harness.sandbox.engine.Engine` implements them over docker-py (and applies the hardening profile to
+every container it creates); ``tests.fakes.FakeRuntime`` implements them in memory. One contract suite,
+``tests/contract/test_runtime.py``, holds both to what these docstrings promise.
+
+What a method raises is part of its contract:
+
+    InfraError         the runtime broke: the engine did not answer, a call failed, its connection dropped.
+                       Above this layer it becomes an ``infra_error`` trial (excluded, retried), never a
+                       verdict against an arm.
+    PrerequisiteError  something that must exist before a run is missing (an image): fix it and run again.
+    (the gate's own)   ``run``'s start gate may refuse to start a container (``Interrupted`` when the run
+                       is stopping); ``run`` removes the container and lets it through.
+
+A container that exits non-zero, is killed by the OOM killer or overruns its deadline is a *result*
+(:class:`ExitInfo`), never an exception.
+
+Not here yet, and meant to fit: copying archives into and out of a container (``put_archive`` /
+``get_archive``: a trial's workspace in, its patch out), a container's filesystem diff and a commit of
+it. With them, trials can stop bind-mounting controller paths (remote engines via ``DOCKER_HOST``, large
+repositories): they would be ``ContainerRuntime`` methods taking a container name and a path and
+returning bytes or a typed result, raising ``InfraError`` like the rest. :class:`ContainerSpec`'s
+``mounts`` then shrink to what only a local engine can give.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, NamedTuple, Protocol
+
+# ------------------------------------------------------------------ values
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory: str = "2g"
+    cpus: float = 1.0
+    pids: int = 512
+    nofile: int = 4096
+    fsize_bytes: int = 1 << 30
+    tmpfs_size: str = "512m"
+
+
+@dataclass(frozen=True)
+class BindMount:
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str
+    command: tuple[str, ...]
+    labels: Mapping[str, str]
+    user: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[BindMount, ...] = ()
+    network: str = "none"
+    """'none' or the name of a network the harness created."""
+    limits: Limits = Limits()
+    tmpfs: tuple[str, ...] = ("/tmp",)
+    """tmpfs mount points (sized by limits.tmpfs_size, owned by the container user)."""
+    workdir: str | None = None
+    runtime: str | None = None
+    log_max_size: str = "10m"
+    stop_timeout: int = 5
+    dns: tuple[str, ...] = ()
+    """Upstream servers of Docker's embedded resolver. Engines before 26.0 forward names the
+    embedded resolver does not know to the host's resolvers (CVE-2024-29018 when they are on
+    loopback); pointing this at a peer that serves no DNS makes every foreign name fail."""
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    exit_code: int | None
+    timed_out: bool
+    oom_killed: bool
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    server_version: str
+    api_version: str
+    cgroup_version: str
+    cgroup_driver: str
+    runtimes: tuple[str, ...]
+    security_options: tuple[str, ...]
+    docker_root: str
+    storage_driver: str
+    os: str
+    runc_version: str
+    rootless: bool
+
+
+ObjectKind = Literal["container", "network"]
+
+_NO_LABELS: Mapping[str, str] = types.MappingProxyType({})
+
+
+class DockerObject(NamedTuple):
+    """A container or network the harness made, as listed by :meth:`ContainerRuntime.labelled`.
+
+    A named tuple, so code that unpacks ``kind, name, labels`` keeps working; read the fields by name.
+    ``labels`` may be left empty when an object is named for removal only."""
+
+    kind: ObjectKind
+    name: str
+    labels: Mapping[str, str] = _NO_LABELS
+
+
+class Removal(NamedTuple):
+    """What :meth:`ContainerRuntime.remove_objects` removed, and one error text per object it could not."""
+
+    removed: list[DockerObject]
+    errors: list[str]
+
+
+class Waited(NamedTuple):
+    """How a wait ended: the exit code, or ``timed_out`` (the container was killed; no code)."""
+
+    exit_code: int | None
+    timed_out: bool
+
+
+class Logs(NamedTuple):
+    """A container's output, capped: the tail is kept (a CLI's result comes last)."""
+
+    data: bytes
+    truncated: bool
+
+
+class DanglingImage(NamedTuple):
+    image_id: str
+    size: int
+
+
+Gate = Callable[[], contextlib.AbstractContextManager[None]]
+"""Entered around a container's start; raising refuses the start (see :class:`harness.trial.trial.StartGate`)."""
+
+
+# --------------------------------------------------------------- interfaces
+
+
+class ContainerRuntime(Protocol):
+    """Containers, networks and the harness's labelled objects on one container engine.
+
+    Every container is created hardened (the implementation applies the profile; no caller can leave
+    a flag out) and carries the spec's labels; names are the caller's and unique per engine."""
+
+    def info(self) -> EngineInfo:
+        """The engine's version, runtimes and security options. Raises InfraError."""
+        ...
+
+    def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
+        """Create (not start) a container, attached to ``spec.network`` and ``extra_networks``; returns its id.
+
+        Raises PrerequisiteError when the image is not present, InfraError for anything else, after
+        removing what was made (a container is never left half set up). Never retried: not idempotent."""
+        ...
+
+    def start(self, name: str) -> None:
+        """Start a created container. Raises InfraError."""
+        ...
+
+    def run(
+        self,
+        spec: ContainerSpec,
+        *,
+        deadline_s: float,
+        output_cap: int = 4 << 20,
+        on_started: Callable[[str], None] | None = None,
+        gate: Gate | None = None,
+    ) -> ExitInfo:
+        """Create, start, wait at most ``deadline_s`` (then kill: ``timed_out``), read the output (stdout
+        capped at ``output_cap``, its tail kept), remove. The container never outlives this call, on any
+        path: a deadline, a refused gate, a failed create or start, an exception from ``on_started``.
+
+        ``gate`` is entered around the start and may refuse it by raising (the exception passes
+        through); ``on_started`` is called with the name once the container runs. Raises
+        PrerequisiteError (image missing) and InfraError (the runtime broke, a dropped connection
+        while waiting included: that is never reported as a timeout)."""
+        ...
+
+    def wait(self, name: str, deadline_s: float) -> Waited:
+        """Wait for the container to exit; when ``deadline_s`` passes first, kill it and report
+        ``timed_out``. Raises InfraError when the container is gone or the engine stops answering
+        before the deadline (a dropped connection is the environment's failure, not an overrun)."""
+        ...
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the container. Never raises: a container that is gone or not running needs no kill."""
+        ...
+
+    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
+        """The container's output so far, at most ``cap`` bytes (the tail). Raises InfraError."""
+        ...
+
+    def is_running(self, name: str) -> bool:
+        """Whether the container runs now; False when it cannot be told (gone, or the engine does not answer)."""
+        ...
+
+    def container_ip(self, name: str, network: str) -> str:
+        """The container's IPv4 address on ``network``. Raises InfraError when it has none there."""
+        ...
+
+    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
+        """A bridge network. ``internal``: no route out; ``isolated``: the bridge has no host address, so
+        members cannot reach services on the host's 0.0.0.0. Raises InfraError."""
+        ...
+
+    def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
+        """Every container, then every network, carrying the harness owner label and every label of
+        ``selector``, with all its labels. Raises InfraError when the engine cannot list them."""
+        ...
+
+    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
+        """Remove the objects, containers before networks (a network with a container attached cannot
+        go), going on past failures. Idempotent: an object already gone counts as removed. Never raises
+        for one object's failure: each is reported in ``Removal.errors``."""
+        ...
+
+    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
+        """:meth:`remove_objects` of everything :meth:`labelled` lists for ``selector``. Raises InfraError
+        when the listing fails (then nothing was removed)."""
+        ...
+
+
+class ImageStore(Protocol):
+    """The engine's local images. Refs are tags (``repo:tag``) or ids (``sha256:...``)."""
+
+    def image_id(self, ref: str) -> str | None:
+        """The image's id, or None when it is not present. Raises InfraError."""
+        ...
+
+    def image_size(self, ref: str) -> int:
+        """Bytes on disk. Raises InfraError (a missing image included)."""
+        ...
+
+    def image_tags(self, repositories: Sequence[str]) -> list[str]:
+        """Every local tag whose repository is one of ``repositories``, sorted. Raises InfraError."""
+        ...
+
+    def dangling_images(self, label: str) -> list[DanglingImage]:
+        """Every untagged image carrying ``label`` (a build's intermediate stages). Raises InfraError."""
+        ...
+
+    def remove_image(self, ref: str) -> bool:
+        """Untag (and delete, when nothing else uses it) an image. False when a container uses it; True
+        when it is gone (or was). Raises InfraError."""
+        ...
+
+    def try_pull(self, ref: str) -> bool:
+        """Pull from a registry; False when none answers or it has no such image (air-gapped hosts)."""
+        ...
+
+    def build(
+        self,
+        context: Path,
+        *,
+        dockerfile: str,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> str:
+        """Build ``context/dockerfile`` as ``tag``; returns the image id. Build output goes to ``on_line``.
+        Raises InfraError (a failing build step included, with the last lines as its hint)."""
+        ...
+
+    def import_rootfs(self, tarball: Path, *, tag: str, changes: Sequence[str] = ()) -> str:
+        """Import a root filesystem tarball as ``tag``; returns the image id. Raises InfraError."""
+        ...
+
+    def tag(self, image: str, tag: str) -> None:
+        """Give ``image`` the tag ``tag``. Raises InfraError."""
+        ...
+
+
+class Runtime(ContainerRuntime, ImageStore, Protocol):
+    """A container runtime with its image store: what an experiment run needs."""

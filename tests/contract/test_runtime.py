@@ -1,0 +1,300 @@
+"""One contract for every :mod:`harness.sandbox.runtime` implementation, run against the in-memory
+``tests.fakes.FakeRuntime`` (unit speed, no Docker) and the Docker :class:`~harness.sandbox.engine.Engine`
+(marker ``docker``), as inspect_ai runs one sandbox self-check against its local and Docker providers.
+
+Each test names its container's program twice: the command the engine runs and the :class:`Outcome` the
+fake scripts for it. What is asserted is only what the Protocol's docstrings promise, so a passing fake
+is a fake the trial's unit tests may trust.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.errors import InfraError, Interrupted, PrerequisiteError
+from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, EngineInfo, Limits
+from tests.contract.socket_link import SocketLink, engine_socket
+from tests.fakes import Behaviour, FakeRuntime, Outcome
+
+FAKE_IMAGE = "harness-sidecar:contract"
+
+
+@dataclass(frozen=True)
+class Program:
+    argv: tuple[str, ...]
+    """What the engine runs."""
+    fake: Behaviour
+    """What the fake does instead."""
+
+
+EXIT_3 = Program(("sh", "-c", "echo out; echo err >&2; exit 3"), Outcome(exit_code=3, stdout=b"out\n", stderr=b"err\n"))
+SLEEP = Program(("sleep", "30"), Outcome(seconds=30, hold_s=30))
+LOUD = Program(("sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a; printf END"), Outcome(stdout=b"a" * 5000 + b"END"))
+TRUE = Program(("true",), Outcome())
+
+
+@dataclass
+class Subject:
+    """One implementation under test, with what the tests need to drive it the same way."""
+
+    runtime: ContainerRuntime
+    image: str
+    run_id: str
+    cut_during_wait: Callable[[str], None]
+    """Called once the container runs: drops the engine connection while the runtime waits for it."""
+    fake: FakeRuntime | None = None
+
+    def spec(
+        self, what: str, program: Program, *, network: str = "none", labels: dict[str, str] | None = None
+    ) -> ContainerSpec:
+        name = f"hx-{self.run_id}-{what}"
+        if self.fake is not None:
+            self.fake.behave(name, program.fake)
+        return ContainerSpec(
+            name=name,
+            image=self.image,
+            command=program.argv,
+            labels=self.labels(what) if labels is None else labels,
+            user="65534:65534",
+            network=network,
+            limits=Limits(memory="128m", pids=32, tmpfs_size="16m"),
+        )
+
+    def labels(self, what: str = "c") -> dict[str, str]:
+        return make_labels(self.run_id, role=f"contract-{what}", ttl_s=600, purpose="contract")
+
+    def net(self, what: str) -> str:
+        return f"hx-{self.run_id}-{what}-net"
+
+    def names(self) -> list[tuple[str, str]]:
+        return [(o.kind, o.name) for o in self.runtime.labelled({RUN: self.run_id})]
+
+
+def _fake() -> Generator[Subject, None, None]:
+    fake = FakeRuntime(images=[FAKE_IMAGE])
+
+    def cut(name: str) -> None:
+        fake.fail("wait", name, InfraError(f"waiting for container {name} failed: Connection aborted"))
+
+    yield Subject(fake, FAKE_IMAGE, "ct" + secrets.token_hex(4), cut, fake)
+
+
+def _engine(request: pytest.FixtureRequest, tmp_path: Path) -> Generator[Subject, None, None]:
+    from harness.sandbox.engine import Engine
+
+    upstream = engine_socket()
+    if upstream is None:
+        pytest.skip("the engine is not on a local unix socket (DOCKER_HOST)")
+    image = request.getfixturevalue("images").sidecar
+    link = SocketLink(Path(tmp_path) / "docker.sock", upstream)
+    try:
+        linked = Engine({"DOCKER_HOST": link.docker_host})
+
+        def cut(_name: str) -> None:
+            threading.Timer(0.5, link.cut).start()  # once the wait is under way
+
+        yield Subject(linked, image, "ct" + secrets.token_hex(4), cut)
+    finally:
+        link.close()
+
+
+@pytest.fixture(params=["fake", pytest.param("engine", marks=pytest.mark.docker)])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    made = _fake() if request.param == "fake" else _engine(request, tmp_path)
+    with contextlib.closing(made):
+        s = next(made)
+        try:
+            yield s
+        finally:
+            s.runtime.remove_labelled({RUN: s.run_id})
+
+
+# ------------------------------------------------------------------- run
+
+
+def test_a_non_zero_exit_is_a_result_with_its_output(subject: Subject) -> None:
+    res = subject.runtime.run(subject.spec("exit3", EXIT_3), deadline_s=60)
+    assert (res.exit_code, res.timed_out, res.oom_killed) == (3, False, False)
+    assert (res.stdout, res.stderr, res.stdout_truncated) == (b"out\n", b"err\n", False)
+    assert subject.names() == [], "run removes its container"
+
+
+def test_a_deadline_gives_timed_out_and_the_container_is_removed(subject: Subject) -> None:
+    t0 = time.monotonic()
+    res = subject.runtime.run(subject.spec("sleeper", SLEEP), deadline_s=1)
+    assert res.timed_out and res.exit_code is None
+    assert time.monotonic() - t0 < 25, "killed at the deadline, not left to finish"
+    assert subject.names() == []
+
+
+def test_output_is_capped_and_its_tail_kept(subject: Subject) -> None:
+    capped = subject.runtime.run(subject.spec("loud", LOUD), deadline_s=60, output_cap=1000)
+    assert len(capped.stdout) == 1000 and capped.stdout_truncated
+    assert capped.stdout.endswith(b"aaaEND"), "the tail is kept (a CLI's result comes last)"
+    whole = subject.runtime.run(subject.spec("loud2", LOUD), deadline_s=60)
+    assert whole.stdout == b"a" * 5000 + b"END" and not whole.stdout_truncated
+
+
+def test_a_refused_start_gate_removes_the_container_unstarted(subject: Subject) -> None:
+    started: list[str] = []
+
+    @contextlib.contextmanager
+    def refuse() -> Iterator[None]:
+        raise Interrupted("interrupted")
+        yield
+
+    with pytest.raises(Interrupted):
+        subject.runtime.run(subject.spec("gated", TRUE), deadline_s=60, gate=refuse, on_started=started.append)
+    assert started == []
+    assert subject.names() == []
+
+
+def test_an_open_start_gate_is_entered_around_the_start(subject: Subject) -> None:
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def gate() -> Iterator[None]:
+        events.append("enter")
+        yield
+        events.append("exit")
+
+    res = subject.runtime.run(subject.spec("open", TRUE), deadline_s=60, gate=gate, on_started=events.append)
+    assert res.exit_code == 0
+    assert events == ["enter", "exit", f"hx-{subject.run_id}-open"]
+
+
+def test_a_failing_on_started_still_removes_the_container(subject: Subject) -> None:
+    def boom(_name: str) -> None:
+        raise InfraError("the watchdog could not start")
+
+    with pytest.raises(InfraError, match="watchdog"):
+        subject.runtime.run(subject.spec("boom", SLEEP), deadline_s=60, on_started=boom)
+    assert subject.names() == []
+
+
+def test_run_removes_what_a_failed_create_made(subject: Subject) -> None:
+    with pytest.raises(InfraError):
+        subject.runtime.run(subject.spec("nonet", TRUE, network=subject.net("missing")), deadline_s=60)
+    assert subject.names() == []
+
+
+def test_create_halfway_removes_the_container(subject: Subject) -> None:
+    """Attached to its network, then the second one is missing: nothing may stay half set up."""
+    own = subject.net("own")
+    subject.runtime.create_network(own, subject.labels(), internal=True)
+    with pytest.raises(InfraError):
+        subject.runtime.create(subject.spec("half", SLEEP, network=own), extra_networks=[subject.net("missing")])
+    assert subject.names() == [("network", own)]
+
+
+def test_a_missing_image_is_a_prerequisite_error(subject: Subject) -> None:
+    spec = subject.spec("noimage", TRUE)
+    missing = dataclasses.replace(spec, image="harness-contract-missing:0000000000000000")
+    with pytest.raises(PrerequisiteError, match="not present"):
+        subject.runtime.run(missing, deadline_s=60)
+    with pytest.raises(PrerequisiteError):
+        subject.runtime.create(missing)
+    assert subject.names() == []
+
+
+def test_a_dropped_engine_connection_while_waiting_is_infra_not_a_timeout(subject: Subject) -> None:
+    """Issue 9 item 9: the agent's wait losing the engine must become an infra_error trial, never a
+    timeout (which would be excluded as truncated and blamed on the agent's pace)."""
+    t0 = time.monotonic()
+    with pytest.raises(InfraError, match="waiting for container"):
+        subject.runtime.run(subject.spec("dropped", SLEEP), deadline_s=20, on_started=subject.cut_during_wait)
+    assert time.monotonic() - t0 < 15, "reported when the connection dropped, not at the deadline"
+    assert subject.names() == [], "the container is removed once the engine answers again"
+
+
+# ------------------------------------------------------- long-running containers
+
+
+def test_a_started_container_runs_has_an_address_and_a_kill_stops_it(subject: Subject) -> None:
+    rt = subject.runtime
+    net = subject.net("svc")
+    rt.create_network(net, subject.labels(), internal=True)
+    spec = subject.spec("svc", SLEEP, network=net)
+    rt.create(spec)
+    with pytest.raises(InfraError):
+        rt.container_ip(spec.name, net)  # created, not started: no address yet
+    rt.start(spec.name)
+    assert rt.is_running(spec.name)
+    assert rt.container_ip(spec.name, net).count(".") == 3
+    with pytest.raises(InfraError):
+        rt.container_ip(spec.name, subject.net("other"))
+    rt.kill(spec.name)
+    deadline = time.monotonic() + 10
+    while rt.is_running(spec.name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not rt.is_running(spec.name)
+    exit_code, timed_out = rt.wait(spec.name, 10)
+    assert (exit_code, timed_out) == (137, False), "killed by someone else: a result, not a timeout"
+    logs = rt.logs(spec.name, stdout=True, stderr=True, cap=100)
+    assert logs == (b"", False)
+    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert not rt.is_running(spec.name), "gone: not running, and no exception"
+    rt.kill(spec.name)  # a kill of what is gone does not raise
+    with pytest.raises(InfraError):
+        rt.wait(spec.name, 1)
+    with pytest.raises(InfraError):
+        rt.logs(spec.name)
+
+
+def test_info_describes_the_engine(subject: Subject) -> None:
+    info = subject.runtime.info()
+    assert isinstance(info, EngineInfo) and info.server_version
+
+
+# ------------------------------------------------------------ labels and removal
+
+
+def test_labelled_lists_what_was_created_with_its_labels(subject: Subject) -> None:
+    rt = subject.runtime
+    net, net_labels = subject.net("listed"), subject.labels("net")
+    rt.create_network(net, net_labels, internal=True)
+    spec = subject.spec("listed", SLEEP, network=net)
+    rt.create(spec)
+    other_run = make_labels(subject.run_id + "x", role="contract", ttl_s=600, purpose="contract")
+    other = subject.spec("other", SLEEP, labels=other_run)
+    rt.create(other)
+    try:
+        listed = rt.labelled({RUN: subject.run_id})
+        assert [(o.kind, o.name) for o in listed] == [("container", spec.name), ("network", net)]
+        assert spec.labels.items() <= listed[0].labels.items()
+        assert net_labels.items() <= listed[1].labels.items()
+        assert other.name in [o.name for o in rt.labelled()], "no selector: every object of the harness"
+    finally:
+        assert rt.remove_objects([DockerObject("container", other.name)]).errors == []
+
+
+def test_removal_takes_containers_first_and_goes_on_past_a_failure(subject: Subject) -> None:
+    rt = subject.runtime
+    net_a, net_b = subject.net("a"), subject.net("b")
+    rt.create_network(net_a, subject.labels(), internal=True)
+    rt.create_network(net_b, subject.labels(), internal=True)
+    on_a = subject.spec("on-a", SLEEP, network=net_a)
+    on_b = subject.spec("on-b", SLEEP, network=net_b)
+    for spec in (on_a, on_b):
+        rt.create(spec)
+        rt.start(spec.name)
+    # networks listed first: removed in that order, net_a would still have on_a attached
+    asked = [DockerObject("network", net_a), DockerObject("network", net_b), DockerObject("container", on_a.name)]
+    removed, errors = rt.remove_objects(asked)
+    assert [(o.kind, o.name) for o in removed] == [("container", on_a.name), ("network", net_a)]
+    assert len(errors) == 1 and net_b in errors[0], "on_b keeps net_b: reported, and the rest still went"
+    assert sorted(subject.names()) == sorted([("container", on_b.name), ("network", net_b)])
+    again = rt.remove_objects([DockerObject("container", on_a.name), DockerObject("network", net_a)])
+    assert again.errors == [] and len(again.removed) == 2, "what is gone already counts as removed"
+    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert subject.names() == []

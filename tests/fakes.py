@@ -1,0 +1,682 @@
+"""FakeRuntime: an in-memory :class:`harness.sandbox.runtime.Runtime` for unit tests (no Docker).
+
+It keeps the contract the Docker engine keeps (``tests/contract/test_runtime.py`` runs one suite against
+both): ``run`` removes its container on every path, a deadline gives ``timed_out``, output is capped
+with its tail kept, ``labelled`` lists the owner-labelled objects with their labels, removal takes
+containers before networks and goes on past a failure, a missing image is a ``PrerequisiteError``, and a
+broken engine call is an ``InfraError``, never a timeout.
+
+What a container does is scripted by its role (the ``harness.role`` label) or its name: a
+:data:`Behaviour` is an :class:`Outcome`, or a callable given the spec and the runtime that returns one.
+It runs when the container starts, as Python on the host, and its effects go where a real container's
+go: through the spec's bind mounts (:func:`host_path`), and into its own log or a peer's
+(:meth:`FakeRuntime.append_log`). :func:`trial_behaviours` scripts a whole successful trial; its
+:func:`collect` extracts the patch with host git the way ``harness/sidecars/collect.sh`` does.
+
+Modelled: containers (created, running, exited), networks and their members (a network with a member
+cannot be removed), labels and the owner filter, deadlines (simulated run time, or real time held until
+a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), a
+fault at any call (:meth:`FakeRuntime.fail`), and a record of every call (:attr:`FakeRuntime.calls`).
+Not modelled: hardening, isolation, processes. Nothing here proves the sandbox holds; the Docker suites do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from harness.errors import InfraError, PrerequisiteError
+from harness.sandbox.labels import OWNER, OWNER_VALUE, ROLE, TRIAL
+from harness.sandbox.runtime import (
+    ContainerSpec,
+    DanglingImage,
+    DockerObject,
+    EngineInfo,
+    ExitInfo,
+    Gate,
+    Logs,
+    Removal,
+    Runtime,
+    Waited,
+)
+
+KILLED = 137
+"""The exit code of a container killed with SIGKILL (``docker kill``)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one container does once started."""
+
+    exit_code: int = 0
+    stdout: bytes = b""
+    stderr: bytes = b""
+    seconds: float | None = None
+    """Simulated run time, reported in ``ExitInfo.seconds``: past the deadline the wait times out at once
+    (no real waiting; for real time, use ``hold_s``)."""
+    hold_s: float = 0.0
+    """Real seconds the container keeps running before it exits (``math.inf``: until killed); a kill cuts it short."""
+    oom_killed: bool = False
+
+
+Behaviour = Outcome | Callable[[ContainerSpec, "FakeRuntime"], Outcome]
+SERVICE = Outcome(hold_s=math.inf)
+"""A container that runs until it is killed or removed (a sidecar)."""
+
+
+class Call(NamedTuple):
+    method: str
+    target: str
+    """The container, network or image the call was about ('' for none)."""
+
+
+@dataclass
+class _Fault:
+    method: str
+    target: str | None
+    error: BaseException
+    times: int | None
+
+
+@dataclass
+class FakeContainer:
+    spec: ContainerSpec
+    id: str
+    networks: list[str]
+    state: Literal["created", "running", "exited"] = "created"
+    outcome: Outcome = Outcome()
+    started_at: float = 0.0
+    exit_code: int | None = None
+    killed: threading.Event = field(default_factory=threading.Event)
+    chunks: list[tuple[Literal["stdout", "stderr"], bytes]] = field(default_factory=list)
+
+    @property
+    def role(self) -> str:
+        return self.spec.labels.get(ROLE, "")
+
+
+@dataclass
+class FakeNetwork:
+    name: str
+    labels: dict[str, str]
+    internal: bool
+    index: int
+
+
+def host_path(spec: ContainerSpec, target: str) -> Path:
+    """The host directory a container sees at ``target`` (its bind mount's source)."""
+    for m in spec.mounts:
+        if m.target == target:
+            return m.source
+    raise AssertionError(f"{spec.name} has no mount at {target}")
+
+
+class FakeRuntime:
+    """See the module docstring. Thread-safe: trials, watchdogs and a stop's kill sweep may call it at once."""
+
+    def __init__(
+        self,
+        behaviours: Mapping[str, Behaviour] | None = None,
+        *,
+        images: Mapping[str, str] | Iterable[str] = (),
+        registry: Iterable[str] = (),
+        info: EngineInfo | None = None,
+    ) -> None:
+        """``behaviours``: by container name or role; ``images``: tag -> id, or tags (ids made up);
+        ``registry``: what :meth:`try_pull` can fetch (default: nothing, an air-gapped host)."""
+        self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
+        self.containers: dict[str, FakeContainer] = {}
+        self.networks: dict[str, FakeNetwork] = {}
+        self.tags: dict[str, str] = {}
+        self.image_meta: dict[str, tuple[dict[str, str], int]] = {}
+        """image id -> (labels, size)"""
+        self.registry = set(registry)
+        self.engine_info = info or EngineInfo(
+            server_version="fake",
+            api_version="1.41",
+            cgroup_version="2",
+            cgroup_driver="systemd",
+            runtimes=("runc",),
+            security_options=("name=seccomp,profile=builtin",),
+            docker_root="/var/lib/docker",
+            storage_driver="overlay2",
+            os="FakeOS",
+            runc_version="1.1.12",
+            rootless=False,
+        )
+        self.calls: list[Call] = []
+        self._faults: list[_Fault] = []
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        pairs = images.items() if isinstance(images, Mapping) else ((tag, None) for tag in images)
+        for tag, image_id in pairs:
+            self.add_image(tag, image_id)
+
+    # ------------------------------------------------------------- scripting
+    def fail(
+        self, method: str, target: str | None = None, error: BaseException | None = None, *, times: int | None = 1
+    ) -> None:
+        """Make ``method`` raise ``error`` (default an InfraError) for ``target`` (a name, a role, an
+        image ref; None: any), ``times`` times (None: every time)."""
+        error = error or InfraError(f"{method} {target or ''} failed: the fake engine was told to fail")
+        with self._lock:
+            self._faults.append(_Fault(method, target, error, times))
+
+    def behave(self, key: str, behaviour: Behaviour) -> None:
+        """Script the containers named or with the role ``key``."""
+        self.behaviours[key] = behaviour
+
+    def add_image(self, tag: str, image_id: str | None = None, *, labels: Mapping[str, str] | None = None) -> str:
+        image_id = image_id or "sha256:" + hashlib.sha256(tag.encode()).hexdigest()
+        with self._lock:
+            self.tags[tag] = image_id
+            self.image_meta.setdefault(image_id, (dict(labels or {}), 1 << 20))
+        return image_id
+
+    def add_build_stage(self, image_id: str, labels: Mapping[str, str], size: int) -> None:
+        """An untagged image (a build's intermediate stage)."""
+        with self._lock:
+            self.image_meta[image_id] = (dict(labels), size)
+
+    def append_log(self, name: str, data: bytes, stream: Literal["stdout", "stderr"] = "stdout") -> None:
+        """What a running container prints after it started (a sidecar's request log)."""
+        with self._lock:
+            self._get(name).chunks.append((stream, data))
+
+    def peer(self, spec: ContainerSpec, role: str) -> str:
+        """The name of the container of the same trial with ``role`` (the agent's gateway)."""
+        trial = spec.labels.get(TRIAL)
+        with self._lock:
+            for c in self.containers.values():
+                if c.role == role and c.spec.labels.get(TRIAL) == trial:
+                    return c.spec.name
+        raise AssertionError(f"no {role} container next to {spec.name}")
+
+    # ------------------------------------------------------------ inspection
+    def left(self) -> list[DockerObject]:
+        """Every container and network still there, labelled or not."""
+        with self._lock:
+            return [DockerObject("container", n, dict(c.spec.labels)) for n, c in self.containers.items()] + [
+                DockerObject("network", n, dict(net.labels)) for n, net in self.networks.items()
+            ]
+
+    def targets(self, method: str) -> list[str]:
+        """The targets of every call to ``method``, in order."""
+        return [c.target for c in self.calls if c.method == method]
+
+    # --------------------------------------------------------------- internals
+    def _call(self, method: str, target: str = "", role: str = "") -> None:
+        with self._lock:
+            self.calls.append(Call(method, target))
+            for fault in self._faults:
+                if fault.method == method and fault.target in (None, target, role) and fault.times != 0:
+                    if fault.times is not None:
+                        fault.times -= 1
+                    raise fault.error
+
+    def _get(self, name: str) -> FakeContainer:
+        c = self.containers.get(name)
+        if c is None:
+            raise InfraError(f"container {name} vanished: no such container")
+        return c
+
+    def _role(self, name: str) -> str:
+        c = self.containers.get(name)
+        return c.role if c is not None else ""
+
+    def _refresh(self, c: FakeContainer) -> None:
+        """A running container whose hold is over has exited."""
+        if c.state == "running" and time.monotonic() - c.started_at >= c.outcome.hold_s:
+            c.state, c.exit_code = "exited", c.outcome.exit_code
+
+    def _behaviour(self, spec: ContainerSpec) -> Behaviour:
+        for key in (spec.name, spec.labels.get(ROLE, "")):
+            if key in self.behaviours:
+                return self.behaviours[key]
+        return Outcome()
+
+    def _resolve_image(self, ref: str) -> str | None:
+        if ref in self.tags:
+            return self.tags[ref]
+        return ref if ref in self.image_meta else None
+
+    # -------------------------------------------------------- ContainerRuntime
+    def info(self) -> EngineInfo:
+        self._call("info")
+        return self.engine_info
+
+    def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
+        self._call("create", spec.name, spec.labels.get(ROLE, ""))
+        with self._lock:
+            if self._resolve_image(spec.image) is None:
+                raise PrerequisiteError(f"image {spec.image} is not present", hint="run `harness images build`")
+            if spec.name in self.containers:
+                raise InfraError(f"creating container {spec.name} failed: the name is already in use")
+            nets = [n for n in (spec.network, *extra_networks) if n != "none"]
+            missing = [n for n in nets if n not in self.networks]
+            if missing:
+                raise InfraError(f"creating container {spec.name} failed: network {missing[0]} not found")
+            container_id = f"{next(self._ids):064x}"
+            self.containers[spec.name] = FakeContainer(spec, container_id, nets)
+        return container_id
+
+    def start(self, name: str) -> None:
+        self._call("start", name, self._role(name))
+        with self._lock:
+            c = self._get(name)
+            if c.state != "created":
+                return
+            behaviour = self._behaviour(c.spec)
+        outcome = behaviour(c.spec, self) if callable(behaviour) else behaviour
+        with self._lock:
+            c.outcome, c.state, c.started_at = outcome, "running", time.monotonic()
+            c.chunks.extend([("stdout", outcome.stdout), ("stderr", outcome.stderr)])
+            self._refresh(c)
+
+    def run(
+        self,
+        spec: ContainerSpec,
+        *,
+        deadline_s: float,
+        output_cap: int = 4 << 20,
+        on_started: Callable[[str], None] | None = None,
+        gate: Gate | None = None,
+    ) -> ExitInfo:
+        """The engine's sequence: create, start through the gate, wait, read, remove in ``finally``."""
+        t0 = time.monotonic()
+        self.create(spec)
+        try:
+            with gate() if gate is not None else contextlib.nullcontext():
+                self.start(spec.name)
+            if on_started is not None:
+                on_started(spec.name)
+            exit_code, timed_out = self.wait(spec.name, deadline_s)
+            stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
+            stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
+            outcome = self._get(spec.name).outcome
+            seconds = time.monotonic() - t0
+            if outcome.seconds is not None:  # simulated: the deadline when it overran, else its own
+                seconds = deadline_s if timed_out else outcome.seconds
+            return ExitInfo(
+                exit_code=None if timed_out else exit_code,
+                timed_out=timed_out,
+                oom_killed=outcome.oom_killed,
+                stdout=stdout,
+                stderr=stderr,
+                stdout_truncated=truncated,
+                seconds=seconds,
+            )
+        finally:
+            self.remove_container(spec.name)
+
+    def wait(self, name: str, deadline_s: float) -> Waited:
+        self._call("wait", name, self._role(name))
+        with self._lock:
+            c = self._get(name)
+            if c.state == "created":
+                raise InfraError(f"waiting for container {name} failed: it was never started")
+            self._refresh(c)
+            if c.killed.is_set():  # by someone else: a result
+                return Waited(c.exit_code, timed_out=False)
+            outcome = c.outcome
+            left = outcome.hold_s - (time.monotonic() - c.started_at)
+        if outcome.seconds is not None and outcome.seconds > deadline_s:
+            self.kill(name)
+            return Waited(None, timed_out=True)
+        running = c.state == "running" and left > 0
+        if running and not c.killed.wait(min(left, deadline_s)) and left > deadline_s:
+            self.kill(name)
+            return Waited(None, timed_out=True)
+        with self._lock:
+            self._refresh(c)
+            return Waited(c.exit_code, timed_out=False)
+
+    def kill(self, name: str) -> None:
+        with contextlib.suppress(Exception):  # never raises, like the engine's
+            self._call("kill", name, self._role(name))
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None:
+                return
+            self._refresh(c)
+            if c.state == "running":
+                c.state, c.exit_code = "exited", KILLED
+                c.killed.set()
+
+    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
+        self._call("logs", name, self._role(name))
+        with self._lock:
+            c = self._get(name)
+            wanted = {"stdout"} if stdout else set()
+            if stderr:
+                wanted.add("stderr")
+            data = b"".join(chunk for stream, chunk in c.chunks if stream in wanted)
+        if len(data) > cap:
+            return Logs(data[-cap:], truncated=True)
+        return Logs(data, truncated=False)
+
+    def is_running(self, name: str) -> bool:
+        try:
+            self._call("is_running", name, self._role(name))
+        except InfraError:
+            return False
+        with self._lock:
+            c = self.containers.get(name)
+            if c is None:
+                return False
+            self._refresh(c)
+            return c.state == "running"
+
+    def container_ip(self, name: str, network: str) -> str:
+        self._call("container_ip", name, self._role(name))
+        with self._lock:
+            c = self._get(name)
+            if network not in c.networks or c.state != "running":
+                raise InfraError(f"container {name} has no address on network {network}")
+            members = [n for n, other in self.containers.items() if network in other.networks]
+            return f"10.89.{self.networks[network].index}.{members.index(name) + 2}"
+
+    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
+        self._call("create_network", name)
+        with self._lock:
+            if name in self.networks:
+                raise InfraError(f"creating network {name} failed: network with name {name} already exists")
+            self.networks[name] = FakeNetwork(name, dict(labels), internal, next(self._ids) % 250)
+
+    def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
+        self._call("labelled")
+        wanted = {OWNER: OWNER_VALUE, **(selector or {})}
+
+        def match(labels: Mapping[str, str]) -> bool:
+            return all(labels.get(k) == v for k, v in wanted.items())
+
+        with self._lock:
+            return [
+                DockerObject("container", n, dict(c.spec.labels))
+                for n, c in self.containers.items()
+                if match(c.spec.labels)
+            ] + [DockerObject("network", n, dict(net.labels)) for n, net in self.networks.items() if match(net.labels)]
+
+    def remove_container(self, name: str) -> None:
+        """Force-remove (a running container is killed first); a missing one is fine."""
+        self._call("remove_container", name, self._role(name))
+        with self._lock:
+            c = self.containers.pop(name, None)
+            if c is not None:
+                self._refresh(c)
+                if c.state == "running":
+                    c.state, c.exit_code = "exited", KILLED
+                c.killed.set()
+
+    def remove_network(self, name: str) -> None:
+        """A network with a member cannot go; a missing one is fine."""
+        self._call("remove_network", name)
+        with self._lock:
+            members = [n for n, c in self.containers.items() if name in c.networks]
+            if members:
+                raise InfraError(f"removing network {name!r} failed: it has active endpoints ({', '.join(members)})")
+            self.networks.pop(name, None)
+
+    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
+        done = Removal(removed=[], errors=[])
+        for obj in sorted(objects, key=lambda o: o.kind != "container"):
+            try:
+                (self.remove_container if obj.kind == "container" else self.remove_network)(obj.name)
+            except InfraError as e:
+                done.errors.append(str(e))
+                continue
+            done.removed.append(obj)
+        return done
+
+    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
+        return self.remove_objects(self.labelled(selector))
+
+    # ------------------------------------------------------------- ImageStore
+    def image_id(self, ref: str) -> str | None:
+        self._call("image_id", ref)
+        with self._lock:
+            return self._resolve_image(ref)
+
+    def image_size(self, ref: str) -> int:
+        self._call("image_size", ref)
+        with self._lock:
+            image = self._resolve_image(ref)
+            if image is None:
+                raise InfraError(f"inspecting image {ref} failed: no such image")
+            return self.image_meta[image][1]
+
+    def image_tags(self, repositories: Sequence[str]) -> list[str]:
+        self._call("image_tags")
+        with self._lock:
+            return sorted(t for t in self.tags if t.rsplit(":", 1)[0] in repositories)
+
+    def dangling_images(self, label: str) -> list[DanglingImage]:
+        self._call("dangling_images", label)
+        with self._lock:
+            tagged = set(self.tags.values())
+            return [
+                DanglingImage(i, size)
+                for i, (labels, size) in self.image_meta.items()
+                if i not in tagged and label in labels
+            ]
+
+    def remove_image(self, ref: str) -> bool:
+        self._call("remove_image", ref)
+        with self._lock:
+            image = self._resolve_image(ref)
+            if image is None:
+                return True
+            if any(self._resolve_image(c.spec.image) == image for c in self.containers.values()):
+                return False
+            if ref in self.tags:
+                del self.tags[ref]
+            if ref not in self.tags and image not in self.tags.values():
+                self.image_meta.pop(image, None)
+            return True
+
+    def try_pull(self, ref: str) -> bool:
+        self._call("try_pull", ref)
+        if ref not in self.registry:
+            return False
+        self.add_image(ref)
+        return True
+
+    def build(
+        self,
+        context: Path,
+        *,
+        dockerfile: str,
+        tag: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        on_line: Callable[[str], None] | None = None,
+    ) -> str:
+        self._call("build", tag)
+        if on_line is not None:
+            on_line(f"Successfully built {tag} (fake)")
+        return self.add_image(tag, labels=labels)
+
+    def import_rootfs(self, tarball: Path, *, tag: str, changes: Sequence[str] = ()) -> str:
+        self._call("import_rootfs", tag)
+        return self.add_image(tag)
+
+    def tag(self, image: str, tag: str) -> None:
+        self._call("tag", tag)
+        with self._lock:
+            resolved = self._resolve_image(image)
+            if resolved is None:
+                raise InfraError(f"tagging {image} as {tag} failed: no such image")
+            self.tags[tag] = resolved
+
+
+_: type[Runtime] = FakeRuntime  # the fake implements the whole interface (mypy checks this line)
+
+
+# =========================================================== a trial's roles
+
+
+def listening() -> bytes:
+    """The line a sidecar prints once it serves (what :func:`harness.trial.gateway.wait_listening` polls for)."""
+    return json.dumps({"event": "listening", "port": 8080}).encode() + b"\n"
+
+
+GATEWAY = Outcome(stdout=listening(), hold_s=math.inf)
+
+
+def forwarded(cost_usd: float = 0.01, *, status: int = 200, **extra: Any) -> dict[str, Any]:
+    """One gateway log event: a request forwarded upstream and metered."""
+    usage = {"input_tokens": 100, "output_tokens": 50}
+    return {"event": "forwarded", "status": status, "usage": usage, "cost_usd": cost_usd, **extra}
+
+
+def gateway_log(runtime: FakeRuntime, spec: ContainerSpec, *events: Mapping[str, Any]) -> None:
+    """Events the trial's gateway logs while the container ``spec`` talks to it."""
+    data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    runtime.append_log(runtime.peer(spec, "gateway"), data)
+
+
+def cli_result(**fields: Any) -> bytes:
+    """The Claude Code CLI's stdout: one init line and its result object (``--output-format stream-json``)."""
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "num_turns": 3,
+        "total_cost_usd": 0.01,
+        "duration_ms": 1200,
+        "result": "Done.",
+        "session_id": "s-1",
+        **fields,
+    }
+    return json.dumps({"type": "system", "subtype": "init"}).encode() + b"\n" + json.dumps(result).encode() + b"\n"
+
+
+def agent(
+    edits: Mapping[str, str] | None = None, *, result: Mapping[str, Any] | None = None, cost_usd: float = 0.01
+) -> Callable[[ContainerSpec, FakeRuntime], Outcome]:
+    """An agent that writes ``edits`` (path -> text) into its /workspace, is metered once by its
+    gateway, and prints a successful CLI result (overridden by ``result``)."""
+
+    def behaviour(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        ws = host_path(spec, "/workspace")
+        for rel, text in (edits if edits is not None else {"README.md": "edited by the agent\n"}).items():
+            (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ws / rel).write_text(text)
+        gateway_log(runtime, spec, forwarded(cost_usd))
+        return Outcome(stdout=cli_result(total_cost_usd=cost_usd, **(result or {})), seconds=12.0)
+
+    return behaviour
+
+
+def judge(verdict: str = "pass", reason: str = "meets the criteria") -> Callable[[ContainerSpec, FakeRuntime], Outcome]:
+    """A judge that answers with structured output (``verdict=''``: it never calls StructuredOutput)."""
+
+    def behaviour(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded(0.002))
+        structured = {"structured_output": {"verdict": verdict, "reason": reason}} if verdict else {}
+        return Outcome(stdout=cli_result(total_cost_usd=0.002, **structured), seconds=3.0)
+
+    return behaviour
+
+
+def _git(args: Sequence[str], git_dir: Path, *, cwd: Path | None = None) -> bytes:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(git_dir.parent),
+        "GIT_DIR": str(git_dir),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "LC_ALL": "C",
+    }
+    hardening = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.autocrlf=false"]
+    identity = ["-c", "user.name=harness", "-c", "user.email=harness@localhost", "-c", "commit.gpgSign=false"]
+    proc = subprocess.run(
+        ["git", *hardening, *identity, *args], cwd=cwd, env=env, capture_output=True, check=True, timeout=60
+    )
+    return proc.stdout
+
+
+def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    """``harness/sidecars/collect.sh`` with host git, on the spec's mounts: the patch base -> workspace and
+    its stats into /out, base + patch with protected paths restored into /verify, "ok" into /out/status.
+    (The real script also scans for special files and nested repositories; here both lists are empty.)"""
+    base, ws = host_path(spec, "/base"), host_path(spec, "/workspace")
+    out, verify = host_path(spec, "/out"), host_path(spec, "/verify")
+    protected = spec.command[4:]  # sh -c SCRIPT collect PROTECTED...
+    cap = int(spec.env.get("COLLECT_PATCH_CAP", "8388608"))
+    with tempfile.TemporaryDirectory(prefix="fake-collect-") as tmp:
+        git_dir = Path(tmp) / "x.git"
+        _git(["init", "-q", "--bare", str(git_dir)], git_dir)
+        _git([f"--work-tree={base}", "add", "-A"], git_dir)
+        _git([f"--work-tree={base}", "commit", "-q", "--no-verify", "--allow-empty", "-m", "base"], git_dir)
+        _git([f"--work-tree={ws}", "add", "-A"], git_dir)
+        diff = ["diff", "--cached", "--no-renames"]
+        patch = _git(
+            [*diff, "--binary", "--full-index", "--no-ext-diff", "--no-textconv", "--no-color", "HEAD"], git_dir
+        )
+        (out / "patch.diff").write_bytes(patch[: cap + 1])
+        (out / "numstat").write_bytes(_git([*diff, "--numstat", "-z", "HEAD"], git_dir))
+        (out / "raw").write_bytes(_git([*diff, "--raw", "-z", "--full-index", "HEAD"], git_dir))
+    (out / "special").write_bytes(b"")
+    (out / "nested").write_bytes(b"")
+    if len(patch) > cap:
+        (out / "status").write_text(f"patch larger than {cap} bytes\n")
+        return Outcome(seconds=1.0)
+    shutil.copytree(
+        base, verify, symlinks=True, dirs_exist_ok=True, ignore=lambda d, n: [".git"] if d == str(base) else []
+    )
+    if patch:
+        subprocess.run(
+            [
+                "git",
+                "-c",
+                "core.hooksPath=/dev/null",
+                "apply",
+                "--binary",
+                "--whitespace=nowarn",
+                str(out / "patch.diff"),
+            ],
+            cwd=verify,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(out), "GIT_CONFIG_NOSYSTEM": "1"},
+            capture_output=True,
+            check=True,
+        )
+    for rel in protected:
+        target, original = verify / rel, base / rel
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+        if original.is_dir():
+            shutil.copytree(original, target, symlinks=True)
+        elif original.exists():
+            shutil.copy2(original, target)
+    (out / "status").write_text("ok\n")
+    return Outcome(seconds=1.0)
+
+
+def trial_behaviours(**overrides: Behaviour) -> dict[str, Behaviour]:
+    """Every role of a trial that passes: a listening gateway, an agent that edits README.md, collect,
+    a verify that exits 0 and a judge that says pass. ``overrides`` replace roles by name."""
+    roles: dict[str, Behaviour] = {
+        "gateway": GATEWAY,
+        "agent": agent(),
+        "collect": collect,
+        "verify": Outcome(exit_code=0, stdout=b"1 passed\n", seconds=2.0),
+        "judge": judge(),
+    }
+    roles.update(overrides)
+    return roles

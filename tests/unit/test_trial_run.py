@@ -1,0 +1,466 @@
+"""run_trial on the FakeRuntime: every path of one trial, without Docker.
+
+The workspace is real (host git: a worktree of a tiny repository, the agent's one-commit copy), the
+patch is extracted from it with host git the way collect.sh does, and every container is the fake's.
+Each test scripts one role differently from a passing trial and checks the record, and that teardown
+left nothing: no container or network of the trial, no trial directory, no worktree.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from studykit import init_repo
+from trialkit import PROV
+
+from harness.errors import InfraError, Interrupted
+from harness.plan import TrialSpec, plan_trials
+from harness.records import TrialRecord
+from harness.redact import Redactor
+from harness.results.store import ArtifactStore
+from harness.sandbox import roles
+from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits
+from harness.study.config import Budgets, Execution, Task
+from harness.trial import claude
+from harness.trial.trial import StartGate, TrialContext, run_trial
+from harness.trial.watchdog import WorkspaceLimit
+from tests.fakes import (
+    FakeRuntime,
+    Outcome,
+    agent,
+    cli_result,
+    forwarded,
+    gateway_log,
+    judge,
+    trial_behaviours,
+)
+
+TRIAL_IMAGE, SIDECAR_IMAGE = "harness-trial:fake", "harness-sidecar:fake"
+RUN_ID = "r1"
+UPSTREAM_NET = f"hx-{RUN_ID}-up"
+TASK = Task(
+    id="fix",
+    prompt="make add() add",
+    verify_cmd="python3 -m unittest",
+    pass_criteria="add(2, 2) == 4",
+    protected_paths=("tests",),
+    timeout_s=600,
+)
+FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": "# the tests\n", "README.md": "calc\n"}
+FIXED = {"calc.py": "def add(a, b):\n    return a + b\n"}
+
+
+@dataclass
+class Rig:
+    runtime: FakeRuntime
+    ctx: TrialContext
+    spec: TrialSpec
+    repo: Path
+
+    def run(self, attempt: int = 1) -> TrialRecord:
+        return run_trial(self.ctx, self.spec, attempt)
+
+    def assert_torn_down(self) -> None:
+        left = [(o.kind, o.name) for o in self.runtime.left()]
+        assert left == [("network", UPSTREAM_NET)], "only the run's own network may be left"
+        assert not any(self.ctx.run_root.iterdir()), "the trial directory is removed"
+        worktrees = subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True
+        ).stdout
+        assert worktrees.count("worktree ") == 1, worktrees
+
+    def created(self) -> list[str]:
+        """The roles of the containers created, in order."""
+        return [name.rsplit("-", 1)[1] for name in self.runtime.targets("create")]
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path) -> Callable[..., Rig]:
+    rigs: list[Rig] = []
+
+    def make(arm: str = "baseline", *, task: Task = TASK, **roles_and_ctx: Any) -> Rig:
+        ctx_fields = {k: roles_and_ctx.pop(k) for k in list(roles_and_ctx) if k in TrialContext.__dataclass_fields__}
+        root = tmp_path / f"rig{len(rigs)}"
+        repo = root / "repo"
+        sha = init_repo(repo, FILES)
+        skill = root / "skill"
+        skill.mkdir()
+        (skill / "SKILL.md").write_text("# careful\n")
+        key = root / "api-key"
+        key.write_text("sk-ant-test-key")
+        runtime = FakeRuntime(trial_behaviours(**roles_and_ctx), images=[TRIAL_IMAGE, SIDECAR_IMAGE])
+        runtime.create_network(UPSTREAM_NET, make_labels(RUN_ID, role="run", ttl_s=600), internal=True)
+        stop = threading.Event()
+        user = f"{os.getuid()}:{os.getgid()}"
+        ctx = TrialContext(
+            engine=runtime,
+            profile=roles.Profile(TRIAL_IMAGE, SIDECAR_IMAGE, Limits(), user=user, sidecar_user=user),
+            execution=Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600)),
+            experiment_id="e1",
+            run_id=RUN_ID,
+            run_root=root / "run",
+            repo=repo,
+            provenance=PROV.model_copy(update={"base_sha": sha}),
+            skill_copy=skill,
+            key_file=key,
+            upstream=f"http://hx-{RUN_ID}-scripted:8080",
+            upstream_network=UPSTREAM_NET,
+            artifacts=ArtifactStore(root / "artifacts", Redactor()),
+            redactor=Redactor(["sk-ant-test-key"]),
+            stop=stop,
+            starts=StartGate(stop),
+            **ctx_fields,
+        )
+        (root / "run").mkdir()
+        spec = next(s for s in plan_trials([task], 1, seed=1) if s.arm == arm)
+        rigs.append(rig := Rig(runtime, ctx, spec, repo))
+        return rig
+
+    return make
+
+
+# ------------------------------------------------------------------- success
+
+
+def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=agent(FIXED))
+    rec = rig.run()
+    assert rec.status == "completed" and rec.error is None
+    assert rig.created() == ["gateway", "agent", "collect", "verify", "judge"]
+    assert rec.patch is not None and rec.patch.files_changed == 1 and rec.patch.rejected is None
+    assert rec.verify is not None and rec.verify.exit_code == 0
+    assert rec.judge is not None and rec.judge.verdict == "pass"
+    assert rec.gateway is not None and rec.gateway.forwarded == 1
+    assert rec.agent is not None and rec.agent.subtype == "success"
+    assert set(rec.artifacts) >= {"transcript.jsonl", "agent.json", "patch.diff", "verify.log", "judge.json"}
+    assert list(rec.durations_s) == ["workspace", "gateway", "agent", "extract", "verify", "judge", "teardown"]
+    assert rec.flags == ()
+    assert b"return a + b" in rig.ctx.artifacts.get(rec.artifacts["patch.diff"])
+    rig.assert_torn_down()
+
+
+def test_the_skill_arm_mounts_the_skill_copy_read_only(make_rig: Callable[..., Rig]) -> None:
+    seen: list[ContainerSpec] = []
+
+    def watching(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        seen.append(spec)
+        return agent(FIXED)(spec, runtime)
+
+    rig = make_rig("skill", agent=watching)
+    assert rig.run().status == "completed"
+    (mount,) = [m for m in seen[0].mounts if m.target == "/skill"]
+    assert mount.source == rig.ctx.skill_copy and mount.read_only
+    assert "/skill/SKILL.md" in " ".join(seen[0].command)
+
+
+def test_the_agent_edits_to_protected_paths_are_flagged_and_restored_for_verify(make_rig: Callable[..., Rig]) -> None:
+    verified: list[str] = []
+
+    def verify(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        tree = next(m.source for m in spec.mounts if m.target == "/workspace")
+        verified.append((tree / "tests" / "test_calc.py").read_text())
+        return Outcome(exit_code=0)
+
+    rig = make_rig(agent=agent({**FIXED, "tests/test_calc.py": "# no tests any more\n"}), verify=verify)
+    rec = rig.run()
+    assert rec.patch is not None
+    assert any("protected" in f for f in rec.patch.flags), rec.patch.flags
+    assert verified == ["# the tests\n"], "verify runs on base + patch with protected paths restored"
+
+
+# ----------------------------------------------------------- failure classes
+
+
+@pytest.mark.parametrize(
+    ("method", "role", "phase"),
+    [
+        ("create_network", None, "gateway"),
+        ("create", "gateway", "gateway"),
+        ("start", "agent", "agent"),
+        ("create", "collect", "extract"),
+        ("create", "verify", "verify"),
+        ("create", "judge", "judge"),
+        ("logs", "judge", "judge"),
+    ],
+)
+def test_an_engine_failure_in_any_phase_is_an_infra_error(
+    make_rig: Callable[..., Rig], method: str, role: str | None, phase: str
+) -> None:
+    rig = make_rig()
+    rig.runtime.fail(method, role, InfraError(f"{method} failed: the engine said no"))
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error == f"{method} failed: the engine said no"
+    assert list(rec.durations_s)[-2:] == [phase, "teardown"], "the trial stopped in that phase"
+    rig.assert_torn_down()
+
+
+def test_a_gateway_that_exits_before_listening_is_an_infra_error(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(gateway=Outcome(exit_code=1, stderr=b"Traceback: no key\n"))
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and "exited before listening" in rec.error and "no key" in rec.error
+    assert "agent" not in rig.created()
+    rig.assert_torn_down()
+
+
+def test_an_agent_that_got_no_api_call_through_is_an_infra_error(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=Outcome(exit_code=1, stderr=b"fetch failed"))
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and "no API call got through" in rec.error
+    rig.assert_torn_down()
+
+
+def test_a_failed_extraction_is_an_infra_error(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(collect=Outcome(exit_code=3, stderr=b"sh: git: not found"))
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and "patch extraction failed (exit 3)" in rec.error
+    assert "verify" not in rig.created()
+    rig.assert_torn_down()
+
+
+def test_an_agent_that_fails_is_an_agent_error_and_still_verified_and_judged(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=agent({}, result={"subtype": "error_during_execution", "is_error": True}))
+    rig.runtime.behave("verify", Outcome(exit_code=1, stdout=b"FAILED (failures=1)\n"))
+    rig.runtime.behave("judge", judge("fail", "add still subtracts"))
+    rec = rig.run()
+    assert rec.status == "agent_error"
+    assert rec.verify is not None and rec.verify.exit_code == 1
+    assert rec.judge is not None and rec.judge.verdict == "fail"
+    rig.assert_torn_down()
+
+
+def test_the_host_deadline_is_a_timeout_neither_verified_nor_judged(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=Outcome(seconds=claude.host_deadline_s(600) + 1))
+    rec = rig.run()
+    assert rec.status == "timeout"
+    assert rec.verify is not None and rec.verify.skipped_reason == "the agent did not finish (deadline or budget)"
+    assert rec.judge is None
+    assert "verify" not in rig.created() and "judge" not in rig.created()
+    rig.assert_torn_down()
+
+
+def test_the_in_container_deadline_is_a_timeout(make_rig: Callable[..., Rig]) -> None:
+    def slow(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded())
+        return Outcome(exit_code=124, seconds=605.0)  # timeout -k's own code, after the deadline
+
+    assert make_rig(agent=slow).run().status == "timeout"
+
+
+def test_an_early_exit_124_is_the_agents_fault_not_a_timeout(make_rig: Callable[..., Rig]) -> None:
+    def killed_its_timer(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded())
+        return Outcome(exit_code=124, seconds=30.0)
+
+    rec = make_rig(agent=killed_its_timer).run()
+    assert rec.status == "agent_error"
+    assert any(f.startswith("self_terminated") for f in rec.flags)
+
+
+@pytest.mark.parametrize(
+    "who",
+    ["cli", "gateway"],
+)
+def test_a_spent_budget_is_budget_exceeded_and_not_judged(make_rig: Callable[..., Rig], who: str) -> None:
+    def over_budget(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded(0.9))
+        if who == "gateway":
+            gateway_log(
+                runtime, spec, {"event": "refused", "method": "POST", "path": "/v1/messages", "reason": "budget"}
+            )
+            return Outcome(exit_code=1, stdout=cli_result(subtype="error_during_execution", is_error=True))
+        return Outcome(exit_code=1, stdout=cli_result(subtype="error_max_budget_usd", is_error=True))
+
+    rig = make_rig(agent=over_budget)
+    rec = rig.run()
+    assert rec.status == "budget_exceeded"
+    assert rec.judge is None
+    rig.assert_torn_down()
+
+
+def test_a_model_api_that_kept_failing_is_an_infra_error_whatever_the_agent_printed(
+    make_rig: Callable[..., Rig],
+) -> None:
+    def overloaded(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded(), forwarded(0.0, status=529))
+        return Outcome(exit_code=1, stdout=cli_result(subtype="success", is_error=True, result="API Error: 529"))
+
+    rec = make_rig(agent=overloaded).run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and "the model API kept failing" in rec.error and "was 529" in rec.error
+
+
+def test_a_dropped_engine_connection_while_waiting_for_the_agent_is_infra_not_timeout(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """Issue 9 item 9: a timeout is excluded as truncated; an infra error is retried. Losing the engine
+    mid-wait is the environment's failure (the Engine raises it: tests/contract/test_runtime.py)."""
+    rig = make_rig(agent=Outcome(hold_s=math.inf))
+    rig.runtime.fail("wait", "agent", InfraError("waiting for container agent failed: Connection aborted"))
+    rec = rig.run()
+    assert rec.status == "infra_error", "never a timeout"
+    assert rec.error is not None and "Connection aborted" in rec.error
+    assert rec.verify is None and rec.judge is None
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------------- the watchdog
+
+
+def _flood(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    ws = next(m.source for m in spec.mounts if m.target == "/workspace")
+    for i in range(60):
+        (ws / f"junk{i}").write_text("x")
+    gateway_log(runtime, spec, forwarded())
+    return Outcome(hold_s=math.inf)  # writes on until something kills it
+
+
+def test_the_workspace_watchdog_kills_the_agent_and_the_patch_is_rejected(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=_flood, workspace_limit=WorkspaceLimit(max_files=50, interval_s=0.01, min_free_bytes=0))
+    rec = rig.run()
+    assert rec.status == "agent_error"
+    assert rec.error is not None and "killed by the workspace watchdog" in rec.error
+    assert any(f.startswith("workspace_limit:") for f in rec.flags)
+    assert rec.patch is not None and rec.patch.rejected is not None
+    assert rec.verify is not None and rec.verify.skipped_reason == "workspace limit exceeded"
+    assert rig.runtime.targets("kill")[:1] == [f"hx-{RUN_ID}-fix-b0-a1-agent"]
+    assert "collect" not in rig.created(), "a flooded workspace is never extracted"
+    rig.assert_torn_down()
+
+
+def test_a_host_running_low_on_disk_stops_the_agent_as_an_infra_error(make_rig: Callable[..., Rig]) -> None:
+    limit = WorkspaceLimit(interval_s=0.01, min_free_bytes=1 << 62)
+    rig = make_rig(agent=Outcome(hold_s=math.inf), workspace_limit=limit)
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and rec.error.startswith("the agent was stopped")
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------------------ the judge
+
+
+@pytest.mark.parametrize(
+    "never_answers",
+    [
+        judge(verdict=""),  # finished without calling StructuredOutput
+        Outcome(seconds=claude.host_deadline_s(300) + 1),  # past its deadline
+        Outcome(exit_code=1, stderr=b"crashed"),
+    ],
+    ids=["no-structured-output", "deadline", "crash"],
+)
+def test_a_judge_that_never_answers_is_unknown_not_fail(make_rig: Callable[..., Rig], never_answers: Any) -> None:
+    rig = make_rig(agent=agent(FIXED), judge=never_answers)
+    rec = rig.run()
+    assert rec.status == "completed"
+    assert rec.judge is not None and rec.judge.verdict == "unknown"
+    rig.assert_torn_down()
+
+
+# --------------------------------------------------------------- interruption
+
+
+@pytest.mark.parametrize("phase", ["agent", "collect", "verify", "judge"])
+def test_a_stop_during_a_phase_interrupts_the_trial_and_tears_down(make_rig: Callable[..., Rig], phase: str) -> None:
+    def signalled(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        outcome = trial_behaviours(agent=agent(FIXED))[phase]
+        result = outcome(spec, runtime) if callable(outcome) else outcome
+        rig.ctx.stop.set()  # SIGINT arrives while this container runs
+        return result
+
+    rig = make_rig(**{phase: signalled})
+    with pytest.raises(Interrupted):
+        rig.run()
+    later = ["agent", "collect", "verify", "judge"]
+    assert rig.created()[-1] == phase, "no container is created after the stop"
+    assert not set(rig.created()) & set(later[later.index(phase) + 1 :])
+    rig.assert_torn_down()
+
+
+def test_a_stop_kills_the_running_agent_and_no_container_starts_after_it(make_rig: Callable[..., Rig]) -> None:
+    """What Experiment.abort does from a signal handler: close the start gate, kill what runs."""
+    running = threading.Event()
+
+    def waits_for_the_signal(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        running.set()
+        return Outcome(hold_s=math.inf)
+
+    rig = make_rig(agent=waits_for_the_signal)
+
+    def abort() -> None:
+        assert running.wait(10)
+        rig.ctx.starts.close()
+        for obj in rig.runtime.labelled({RUN: RUN_ID}):
+            if obj.kind == "container" and obj.labels.get("harness.role") == "agent":
+                rig.runtime.kill(obj.name)
+
+    signal = threading.Thread(target=abort)
+    signal.start()
+    with pytest.raises(Interrupted):
+        rig.run()
+    signal.join(10)
+    assert rig.created() == ["gateway", "agent"]
+    rig.assert_torn_down()
+
+
+def test_a_stop_before_the_trial_starts_makes_nothing(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    rig.ctx.stop.set()
+    with pytest.raises(Interrupted):
+        rig.run()
+    assert rig.created() == []
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------------------- teardown
+
+
+def test_teardown_removes_every_container_and_the_network_by_label(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    rec = rig.run()
+    names = {f"hx-{RUN_ID}-fix-b0-a1-{role}" for role in ("gateway", "agent", "collect", "verify", "judge")}
+    assert set(rig.runtime.targets("remove_container")) == names
+    assert rig.runtime.targets("remove_network") == [f"hx-{RUN_ID}-fix-b0-a1-net"]
+    assert not any(f.startswith("teardown_incomplete") for f in rec.flags)
+    rig.assert_torn_down()
+
+
+def test_teardown_that_cannot_list_removes_every_role_by_name(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    rig.runtime.fail("labelled", error=InfraError("listing harness objects failed: engine busy"))
+    rec = rig.run()
+    assert rec.status == "completed"
+    rig.assert_torn_down()
+
+
+def test_leftovers_of_teardown_are_flagged_on_the_record(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    gateway = f"hx-{RUN_ID}-fix-b0-a1-gateway"
+    rig.runtime.fail("remove_container", gateway, InfraError(f"removing container {gateway} failed: busy"), times=None)
+    rec = rig.run()
+    assert rec.status == "completed", "a leftover is flagged, not an outcome"
+    (flag,) = [f for f in rec.flags if f.startswith("teardown_incomplete")]
+    assert gateway in flag and "network" in flag, "the gateway stayed, so its network could not go either"
+    assert sorted(o.name for o in rig.runtime.left()) == sorted([UPSTREAM_NET, gateway, f"hx-{RUN_ID}-fix-b0-a1-net"])
+    assert not any(rig.ctx.run_root.iterdir()), "the host side is torn down all the same"
+
+
+def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    bad = replace(rig.ctx, provenance=rig.ctx.provenance.model_copy(update={"base_sha": "0" * 40}))
+    rec = run_trial(bad, rig.spec, 1)
+    assert rec.status == "infra_error"
+    assert rig.created() == []
+    rig.assert_torn_down()
