@@ -27,11 +27,11 @@ from harness.study.config import load_study
 from harness.study.lock import lock, verify_lock
 from harness.trial.claude import PLACEHOLDER_KEY, claude_env
 from tests.integration.helpers import latest, run_experiment
-from tests.security.conftest import control_run
 from tests.security.helpers import (
     HostileTask,
     Inspector,
     bash,
+    control_run,
     files_containing,
     kv,
     probes,

@@ -6,7 +6,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import ConfigError
@@ -15,6 +14,7 @@ from harness.experiment.experiment import LoopPolicy, TrialLoop
 from harness.plan import plan_trials
 from harness.records import GatewayMeter, TrialRecord
 from harness.trial import apihealth
+from tests.factories import TASKS, make_record, skipped
 
 EVENTS = [
     {"event": "forwarded", "status": 200, "stream": True, "complete": True},
@@ -136,10 +136,9 @@ def test_bad_routes_name_the_setting(env: dict[str, str], url: str | None, field
 
 
 def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
-    from trialkit import PROV
-
     from harness.experiment import reuse
     from harness.study.config import Execution
+    from tests.factories import PROV
 
     def fp(**route: str) -> str:
         settings = reuse.baseline_settings(
@@ -157,9 +156,8 @@ def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
 
 
 def test_arms_that_went_different_ways_are_invalid() -> None:
-    from trialkit import PROV
-
     from harness.analysis import decision
+    from tests.factories import PROV
 
     ctx = decision.DecisionContext(
         budget_stopped=False,

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 from harness import cli
 from harness.experiment.experiment import RunOptions
 from harness.study.lock import lock
+from tests.factories import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 KEY_ENV = {"ANTHROPIC_API_KEY": "sk-ant-test-key-not-real-0123456789"}
 

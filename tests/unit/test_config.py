@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from studykit import DEFAULT_PREREG, StudyFactory
 
 from harness.errors import ConfigError, HarnessError
 from harness.study.config import (
@@ -18,6 +17,7 @@ from harness.study.config import (
     parse_preregistration,
     parse_tasks,
 )
+from tests.factories import DEFAULT_PREREG, StudyFactory
 
 
 def config_error(fn, *args) -> ConfigError:  # type: ignore[no-untyped-def]

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import Interrupted
@@ -20,6 +19,7 @@ from harness.experiment.experiment import LoopPolicy, TrialLoop
 from harness.host.slots import HostSlots
 from harness.plan import TrialSpec, plan_trials
 from harness.records import ReusedFrom, TrialRecord
+from tests.factories import TASKS, make_record, skipped
 
 
 class Recorder:

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trialkit import PROV, TASKS, make_record
 
 from harness.analysis.decision import analyze, context_from_records, decide, observations_from_records
 from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
 from harness.study.config import DecisionSettings, Execution, Task
+from tests.factories import PROV, TASKS, make_record
 
 EX = Execution()
 

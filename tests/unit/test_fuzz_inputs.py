@@ -30,11 +30,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from studykit import DEFAULT_TASKS, init_repo, run_git
 
 from harness import cli
 from harness.study.config import load_study
 from harness.study.lock import lock_path, verify_lock
+from tests.factories import DEFAULT_TASKS, init_repo, run_git
 
 EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "300"))
 HANG_BACKSTOP_S = 60  # a hang fails the example instead of blocking the suite; not a timing assertion

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
 
 from harness.trial import apihealth
 from harness.trial import gateway as host_gateway
+from tests.unit.test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
 
 PROXY_SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "connect_proxy.py"
 START = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-from studykit import init_repo, run_git
 
 from harness.trial.patch import (
     analyze,
@@ -19,6 +18,7 @@ from harness.trial.patch import (
     unquote,
     unsafe_path,
 )
+from tests.factories import init_repo, run_git
 
 CAP = 1 << 20
 BASE_FILES = {
