@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from harness.study.config import (
 from tests.factories import DEFAULT_PREREG, StudyFactory
 
 
-def config_error(fn, *args) -> ConfigError:  # type: ignore[no-untyped-def]
+def config_error(fn: Callable[..., object], *args: object) -> ConfigError:
     """Call ``fn`` and return the single ConfigError it raises (no chained cause)."""
     with pytest.raises(ConfigError) as info:
         fn(*args)

@@ -293,7 +293,7 @@ def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) ->
     from harness.reporting import report
 
     root = Path(str(tmp_path))
-    line = _record("x", 1).model_dump_json()  # type: ignore[attr-defined]
+    line = _record("x", 1).model_dump_json()
     (root / "results.jsonl").write_text(line + "\n" + line + "\n")
     with pytest.raises(HarnessError, match="two records with attempt 1"):
         report._read_records(root)

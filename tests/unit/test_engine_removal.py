@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import types
+from collections.abc import Mapping
 
 import docker
 
@@ -20,7 +21,7 @@ class RecordingEngine(Engine):
         self.failing = failing
         self.calls: list[str] = []
 
-    def labelled(self, selector=None):  # type: ignore[no-untyped-def]
+    def labelled(self, selector: Mapping[str, str] | None = None) -> list[tuple[str, str, dict[str, str]]]:
         return [o for o in self.objects if all(o[2].get(k) == v for k, v in (selector or {}).items())]
 
     def remove_container(self, name: str) -> None:

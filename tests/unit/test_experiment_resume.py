@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from harness.errors import ResumeError
-from harness.experiment.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
+from harness.experiment.experiment import Experiment, RunOptions, sweep_work_root
+from harness.host.workroots import OWNER_FILE
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops

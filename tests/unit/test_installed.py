@@ -239,7 +239,7 @@ def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[tr
             query_id=query,
             should_trigger=should,
             run_index=i,
-            outcome=o,  # type: ignore[arg-type]
+            outcome=o,
             reason="the skill under test was not listed" if o == "could_not_measure" else None,
         )
         for i, o in enumerate(outcomes)

@@ -13,6 +13,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.experiment import evaluate as run
 from harness.reporting import ledger
 from harness.reporting.ledger import RunSummary, SkillEntry, apply, record, shelve
+from harness.reporting.report import ReportInput
 from harness.study.config import Study, load_study
 from tests import reportkit as kit
 from tests.factories import LOCK, write_experiment
@@ -29,7 +30,7 @@ def run_summary(verdict: str, *, model: str = "sonnet", resolved: str | None = "
 
 def entry(status: str, *, model: str = "sonnet", resolved: str | None = "claude-sonnet-x",
           cli: str = "2.1.0") -> SkillEntry:  # fmt: skip
-    return SkillEntry(status=status, verdict="adopt", rule="point", baseline="1/10", skill="9/10",  # type: ignore[arg-type]
+    return SkillEntry(status=status, verdict="adopt", rule="point", baseline="1/10", skill="9/10",
                       cost_delta="+5%", last_run="run1", model=model, resolved_model=resolved, cli_version=cli,
                       date="2026-11-01")  # fmt: skip
 
@@ -136,7 +137,7 @@ def test_shelve_refuses_a_shelf_inside_the_skill(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ ledger on disk
 
 
-def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any):  # type: ignore[no-untyped-def]
+def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any) -> tuple[Study, ReportInput]:
     exp = write_experiment(tmp_path, spec)
     path = tmp_path / "study" / "preregistration.yaml"
     if prereg_extra:

@@ -348,8 +348,9 @@ def test_the_audit_catches_a_masked_trial_whose_skills_differ_from_its_mask(lib:
     study, d = lib
     records = complete_records(study, d)
     i = next(i for i, r in enumerate(records) if r.arm == "masked" and r.skills_mounted)
-    assert records[i].skills_mounted is not None
-    records[i] = records[i].model_copy(update={"skills_mounted": records[i].skills_mounted[1:]})
+    mounted = records[i].skills_mounted
+    assert mounted is not None
+    records[i] = records[i].model_copy(update={"skills_mounted": mounted[1:]})
     with pytest.raises(library.LibraryCheckError, match="audit of the injected skills failed"):
         library.analyze(study, d, records)
 

@@ -278,7 +278,7 @@ def test_strip_lock_block_keeps_keys_after_the_block() -> None:
     assert strip_lock_block("skill: x") == "skill: x\n"
 
 
-def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path: Path) -> None:
     """`make eval SKILL=dir` looks for dir/preregistration.yaml: locking must not invalidate itself."""
     from harness.study.config import load_study
     from harness.study.lock import lock, verify_lock

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Unpack
+from typing import Any
 
 import pytest
 
@@ -20,10 +20,10 @@ from harness.records import (
     VerifyResult,
     outcome,
 )
-from tests.factories import RecordFields, trial_record
+from tests.factories import trial_record
 
 
-def record(status: TrialStatus = "completed", **kw: Unpack[RecordFields]) -> TrialRecord:
+def record(status: TrialStatus = "completed", **kw: Any) -> TrialRecord:
     return trial_record(experiment_id="exp", status=status, **kw)
 
 
@@ -169,4 +169,4 @@ def test_record_rejects_unknown_fields_and_bad_values() -> None:
     with pytest.raises(ValueError):
         record(status="finished")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        JudgeResult(verdict="maybe")  # type: ignore[arg-type]
+        JudgeResult(verdict="maybe")

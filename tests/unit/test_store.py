@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Unpack
 
 import pytest
 
@@ -21,13 +20,13 @@ from harness.results.store import (
     read_results,
     repair_torn_tail,
 )
-from tests.factories import RecordFields, trial_record
+from tests.factories import trial_record
 
 KEY = "sk-ant-api03-THISISASECRETKEYVALUE0123456789abcdef"
 
 
-def rec(i: int, **kw: Unpack[RecordFields]) -> TrialRecord:
-    return trial_record(experiment_id="exp", task_id=f"t{i}", arm="baseline", **kw)
+def rec(i: int, error: str | None = None, agent: AgentResult | None = None) -> TrialRecord:
+    return trial_record(experiment_id="exp", task_id=f"t{i}", arm="baseline", error=error, agent=agent)
 
 
 def all_bytes(root: Path) -> bytes:
