@@ -10,14 +10,16 @@ PREREG ?=
 OUT ?=
 JOBS ?=
 PYTEST_ARGS ?=
+LINT_PATHS := harness tests scripts
 
-.PHONY: help install engine images doctor demo eval test test-unit lint typecheck check bench gc clean
+.PHONY: help install engine images doctor demo eval test test-unit lint format typecheck check hooks bench gc clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo ""
 	@echo "  make demo                 the whole A/B pipeline offline (scripted model, no key)"
 	@echo "  make eval SKILL=path      a real evaluation (needs ANTHROPIC_API_KEY); PREREG=, OUT=, JOBS= optional"
+	@echo "  make check                what CI runs before make test; .pre-commit-config.yaml runs the same (make hooks)"
 
 $(BIN)/harness: pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -52,13 +54,23 @@ test: install engine ## the whole test suite: unit tests and integration tests o
 test-unit: install ## unit tests only (no Docker needed)
 	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: install ## ruff
-	@$(BIN)/ruff check harness tests scripts
+# lint and typecheck are the commands .pre-commit-config.yaml runs (tests/unit/test_toolchain.py holds them equal)
+lint: install ## ruff check and ruff format --check over harness, tests and scripts
+	@$(BIN)/ruff check $(LINT_PATHS)
+	@$(BIN)/ruff format --check $(LINT_PATHS)
 
-typecheck: install ## mypy --strict
-	@$(BIN)/mypy harness
+format: install ## apply ruff's safe fixes and its formatting (what lint checks)
+	@$(BIN)/ruff check --fix $(LINT_PATHS)
+	@$(BIN)/ruff format $(LINT_PATHS)
 
-check: lint typecheck test-unit ## lint, typecheck and unit tests
+typecheck: install ## mypy --strict over the package (sidecars included), tests and scripts (pyproject's files)
+	@$(BIN)/mypy
+
+check: lint typecheck test-unit ## lint, typecheck and unit tests: what CI runs before make test
+
+hooks: install ## install the git hooks of .pre-commit-config.yaml (lint and typecheck on commit, unit tests on push)
+	@command -v pre-commit >/dev/null || { echo "make hooks: pre-commit is not installed (pipx install pre-commit)" >&2; exit 4; }
+	@pre-commit install
 
 bench: install engine ## benchmarks (ratios measured in one run) and the decision-rule simulation
 	@$(BIN)/python scripts/bench.py

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 
 from harness import retry
+from harness.demo import DemoSetup
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,14 +62,14 @@ def _no_docker_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
 
 
 @pytest.fixture(scope="session")
-def engine():  # type: ignore[no-untyped-def]
+def engine() -> Engine:
     from harness.sandbox.engine import Engine
 
     return Engine()
 
 
 @pytest.fixture(scope="session")
-def images(engine):  # type: ignore[no-untyped-def]
+def images(engine: Engine) -> ImageSet:
     from harness.sandbox.images import ImageBuilder
 
     return ImageBuilder(engine).ensure()
@@ -107,7 +110,7 @@ def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture
-def demo_setup(tmp_path: Path):  # type: ignore[no-untyped-def]
+def demo_setup(tmp_path: Path) -> Iterator[DemoSetup]:
     """The embedded demo, prepared and locked in a fresh directory (repository included)."""
     from harness.demo import prepare_demo
 

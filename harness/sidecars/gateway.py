@@ -33,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 try:
-    import upstream_link  # the sidecar image: a sibling file in /opt/harness
+    import upstream_link  # type: ignore[import-not-found,unused-ignore]  # the sidecar image: a sibling file in /opt/harness
 except ImportError:  # imported as harness.sidecars.gateway (unit tests)
     from harness.sidecars import upstream_link
 try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module

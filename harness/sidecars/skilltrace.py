@@ -123,7 +123,7 @@ def observe_request(body: Any, log: Log) -> str | None:
     Returns the conversation's hash, which the response's ``model_tool_use`` line carries too."""
     if not isinstance(body, dict):
         return None
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    messages: list[Any] = body["messages"] if isinstance(body.get("messages"), list) else []
     turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     tools = [str(t.get("name"))[:80] for t in body.get("tools") or [] if isinstance(t, dict)]
     lines = listing_lines(body)

@@ -6,8 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.experiment import calibrate
 from harness.results.attempts import latest_by_trial
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
@@ -16,7 +19,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASKS = ["fix-mean", "fix-slugify"]
 
 
-def test_calibrate_runs_the_baseline_against_itself(tmp_path: Path, engine, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+def test_calibrate_runs_the_baseline_against_itself(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     scripts = demo_task_scripts(demo_setup.root)
     # A skill arm that really ran as the skill would fail every task (p = 0) and read SKILL.md first:
     # both would show in its records (the positive control is built into the scenario).

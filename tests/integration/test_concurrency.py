@@ -7,12 +7,16 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.experiment.experiment import Events
+from harness.plan import TrialSpec
 from harness.records import TrialRecord
 from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -27,7 +31,7 @@ class Timeline(Events):
         with self.lock:
             self.marks.append((time.monotonic(), trial_id, phase))
 
-    def trial_finished(self, spec, record: TrialRecord, spent_usd: float) -> None:  # type: ignore[no-untyped-def]
+    def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None:
         with self.lock:
             self.marks.append((time.monotonic(), spec.trial_id, "done"))
 
@@ -42,7 +46,7 @@ class Timeline(Events):
         return out
 
 
-def _scenario(setup_root: Path, tasks: list[str], latency: dict[str, int]) -> dict:  # type: ignore[type-arg]
+def _scenario(setup_root: Path, tasks: list[str], latency: dict[str, int]) -> dict[str, Any]:
     scripts = demo_task_scripts(setup_root)
     return {
         "seed": 2,
@@ -62,8 +66,8 @@ def _scenario(setup_root: Path, tasks: list[str], latency: dict[str, int]) -> di
 
 
 def test_one_trials_verify_and_judge_run_while_another_agent_works(
-    tmp_path: Path, engine, images, demo_setup, work_root
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     tasks = ["fix-mean", "fix-slugify"]
     prereg, scen = write_experiment(
         demo_setup.root, "overlap", tasks=tasks, scenario=_scenario(demo_setup.root, tasks, {"fix-slugify": 2500})
@@ -136,18 +140,22 @@ class LoopbackDockerProxy:
         self.thread.join(timeout=5)
 
 
-def _small_experiment(setup_root: Path, name: str):  # type: ignore[no-untyped-def]
+def _small_experiment(setup_root: Path, name: str) -> tuple[Path, Path]:
     return write_experiment(setup_root, name, tasks=["fix-mean"], scenario=_scenario(setup_root, ["fix-mean"], {}))
 
 
-def test_docker_host_given_explicitly_is_the_engine_used(tmp_path: Path, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+def test_docker_host_given_explicitly_is_the_engine_used(
+    tmp_path: Path, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     eng = Engine({"DOCKER_HOST": "unix:///var/run/docker.sock"})
     prereg, scen = _small_experiment(demo_setup.root, "dockerhost")
     result = run_experiment(eng, prereg, scen, tmp_path / "out", work_root, jobs=2)
     assert {r.status for r in latest(result).values()} == {"completed"}
 
 
-def test_a_tcp_docker_host_on_loopback_runs_the_whole_pipeline(tmp_path: Path, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+def test_a_tcp_docker_host_on_loopback_runs_the_whole_pipeline(
+    tmp_path: Path, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     proxy = LoopbackDockerProxy()
     try:
         eng = Engine({"DOCKER_HOST": f"tcp://127.0.0.1:{proxy.port}"})

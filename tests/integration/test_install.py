@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +34,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 1800) 
     return proc
 
 
-def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, engine, images) -> None:  # type: ignore[no-untyped-def]
+def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, engine: Engine, images: ImageSet) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     wheels = tmp_path / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],

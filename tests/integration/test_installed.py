@@ -21,6 +21,8 @@ import pytest
 from harness.analysis.decide import provenance_reasons
 from harness.analysis.observations import DecisionContext
 from harness.records import TrialRecord
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 from tests.security.helpers import HostileTask, bash, kv, probes, scripted_events, write_hostile
 
@@ -32,7 +34,7 @@ BUNDLED = {"dataviz", "update-config", "keybindings-help", "code-review", "simpl
 
 
 @pytest.fixture(scope="module")
-def installed_run(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type: ignore[no-untyped-def]
+def installed_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet) -> dict[str, Any]:
     from harness.demo import prepare_demo
 
     tmp = tmp_path_factory.mktemp("installed")
@@ -70,7 +72,7 @@ def _skill(r: TrialRecord) -> Any:
     return r.skill
 
 
-def test_every_installed_trial_completed_in_the_installed_mode(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_every_installed_trial_completed_in_the_installed_mode(installed_run: dict[str, Any]) -> None:
     records = installed_run["records"]
     assert len(records) == 4
     for r in records.values():
@@ -79,7 +81,7 @@ def test_every_installed_trial_completed_in_the_installed_mode(installed_run) ->
         assert r.provenance.delivery_check == "ok", (r.trial_id, r.provenance.delivery_check)
 
 
-def test_the_model_invoked_the_skill_and_the_cli_really_loaded_its_body(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_the_model_invoked_the_skill_and_the_cli_really_loaded_its_body(installed_run: dict[str, Any]) -> None:
     r = installed_run["records"]["fix-mean.skill.0"]
     use = _skill(r)
     assert use.invoked == "yes" and use.listed is True and use.loaded is True, use
@@ -89,7 +91,7 @@ def test_the_model_invoked_the_skill_and_the_cli_really_loaded_its_body(installe
     assert r.verify is not None and r.verify.exit_code == 0, "the invoked skill's path is the success script"
 
 
-def test_a_listed_skill_the_model_did_not_invoke_is_a_no(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_a_listed_skill_the_model_did_not_invoke_is_a_no(installed_run: dict[str, Any]) -> None:
     r = installed_run["records"]["fix-slugify.skill.0"]
     use = _skill(r)
     assert use.listed is True and use.invoked == "no" and use.loaded is False, use
@@ -98,7 +100,7 @@ def test_a_listed_skill_the_model_did_not_invoke_is_a_no(installed_run) -> None:
     assert r.verify is not None and r.verify.exit_code == 1
 
 
-def test_the_baseline_runs_in_the_same_mode_and_cannot_see_the_skill(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_the_baseline_runs_in_the_same_mode_and_cannot_see_the_skill(installed_run: dict[str, Any]) -> None:
     records = installed_run["records"]
     for task in ("fix-mean", "fix-slugify"):
         base, skill = _skill(records[f"{task}.baseline.0"]), _skill(records[f"{task}.skill.0"])
@@ -115,14 +117,14 @@ def test_the_baseline_runs_in_the_same_mode_and_cannot_see_the_skill(installed_r
         assert all(b > 20_000 for b in _skill(r).request_bytes), "the non-bare CLI's requests are large"
 
 
-def test_the_skill_is_never_in_the_patch(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_the_skill_is_never_in_the_patch(installed_run: dict[str, Any]) -> None:
     for r in installed_run["records"].values():
         assert r.patch is not None
         assert not any(".claude" in f for f in r.patch.files), r.patch.files
         assert "edits_claude_config" not in r.patch.flags
 
 
-def test_mixing_bare_and_installed_arms_is_invalid(installed_run) -> None:  # type: ignore[no-untyped-def]
+def test_mixing_bare_and_installed_arms_is_invalid(installed_run: dict[str, Any]) -> None:
     records = list(installed_run["records"].values())
     ctx = DecisionContext(
         budget_stopped=False,
@@ -174,7 +176,7 @@ sleep 3
 
 
 @pytest.fixture(scope="module")
-def hostile_installed(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type: ignore[no-untyped-def]
+def hostile_installed(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet) -> dict[str, Any]:
     from harness.demo import prepare_demo
 
     tmp = tmp_path_factory.mktemp("installed-hostile")
@@ -199,7 +201,7 @@ def hostile_installed(tmp_path_factory: pytest.TempPathFactory, engine, images):
     return {"records": latest(result), "out": tmp / "out", "skill_unchanged": before == after}
 
 
-def test_planting_a_skill_or_editing_the_mounted_one_is_refused_or_flagged(hostile_installed) -> None:  # type: ignore[no-untyped-def]
+def test_planting_a_skill_or_editing_the_mounted_one_is_refused_or_flagged(hostile_installed: dict[str, Any]) -> None:
     records, found = hostile_installed["records"], probes(hostile_installed["out"])
     assert ("inst-plant", "skill", "plant") in found, found
     skill_arm = kv(found[("inst-plant", "skill", "plant")])
@@ -227,7 +229,7 @@ def test_planting_a_skill_or_editing_the_mounted_one_is_refused_or_flagged(hosti
     )
 
 
-def test_a_forged_stdout_cannot_change_skill_invoked(hostile_installed) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_stdout_cannot_change_skill_invoked(hostile_installed: dict[str, Any]) -> None:
     for arm in ("baseline", "skill"):
         r = hostile_installed["records"][f"inst-forge.{arm}.0"]
         assert r.agent is not None and r.agent.session_id == "forged", "positive control: the forgery reached stdout"

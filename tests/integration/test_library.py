@@ -23,6 +23,8 @@ from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
 from harness.records import MountedSkill, TrialRecord
 from harness.results.store import RESULTS, read_results
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from harness.study.lock import lock
 
@@ -88,7 +90,7 @@ def _options(out: Path, scenario: Path, work_root: Path, **kw: Any) -> RunOption
 
 
 @pytest.fixture(scope="module")
-def library_run(tmp_path_factory: pytest.TempPathFactory, engine, images) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def library_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("library")
     setup = prepare_demo(root / "demo")
     work = root / "work"
@@ -154,7 +156,7 @@ def test_contributions_json_recomputes_exactly_from_its_rows(library_run: dict[s
 
 
 def _copy_run(library_run: dict[str, Any], name: str) -> Path:
-    dest = library_run["root"] / name
+    dest: Path = library_run["root"] / name
     shutil.copytree(library_run["out"], dest)
     return dest
 

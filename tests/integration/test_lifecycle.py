@@ -20,8 +20,12 @@ from typing import Any
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.results.store import read_results
 from harness.sandbox import labels as L
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
+from harness.sandbox.runtime import DockerObject
 from tests.integration.helpers import write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -39,7 +43,7 @@ def _scenario() -> dict[str, Any]:
 
 
 @pytest.fixture
-def slow_experiment(demo_setup) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+def slow_experiment(demo_setup: DemoSetup) -> tuple[Path, Path]:
     return write_experiment(demo_setup.root, "slow", tasks=["fix-mean"], scenario=_scenario())
 
 
@@ -57,11 +61,13 @@ def _start(prereg: Path, scenario: Path, out: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _objects(engine, pid: int) -> list[tuple[str, str, dict[str, str]]]:  # type: ignore[no-untyped-def]
+def _objects(engine: Engine, pid: int) -> list[DockerObject]:
     return engine.labelled({L.PID: str(pid)})
 
 
-def _wait_for_agents(engine, proc: subprocess.Popen[bytes], count: int = 2, timeout_s: float = 120) -> list:  # type: ignore[no-untyped-def]
+def _wait_for_agents(
+    engine: Engine, proc: subprocess.Popen[bytes], count: int = 2, timeout_s: float = 120
+) -> list[DockerObject]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read().decode(errors="replace") if proc.stdout else ""
@@ -83,7 +89,7 @@ def _finish(proc: subprocess.Popen[bytes], timeout_s: float = 90) -> tuple[int, 
     return proc.returncode, out.decode(errors="replace")
 
 
-def _assert_labelled(objs: list[tuple[str, str, dict[str, str]]], pid: int) -> str:
+def _assert_labelled(objs: list[DockerObject], pid: int) -> str:
     runs = set()
     for kind, name, lb in objs:
         for key in (L.OWNER, L.RUN, L.PID, L.HOST, L.EXPIRES):
@@ -103,8 +109,13 @@ def _worktrees(repo: Path) -> list[str]:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_tears_everything_down_and_results_stay_valid(
-    engine, images, demo_setup, slow_experiment, tmp_path: Path, signum: int
-) -> None:  # type: ignore[no-untyped-def]
+    engine: Engine,
+    images: ImageSet,
+    demo_setup: DemoSetup,
+    slow_experiment: tuple[Path, Path],
+    tmp_path: Path,
+    signum: int,
+) -> None:
     prereg, scenario = slow_experiment
     proc = _start(prereg, scenario, tmp_path / "out")
     objs = _wait_for_agents(engine, proc)
@@ -124,8 +135,8 @@ def test_a_signal_tears_everything_down_and_results_stay_valid(
 
 
 def test_after_sigkill_gc_and_the_next_start_remove_what_was_left(
-    engine, images, demo_setup, slow_experiment, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    engine: Engine, images: ImageSet, demo_setup: DemoSetup, slow_experiment: tuple[Path, Path], tmp_path: Path
+) -> None:
     prereg, scenario = slow_experiment
     repo = demo_setup.root / "demo" / "repo"
 

@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
+from harness.experiment.experiment import ExperimentResult
 from harness.records import outcome
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.trial.claude import PLACEHOLDER_KEY
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
@@ -26,7 +30,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type: ignore[no-untyped-def]
+def pipeline(
+    tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet
+) -> tuple[DemoSetup, ExperimentResult, Path, Path]:
     from harness.demo import prepare_demo
 
     tmp = tmp_path_factory.mktemp("pipeline")
@@ -60,7 +66,9 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type:
     return setup, result, tmp / "out", work_root
 
 
-def test_every_trial_completed_and_nothing_is_left_on_the_host(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_every_trial_completed_and_nothing_is_left_on_the_host(
+    pipeline: tuple[DemoSetup, ExperimentResult, Path, Path],
+) -> None:
     setup, result, _out, work_root = pipeline
     records = latest(result)
     assert len(records) == 8
@@ -72,7 +80,9 @@ def test_every_trial_completed_and_nothing_is_left_on_the_host(pipeline) -> None
     assert len(worktrees) == 1, worktrees
 
 
-def test_skill_arm_read_the_skill_file_and_baseline_did_not(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_skill_arm_read_the_skill_file_and_baseline_did_not(
+    pipeline: tuple[DemoSetup, ExperimentResult, Path, Path],
+) -> None:
     _setup, result, _out, _ = pipeline
     for r in latest(result).values():
         assert r.agent is not None
@@ -82,7 +92,7 @@ def test_skill_arm_read_the_skill_file_and_baseline_did_not(pipeline) -> None:  
             assert "[skill file read" not in r.agent.result_excerpt
 
 
-def test_verify_pass_and_fail_both_observed(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_verify_pass_and_fail_both_observed(pipeline: tuple[DemoSetup, ExperimentResult, Path, Path]) -> None:
     _setup, result, _out, _ = pipeline
     codes = {(r.task_id, r.arm): r.verify.exit_code for r in latest(result).values() if r.verify}
     for arm in ("baseline", "skill"):
@@ -92,7 +102,7 @@ def test_verify_pass_and_fail_both_observed(pipeline) -> None:  # type: ignore[n
         assert codes[("fix-median", arm)] == 1
 
 
-def test_judge_pass_fail_and_unknown_all_observed(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_judge_pass_fail_and_unknown_all_observed(pipeline: tuple[DemoSetup, ExperimentResult, Path, Path]) -> None:
     _setup, result, _out, _ = pipeline
     verdicts = {(r.task_id, r.arm): r.judge.verdict for r in latest(result).values() if r.judge}
     outcomes = {(r.task_id, r.arm): outcome(r) for r in latest(result).values()}
@@ -105,7 +115,9 @@ def test_judge_pass_fail_and_unknown_all_observed(pipeline) -> None:  # type: ig
         assert outcomes[("fix-slugify", arm)] == "fail"
 
 
-def test_an_agent_that_commits_still_yields_the_patch_against_base(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_an_agent_that_commits_still_yields_the_patch_against_base(
+    pipeline: tuple[DemoSetup, ExperimentResult, Path, Path],
+) -> None:
     _setup, result, out, _ = pipeline
     rec = latest(result)["add-word-count.baseline.0"]
     assert rec.patch is not None and rec.patch.files == ("textkit/text.py",)
@@ -114,7 +126,9 @@ def test_an_agent_that_commits_still_yields_the_patch_against_base(pipeline) -> 
     assert '-    raise NotImplementedError("word_count is not written yet")' in diff
 
 
-def test_editing_the_tests_is_flagged_and_verify_runs_on_restored_tests(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_editing_the_tests_is_flagged_and_verify_runs_on_restored_tests(
+    pipeline: tuple[DemoSetup, ExperimentResult, Path, Path],
+) -> None:
     _setup, result, _out, _ = pipeline
     rec = latest(result)["fix-median.skill.0"]
     assert rec.patch is not None
@@ -122,16 +136,16 @@ def test_editing_the_tests_is_flagged_and_verify_runs_on_restored_tests(pipeline
     assert rec.verify is not None and rec.verify.exit_code == 1, "the edited test must not make verify pass"
 
 
-def test_cli_cost_and_gateway_meter_agree_exactly(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_cli_cost_and_gateway_meter_agree_exactly(pipeline: tuple[DemoSetup, ExperimentResult, Path, Path]) -> None:
     _setup, result, _out, _ = pipeline
     for r in latest(result).values():
         assert r.agent is not None and r.gateway is not None
         assert r.agent.cost_usd == pytest.approx(r.gateway.cost_usd, abs=1e-9)
         assert r.gateway.refused == ()
-        assert r.agent.cost_usd > 0
+        assert r.agent.cost_usd is not None and r.agent.cost_usd > 0
 
 
-def test_gateway_replaced_the_placeholder_key(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_gateway_replaced_the_placeholder_key(pipeline: tuple[DemoSetup, ExperimentResult, Path, Path]) -> None:
     _setup, _result, out, _ = pipeline
     events = [json.loads(line) for line in (out / "scripted-api.log").read_text().splitlines() if line.startswith("{")]
     requests = [e for e in events if e.get("event") == "request"]
@@ -142,15 +156,15 @@ def test_gateway_replaced_the_placeholder_key(pipeline) -> None:  # type: ignore
     assert not any(e["has_authorization"] for e in requests)
 
 
-def test_phase_durations_are_recorded(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_phase_durations_are_recorded(pipeline: tuple[DemoSetup, ExperimentResult, Path, Path]) -> None:
     _setup, result, _out, _ = pipeline
     for r in latest(result).values():
         assert set(r.durations_s) == {"workspace", "gateway", "agent", "extract", "verify", "judge", "teardown"}
 
 
 def test_a_skill_without_the_marker_is_reported_as_not_read(
-    tmp_path: Path, engine, images, demo_setup, work_root
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     """Negative control for the skill check: it can fail."""
     fake = demo_setup.root / "skills" / "impostor"
     fake.mkdir()

@@ -7,17 +7,22 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.errors import PrerequisiteError
 from harness.reporting import write_reports
 from harness.reporting.model import load_experiment
 from harness.results.load import PREFLIGHT_JSON
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import run_experiment
 from tests.security.helpers import HostileTask, mean_task, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_a_verify_that_cannot_run_stops_the_run_before_any_agent(tmp_path: Path, engine, images, demo_setup) -> None:  # type: ignore[no-untyped-def]
+def test_a_verify_that_cannot_run_stops_the_run_before_any_agent(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup
+) -> None:
     tasks = [
         mean_task(demo_setup.root, "fix-mean-p"),
         HostileTask("needs-pytest", baseline=[], verify_cmd="python3 -m pytest -q tests"),
@@ -42,8 +47,8 @@ def test_a_verify_that_cannot_run_stops_the_run_before_any_agent(tmp_path: Path,
 
 
 def test_a_trivial_task_is_skipped_with_its_reason_and_the_outcome_is_cached(
-    tmp_path: Path, engine, images, demo_setup
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup
+) -> None:
     tasks = [mean_task(demo_setup.root, "fix-mean-p"), HostileTask("already-fine", baseline=[], verify_cmd="true")]
     prereg, scen = write_hostile(demo_setup.root, "pf-trivial", tasks)
     out = tmp_path / "out"

@@ -35,6 +35,7 @@ from harness.errors import InfraError
 from harness.experiment import experiment, reuse, upstream
 from harness.reporting.model import analyze_records
 from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import BindMount, ContainerSpec, DockerObject, Limits
 from harness.study import scenario
@@ -113,7 +114,7 @@ def _container(name: str, image: str, command: tuple[str, ...], network: str, **
 
 
 @pytest.fixture(scope="module")
-def net(engine: Engine, images, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:  # type: ignore[no-untyped-def]
+def net(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     from harness.demo import prepare_demo
 
     tmp = tmp_path_factory.mktemp("realpath")
@@ -293,7 +294,7 @@ def test_a_real_run_through_a_proxy_to_an_https_api_completes(
     assert net.key not in agent_env and "proxy" not in agent_env.lower() and "upstream" not in agent_env.lower()
 
 
-def test_positive_control_the_api_refuses_any_other_key(engine: Engine, net: Net, images) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_api_refuses_any_other_key(engine: Engine, net: Net, images: ImageSet) -> None:
     code = (
         "import http.client, ssl, sys\n"
         "c = http.client.HTTPSConnection(sys.argv[1], int(sys.argv[2]), context=ssl._create_unverified_context())\n"

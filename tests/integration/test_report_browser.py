@@ -16,10 +16,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-import reportkit as kit
 
 from harness.reporting import REPORT_HTML, write_reports
 from harness.reporting import html as report_html
+from tests import reportkit as kit
 
 WIDTH, HEIGHT = 1200, 2000
 CHROMIUM = next((c for c in ("chromium", "chromium-browser") if shutil.which(c)), None)

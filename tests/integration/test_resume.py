@@ -18,9 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.records import TrialRecord
 from harness.reporting.model import analyze_records
 from harness.results.store import read_results
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
@@ -43,8 +46,8 @@ def _lines(path: Path) -> list[bytes]:
 
 
 def test_sigkill_mid_run_then_rerun_completes_without_running_anything_twice(
-    tmp_path: Path, engine, images, demo_setup
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup
+) -> None:
     scripts = demo_task_scripts(demo_setup.root)
     scenario = {
         "seed": 5,
@@ -104,8 +107,8 @@ def test_sigkill_mid_run_then_rerun_completes_without_running_anything_twice(
 
 
 def test_infra_failures_are_retried_with_every_attempt_kept(
-    tmp_path: Path, engine, images, demo_setup, work_root
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     """The scripted model answers 500 (then 529) to every request of the first conversations: the CLI
     retries with backoff until its deadline, the gateway saw the API fail (a 400 would be the request's
     fault, not the API's), the harness retries."""

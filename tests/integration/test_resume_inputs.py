@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from harness.demo import DemoSetup
 from harness.errors import ResumeError
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_a_changed_scenario_refuses_to_resume_and_names_what_changed(
-    tmp_path: Path, engine, images, demo_setup
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup
+) -> None:
     scripts = demo_task_scripts(demo_setup.root)
-    scenario = {
+    scenario: dict[str, Any] = {
         "seed": 3,
         "skill_marker": "careful-fixer-7c1e",
         "tasks": {

@@ -10,9 +10,12 @@ import pytest
 
 from harness.analysis.reasons import ReasonCode
 from harness.cli import main
+from harness.demo import DemoSetup
 from harness.reporting.gate import gate
 from harness.reporting.model import analyze_records
 from harness.results.store import read_results
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
@@ -41,7 +44,9 @@ def _scripted_arms(out: Path) -> list[str]:
     return [e["arm"] for e in events if e.get("event") == "reply" and "arm" in e]  # judge replies have no arm
 
 
-def test_a_second_skill_reuses_the_first_skills_baseline(tmp_path: Path, engine, images, demo_setup, work_root) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_skill_reuses_the_first_skills_baseline(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     scen = _scenario(demo_setup.root)
     first, scen_a = write_experiment(demo_setup.root, "first", tasks=TASKS, runs=2, scenario=scen)
     a = run_experiment(engine, first, scen_a, tmp_path / "a", work_root, jobs=4)
@@ -101,8 +106,13 @@ def test_a_second_skill_reuses_the_first_skills_baseline(tmp_path: Path, engine,
 
 
 def test_shards_run_apart_and_merge_into_one_gated_experiment(
-    tmp_path: Path, engine, images, demo_setup, work_root, capsys
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    engine: Engine,
+    images: ImageSet,
+    demo_setup: DemoSetup,
+    work_root: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     prereg, scen = write_experiment(demo_setup.root, "sharded", tasks=TASKS, scenario=_scenario(demo_setup.root))
     dirs = []
     for i in (1, 2):

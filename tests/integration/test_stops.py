@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.analysis.reasons import ReasonCode
+from harness.demo import DemoSetup
 from harness.plan import plan_trials
 from harness.reporting import write_reports
 from harness.reporting.gate import gate
 from harness.reporting.model import analyze_records
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from tests.integration.helpers import demo_task_scripts, run_experiment, write_experiment
 
@@ -24,7 +28,7 @@ AGENT_TURN_USD = (1000 * 2.0 + 100 * 10.0) / 1e6
 JUDGE_USD = (800 * 0.1 + 60 * 0.5) / 1e6
 
 
-def _scenario(setup_root: Path, baseline: float, skill: float) -> dict:  # type: ignore[type-arg]
+def _scenario(setup_root: Path, baseline: float, skill: float) -> dict[str, Any]:
     scripts = demo_task_scripts(setup_root)
     return {
         "seed": 4,
@@ -44,8 +48,8 @@ def _turns(setup_root: Path, task: str, arm: str) -> int:
 
 
 def test_the_cumulative_budget_stops_new_trials_at_the_exact_dollar(
-    tmp_path: Path, engine, images, demo_setup, work_root
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     prereg, scen = write_experiment(
         demo_setup.root,
         "budget",
@@ -87,8 +91,8 @@ def test_the_cumulative_budget_stops_new_trials_at_the_exact_dollar(
 
 
 def test_preregistered_early_stop_skips_trials_that_cannot_change_the_verdict(
-    tmp_path: Path, engine, images, demo_setup, work_root
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
     prereg, scen = write_experiment(
         demo_setup.root,
         "early",

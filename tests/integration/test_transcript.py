@@ -8,14 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.reporting import write_reports
 from harness.reporting.model import load_experiment
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_each_trial_keeps_its_transcript_and_the_reports_link_it(tmp_path: Path, engine, images, demo_setup) -> None:  # type: ignore[no-untyped-def]
+def test_each_trial_keeps_its_transcript_and_the_reports_link_it(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup
+) -> None:
     scripts = demo_task_scripts(demo_setup.root)
     scenario = {
         "seed": 3,

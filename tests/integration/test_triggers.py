@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from harness.experiment.triggers import TriggerOptions, load_trigger_study, run_triggers
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -69,7 +71,7 @@ def _write(root: Path, runs: int) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def trigger_run(tmp_path_factory: pytest.TempPathFactory, engine, images):  # type: ignore[no-untyped-def]
+def trigger_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("triggers")
     prereg, scen = _write(tmp, runs=5)
     study = load_trigger_study(prereg)
@@ -84,7 +86,7 @@ def trigger_run(tmp_path_factory: pytest.TempPathFactory, engine, images):  # ty
     return {"analysis": analysis, "records": records, "out": tmp / "out", "work": work}
 
 
-def test_every_run_was_measured_and_ended_at_its_verdict(trigger_run) -> None:  # type: ignore[no-untyped-def]
+def test_every_run_was_measured_and_ended_at_its_verdict(trigger_run: dict[str, Any]) -> None:
     records = trigger_run["records"]
     assert len(records) == 4 * 5 * 2
     assert all(r.outcome != "could_not_measure" for r in records), [(r.run_id, r.reason) for r in records]
@@ -100,7 +102,7 @@ def test_every_run_was_measured_and_ended_at_its_verdict(trigger_run) -> None:  
     assert {p.name for p in trigger_run["out"].iterdir()} >= {"triggers.json", "triggers.md", "triggers.jsonl"}
 
 
-def test_the_known_scripted_rates_are_reproduced_within_their_intervals(trigger_run) -> None:  # type: ignore[no-untyped-def]
+def test_the_known_scripted_rates_are_reproduced_within_their_intervals(trigger_run: dict[str, Any]) -> None:
     a = trigger_run["analysis"]
     for col, variant in ((1, "current"), (2, "terse")):
         v = a["variants"][variant]
@@ -118,7 +120,7 @@ def test_the_known_scripted_rates_are_reproduced_within_their_intervals(trigger_
     assert a["variants"]["current"]["recall"]["rate"] > a["variants"]["terse"]["recall"]["rate"]
 
 
-def test_the_two_descriptions_are_compared_paired_by_query(trigger_run) -> None:  # type: ignore[no-untyped-def]
+def test_the_two_descriptions_are_compared_paired_by_query(trigger_run: dict[str, Any]) -> None:
     (comp,) = trigger_run["analysis"]["comparisons"]
     assert comp["reference"] == "current" and comp["variant"] == "terse"
     rec = comp["recall"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +27,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.sandbox.engine import Engine
+from harness.sandbox.labels import make_labels
 from tests.integration.helpers import demo_task_scripts, write_experiment
 
 SKILL_MARKER = "careful-fixer-7c1e"
@@ -246,3 +249,23 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float 
             return True
         time.sleep(interval_s)
     return predicate()
+
+
+def control_run(
+    image: str, argv: list[str], *, extra: list[str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """A plain ``docker run`` (no harness hardening): the positive control for in-container probes.
+    Labelled like every harness object so a crash leaves nothing the test fixtures would miss."""
+    labels = make_labels("sec-control", role="control", ttl_s=600, purpose="test")
+    label_args = [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
+    name = f"hxsec-control-{secrets.token_hex(4)}"
+    try:
+        return subprocess.run(
+            ["docker", "run", "--name", name, "--network", "none", *label_args, *(extra or []), image, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)

@@ -12,9 +12,12 @@ an infrastructure failure.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, bash, write_hostile
 
@@ -31,7 +34,9 @@ sleep 5
 
 
 @pytest.fixture(scope="module")
-def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
+def forged(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("forge")
     noop = [bash("true")]
     failing = ("real-529", "real-429", "real-reset")
@@ -47,7 +52,7 @@ def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
     # every request of the skill arm's conversation fails upstream (the CLI retries until its deadline):
     # 529 overloaded, 429 with retry-after, a TCP reset mid-stream
     for task, status, retry_after in (("real-529", 529, 0.01), ("real-429", 429, 2), ("real-reset", "reset", None)):
-        error = {"at_turn": 0, "status": status, "conversations": 1}
+        error: dict[str, object] = {"at_turn": 0, "status": status, "conversations": 1}
         if retry_after is not None:
             error["retry_after_s"] = retry_after
         scenario_tasks[task] = {
@@ -62,7 +67,7 @@ def forged(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[n
     return {**latest(result), "_all": result.records}
 
 
-def test_a_forged_api_error_on_stdout_is_the_agents_failure_not_infra(forged) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_api_error_on_stdout_is_the_agents_failure_not_infra(forged: dict[str, Any]) -> None:
     r = forged["forge-529.skill.0"]
     # the attack reached its target: the CLI's result as the harness read it is the forged one,
     # which the stdout rule (terminal_reason api_error, "overloaded", "529") would have excluded
@@ -74,7 +79,7 @@ def test_a_forged_api_error_on_stdout_is_the_agents_failure_not_infra(forged) ->
     assert r.status == "agent_error", (r.status, r.error)
 
 
-def test_positive_control_a_real_upstream_529_is_infra(forged) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_a_real_upstream_529_is_infra(forged: dict[str, Any]) -> None:
     r = forged["real-529.skill.0"]
     assert r.status == "infra_error", (r.status, r.agent, r.gateway)
     assert r.gateway is not None and r.gateway.upstream_statuses and set(r.gateway.upstream_statuses) == {"529"}
@@ -83,7 +88,9 @@ def test_positive_control_a_real_upstream_529_is_infra(forged) -> None:  # type:
 
 
 @pytest.mark.parametrize(("task", "seen", "retry_after"), [("real-429", "429", 2.0), ("real-reset", "cut", None)])
-def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(forged, task, seen, retry_after) -> None:  # type: ignore[no-untyped-def]
+def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(
+    forged: dict[str, Any], task: str, seen: str, retry_after: float | None
+) -> None:
     r = forged[f"{task}.skill.0"]
     assert r.status == "infra_error", (r.status, r.agent, r.gateway)
     assert r.gateway is not None and r.gateway.upstream_statuses and set(r.gateway.upstream_statuses) == {seen}
@@ -91,14 +98,14 @@ def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(forged, 
     assert f"last upstream answer was {seen}" in (r.error or ""), r.error
 
 
-def test_the_report_counts_api_failures_per_arm(forged) -> None:  # type: ignore[no-untyped-def]
+def test_the_report_counts_api_failures_per_arm(forged: dict[str, Any]) -> None:
     from harness.trial import apihealth
 
     counts = apihealth.failures_by_arm(forged["_all"])
     assert set(counts["skill"]) == {"529", "429", "cut"} and not counts["baseline"], counts
 
 
-def test_positive_control_the_honest_arms_completed(forged) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_honest_arms_completed(forged: dict[str, Any]) -> None:
     for task in ("forge-529", "real-529", "real-429", "real-reset"):
         r = forged[f"{task}.baseline.0"]
         assert r.status == "completed", (r.status, r.error)

@@ -12,9 +12,12 @@ the skill read-only at ``/workspace/.claude/skills/careful-fixer`` instead of ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import latest
 from tests.security.helpers import kv
 from tests.security.test_network import (  # noqa: F401  (fixtures and tests run here against the installed delivery)
@@ -43,16 +46,25 @@ TARGET = "/workspace/.claude/skills/careful-fixer"
 
 
 @pytest.fixture(scope="module")
-def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def attacked(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     return run_attacked(sec_setup, engine, images, tmp_path_factory, delivery="installed")
 
 
 @pytest.fixture(scope="module")
-def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_path_factory):  # type: ignore[no-untyped-def]  # noqa: F811
+def network_attack(
+    sec_setup: Path,
+    engine: Engine,
+    images: ImageSet,
+    canary: dict[str, str],  # noqa: F811  (the imported fixtures, requested by name)
+    host_listener: int,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
     return run_network_attack(sec_setup, engine, canary, host_listener, tmp_path_factory, delivery="installed")
 
 
-def test_every_trial_ran_the_non_bare_cli(attacked, network_attack) -> None:  # type: ignore[no-untyped-def]
+def test_every_trial_ran_the_non_bare_cli(attacked: dict[str, Any], network_attack: dict[str, Any]) -> None:
     for result in (attacked["result"], network_attack["result"]):
         for r in latest(result).values():
             assert r.status == "completed", (r.trial_id, r.status, r.error)
@@ -65,7 +77,7 @@ def test_every_trial_ran_the_non_bare_cli(attacked, network_attack) -> None:  # 
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_mounts_are_the_workspace_and_in_the_skill_arm_the_read_only_skill(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_mounts_are_the_workspace_and_in_the_skill_arm_the_read_only_skill(attacked: dict[str, Any], arm: str) -> None:
     mounts: dict[str, tuple[str, set[str]]] = {}
     for line in _probe(attacked, "sec-container", "mounts", arm).splitlines():
         parts = line.split()
@@ -88,7 +100,7 @@ def test_mounts_are_the_workspace_and_in_the_skill_arm_the_read_only_skill(attac
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_no_docker_socket_and_only_the_clis_own_socket(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_docker_socket_and_only_the_clis_own_socket(attacked: dict[str, Any], arm: str) -> None:
     """Without --bare the CLI binds its own IPC socket under /tmp/cc-socks (the container's private
     tmpfs); nothing else is a socket, and no engine socket is reachable."""
     seen = kv(_probe(attacked, "sec-container", "sockets", arm))

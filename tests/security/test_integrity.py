@@ -11,9 +11,12 @@ fix) makes the same verify pass.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import bash, kv, mean_task, probes, write_hostile
 
@@ -40,7 +43,9 @@ sleep 5
 
 
 @pytest.fixture(scope="module")
-def cheated(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
+def cheated(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("int")
     tasks = [
         mean_task(sec_setup, "int-cheat", [bash(CHEAT, "cheat"), bash(KILL_ALL)]),
@@ -53,21 +58,21 @@ def cheated(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[
     return {"records": latest(result), "probes": probes(tmp / "out")}
 
 
-def test_positive_control_the_honest_fix_passes_the_same_verify(cheated) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_honest_fix_passes_the_same_verify(cheated: dict[str, Any]) -> None:
     for task in ("int-cheat", "int-forge"):
         r = cheated["records"][f"{task}.skill.0"]
         assert r.status == "completed" and r.verify is not None and r.verify.exit_code == 0, (r.status, r.error)
         assert r.judge is not None and r.judge.verdict == "pass"
 
 
-def test_positive_control_the_cheat_makes_the_tests_pass_inside_the_container(cheated) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_cheat_makes_the_tests_pass_inside_the_container(cheated: dict[str, Any]) -> None:
     """The edited tests do pass where the agent runs them: verify has something to undo."""
     key = ("int-cheat", "baseline", "cheat")
     assert key in cheated["probes"], sorted(cheated["probes"])
     assert kv(cheated["probes"][key])["local_verify"] == "pass", cheated["probes"][key]
 
 
-def test_edited_tests_fake_results_and_a_killed_agent_do_not_make_verify_pass(cheated) -> None:  # type: ignore[no-untyped-def]
+def test_edited_tests_fake_results_and_a_killed_agent_do_not_make_verify_pass(cheated: dict[str, Any]) -> None:
     r = cheated["records"]["int-cheat.baseline.0"]
     assert r.patch is not None
     assert {"edits_tests", "edits_protected:tests"} <= set(r.patch.flags), r.patch.flags
@@ -79,7 +84,7 @@ def test_edited_tests_fake_results_and_a_killed_agent_do_not_make_verify_pass(ch
     assert any(f.startswith("self_terminated") for f in r.flags), r.flags
 
 
-def test_a_forged_cli_result_is_caught_by_the_gateways_meter(cheated) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_cli_result_is_caught_by_the_gateways_meter(cheated: dict[str, Any]) -> None:
     r = cheated["records"]["int-forge.baseline.0"]
     assert r.agent is not None and r.agent.session_id == "forged", "the forgery did reach the CLI's stdout"
     assert r.status == "agent_error", (r.status, r.agent)  # the CLI was killed: its exit code says so

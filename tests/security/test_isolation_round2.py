@@ -22,6 +22,8 @@ from harness.errors import ConfigError, LockError
 from harness.experiment import experiment as experiment_mod
 from harness.reporting.ledger import shelve
 from harness.sandbox import uids
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.sandbox.roles import GATEWAY_KEY_PATH
 from harness.study.config import load_study
 from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
@@ -93,7 +95,9 @@ def _host_pid(engine: Any, name: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def round2(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def round2(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("round2")
     skill_dir = sec_setup / "skills" / "careful-fixer"
     assert (skill_dir / "SKILL.md").is_file()
@@ -107,7 +111,7 @@ def round2(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFac
     work_root = tmp / "trials"
     work_root.mkdir(mode=0o700)
     key = "sk-ant-test-" + secrets.token_urlsafe(24)
-    old_uid_reads: dict[str, dict[str, subprocess.CompletedProcess[str]]] = {}
+    old_uid_reads: dict[str, dict[str, Any]] = {}  # the role, and a CompletedProcess per uid
 
     def read_as_old_and_new(name: str, data: dict[str, Any]) -> None:
         pid = _host_pid(engine, name)
@@ -115,7 +119,7 @@ def round2(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFac
         path = f"/proc/{pid}/root{GATEWAY_KEY_PATH}" if role == "gateway" else f"/proc/{pid}/root/etc/hostname"
         uid = int(str(data["Config"]["User"]).split(":")[0])
         old_uid_reads[name] = {
-            "role": role,  # type: ignore[dict-item]
+            "role": role,
             "65534": _as_uid(65534, path),
             "1000": _as_uid(1000, path),
             "own": _as_uid(uid, path),  # the probe works: the container's own uid does get in
@@ -188,7 +192,7 @@ def test_a_hard_link_to_a_host_secret_in_the_skill_is_refused_at_lock_and_eval(s
 # ------------------------------------------------------- 2. skill swapped mid-run
 
 
-def test_a_skill_swapped_after_the_copy_never_reaches_the_agent(round2) -> None:  # type: ignore[no-untyped-def]
+def test_a_skill_swapped_after_the_copy_never_reaches_the_agent(round2: dict[str, Any]) -> None:
     assert round2["swapped"]["after_copy"], "positive control: the swap did happen during the run"
     seen = kv(_probe(round2, "sec-swap", "skill_view", "skill"))
     assert seen["sha"] == round2["original_sha"], "the agent saw the locked (copied) SKILL.md"
@@ -196,13 +200,15 @@ def test_a_skill_swapped_after_the_copy_never_reaches_the_agent(round2) -> None:
     assert record.status == "completed", record
 
 
-def test_a_skill_swapped_after_evals_lock_check_stops_the_run(sec_setup: Path, engine, images, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_skill_swapped_after_evals_lock_check_stops_the_run(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path: Path
+) -> None:
     skill_dir = sec_setup / "skills" / "careful-fixer"
     original = (skill_dir / "SKILL.md").read_bytes()
     task = HostileTask("sec-swap-early", baseline=[bash("true")], skill=[bash("true")])
     prereg, scen = write_hostile(sec_setup, "swap-early", [task])
     calls = {"lock_checked": 0}
-    real_verify = experiment_mod.verify_lock
+    real_verify = verify_lock
 
     def verify_then_swap(study: Any) -> str:
         digest = real_verify(study)
@@ -280,7 +286,7 @@ def test_shelving_a_symlinked_skill_across_filesystems_never_deletes_its_target(
 # --------------------------------------------------------- 4. URL content
 
 
-def test_url_sourced_content_is_refused_and_recorded(round2) -> None:  # type: ignore[no-untyped-def]
+def test_url_sourced_content_is_refused_and_recorded(round2: dict[str, Any]) -> None:
     answers = json.loads(_probe(round2, "sec-url", "url").strip().splitlines()[-1])
     assert answers["allowed_image_base64"] == 200 and answers["allowed_text"] == 200, answers  # positive control
     refused = {k: v for k, v in answers.items() if k.startswith("refused_")}
@@ -300,7 +306,7 @@ def test_url_sourced_content_is_refused_and_recorded(round2) -> None:  # type: i
 # ------------------------------------------------------------------ 5. uids
 
 
-def test_no_role_runs_as_a_host_account(round2) -> None:  # type: ignore[no-untyped-def]
+def test_no_role_runs_as_a_host_account(round2: dict[str, Any]) -> None:
     used, _ = uids.host_ids()
     roles: dict[str, set[str]] = {}
     for data in round2["inspector"].seen.values():
@@ -315,7 +321,7 @@ def test_no_role_runs_as_a_host_account(round2) -> None:  # type: ignore[no-unty
     assert roles["gateway"].isdisjoint(roles["agent"]), roles
 
 
-def test_a_host_process_with_the_old_uids_cannot_read_the_key_through_proc(round2) -> None:  # type: ignore[no-untyped-def]
+def test_a_host_process_with_the_old_uids_cannot_read_the_key_through_proc(round2: dict[str, Any]) -> None:
     reads = round2["reads"]
     gateways = {n: r for n, r in reads.items() if r["role"] == "gateway"}
     agents = {n: r for n, r in reads.items() if r["role"] == "agent"}
@@ -331,7 +337,9 @@ def test_a_host_process_with_the_old_uids_cannot_read_the_key_through_proc(round
         assert r["own"].returncode == 0, (name, r["own"].stderr)
 
 
-def test_positive_control_under_the_old_uid_a_host_process_reads_the_key(round2, engine) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_under_the_old_uid_a_host_process_reads_the_key(
+    round2: dict[str, Any], engine: Engine
+) -> None:
     """main ran the gateway as 65534 with a 0400 key file of that owner: `nobody` on the host read it."""
     secret_dir = round2["tmp"] / "old-uid"
     secret_dir.mkdir(mode=0o700)
@@ -357,7 +365,7 @@ def test_positive_control_under_the_old_uid_a_host_process_reads_the_key(round2,
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
 
 
-def test_positive_control_an_agent_as_uid_1000_is_open_to_host_uid_1000(round2, engine) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_an_agent_as_uid_1000_is_open_to_host_uid_1000(round2: dict[str, Any], engine: Engine) -> None:
     name = f"hxsec-isolation-agent1000-{secrets.token_hex(3)}"
     subprocess.run(
         ["docker", "run", "-d", "--name", name, "--network", "none", "--user", "1000:1000",
@@ -375,7 +383,7 @@ def test_positive_control_an_agent_as_uid_1000_is_open_to_host_uid_1000(round2, 
 # ------------------------------------------------------- 6. FIFO named .gitignore
 
 
-def test_a_fifo_named_gitignore_is_reported_and_never_opened(round2) -> None:  # type: ignore[no-untyped-def]
+def test_a_fifo_named_gitignore_is_reported_and_never_opened(round2: dict[str, Any]) -> None:
     assert kv(_probe(round2, "sec-fifo", "fifo"))["made"] == "2", "positive control: the FIFOs were made"
     record = latest(round2["result"])["sec-fifo.baseline.0"]
     assert record.patch is not None, record

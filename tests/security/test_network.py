@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits
 from tests.integration.helpers import latest, run_experiment
@@ -174,7 +175,7 @@ def _probe_container(engine: Engine, image: str, network: str, code: str) -> str
 
 
 @pytest.fixture(scope="module")
-def canary(engine, images) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
+def canary(engine: Engine, images: ImageSet) -> Iterator[dict[str, str]]:
     net = f"hxsec-canary-{secrets.token_hex(3)}"
     name = f"{net}-srv"
     engine.create_network(net, _labels(), internal=True)
@@ -197,11 +198,25 @@ def canary(engine, images) -> Iterator[dict[str, str]]:  # type: ignore[no-untyp
 
 
 @pytest.fixture(scope="module")
-def network_attack(sec_setup: Path, engine, images, canary, host_listener, tmp_path_factory):  # type: ignore[no-untyped-def]
+def network_attack(
+    sec_setup: Path,
+    engine: Engine,
+    images: ImageSet,
+    canary: dict[str, str],
+    host_listener: int,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
     return run_network_attack(sec_setup, engine, canary, host_listener, tmp_path_factory)
 
 
-def run_network_attack(sec_setup: Path, engine, canary, host_listener, tmp_path_factory, delivery: str = "prompt"):  # type: ignore[no-untyped-def]
+def run_network_attack(
+    sec_setup: Path,
+    engine: Engine,
+    canary: dict[str, str],
+    host_listener: int,
+    tmp_path_factory: pytest.TempPathFactory,
+    delivery: str = "prompt",
+) -> dict[str, Any]:
     """Both arms attack each other, in the prompt delivery or the installed one (non-bare CLI)."""
     tmp = tmp_path_factory.mktemp("net")
     task = HostileTask(
@@ -238,7 +253,7 @@ def run_network_attack(sec_setup: Path, engine, canary, host_listener, tmp_path_
     return {"result": result, "answers": answers, "alive": alive, "found": found}
 
 
-def test_both_trials_ran_concurrently_and_completed(network_attack) -> None:  # type: ignore[no-untyped-def]
+def test_both_trials_ran_concurrently_and_completed(network_attack: dict[str, Any]) -> None:
     records = latest(network_attack["result"])
     assert {r.status for r in records.values()} == {"completed"}, [(r.trial_id, r.error) for r in records.values()]
     assert set(network_attack["answers"]) == {"baseline", "skill"} and all(network_attack["answers"].values())
@@ -246,7 +261,7 @@ def test_both_trials_ran_concurrently_and_completed(network_attack) -> None:  # 
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_the_agent_reaches_its_gateway_and_nothing_else(network_attack, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_agent_reaches_its_gateway_and_nothing_else(network_attack: dict[str, Any], arm: str) -> None:
     a: dict[str, Any] = network_attack["answers"][arm]
     # positive controls: the probe can connect (its own listener, its own gateway)
     assert a["own_listener"].startswith("open:"), a
@@ -264,14 +279,16 @@ def test_the_agent_reaches_its_gateway_and_nothing_else(network_attack, arm: str
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_dns_resolves_nothing_foreign(network_attack, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_dns_resolves_nothing_foreign(network_attack: dict[str, Any], arm: str) -> None:
     a = network_attack["answers"][arm]
     assert a["dns_gateway_name"], "positive control: the embedded resolver answers for the trial's own gateway"
     assert a["dns_gateway"].startswith("resolved:"), a
     assert a["dns_foreign"].startswith("failed:"), a
 
 
-def test_positive_control_a_plain_internal_network_reaches_the_host(engine, images, host_listener) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_a_plain_internal_network_reaches_the_host(
+    engine: Engine, images: ImageSet, host_listener: int
+) -> None:
     """Engine 20.10: --internal alone lets a container reach a service on the host's 0.0.0.0
     through the bridge address; the harness's networks (inhibit_ipv4) do not."""
     results = {}
@@ -290,6 +307,8 @@ def test_positive_control_a_plain_internal_network_reaches_the_host(engine, imag
     assert results[True].startswith("blocked:"), results
 
 
-def test_positive_control_the_canary_answers_on_its_own_network(engine, images, canary) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_canary_answers_on_its_own_network(
+    engine: Engine, images: ImageSet, canary: dict[str, str]
+) -> None:
     out = _probe_container(engine, images.trial, canary["network"], f"print(tcp({canary['ip']!r}, 8000))")
     assert out.strip().startswith("open:"), out

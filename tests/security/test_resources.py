@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.trial.watchdog import WorkspaceLimit
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, Inspector, bash, kv, mean_task, probes, write_hostile
@@ -127,7 +129,9 @@ def _task(task_id: str, steps: list[dict[str, Any]], **kw: Any) -> HostileTask:
 
 
 @pytest.fixture(scope="module")
-def bombed(sec_setup: Path, engine, images, tmp_path_factory):  # type: ignore[no-untyped-def]
+def bombed(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("res")
     tasks = [
         mean_task(sec_setup, "res-benign"),
@@ -205,7 +209,7 @@ def _probe(bombed: dict[str, Any], task: str, name: str) -> dict[str, str]:
     return kv(bombed["probes"][key])
 
 
-def test_the_concurrent_benign_trials_are_unaffected(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_the_concurrent_benign_trials_are_unaffected(bombed: dict[str, Any]) -> None:
     for arm in ("baseline", "skill"):
         r = bombed["records"][f"res-benign.{arm}.0"]
         assert r.status == "completed" and r.verify is not None and r.verify.exit_code == 0, (r.status, r.error)
@@ -213,7 +217,7 @@ def test_the_concurrent_benign_trials_are_unaffected(bombed) -> None:  # type: i
     assert list(bombed["work_root"].iterdir()) == [], "every trial directory was removed (deep trees included)"
 
 
-def test_every_attack_ends_as_a_recorded_outcome_within_its_deadline(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_every_attack_ends_as_a_recorded_outcome_within_its_deadline(bombed: dict[str, Any]) -> None:
     for r in bombed["records"].values():
         assert r.status != "infra_error", (r.trial_id, r.error)
         assert r.durations_s["agent"] < HOST_BACKSTOP_S + 15, (r.trial_id, r.durations_s)
@@ -232,7 +236,7 @@ def _fork_evidence(bombed: dict[str, Any]) -> dict[str, str]:
     return kv("\n".join(line[1:] for line in diff.splitlines() if line.startswith("+") and "=" in line))
 
 
-def test_fork_bomb_hits_the_pids_limit_then_the_deadline(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_fork_bomb_hits_the_pids_limit_then_the_deadline(bombed: dict[str, Any]) -> None:
     seen = _fork_evidence(bombed)
     assert seen["error"] == "BlockingIOError" and int(seen["forked"]) < int(seen["pids_max"]) == 512, seen
     # the CLI itself cannot start threads or processes any more: it aborts, or the deadline ends it
@@ -240,7 +244,7 @@ def test_fork_bomb_hits_the_pids_limit_then_the_deadline(bombed) -> None:  # typ
     assert r.status in ("timeout", "agent_error") and r.durations_s["agent"] < DEADLINE_S + 10 + 15, r
 
 
-def test_memory_bomb_is_oom_killed_and_recorded(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_memory_bomb_is_oom_killed_and_recorded(bombed: dict[str, Any]) -> None:
     seen = _probe(bombed, "res-memory", "memory")
     assert "bomb=survived" not in bombed["probes"][("res-memory", "baseline", "memory")]
     assert seen["exit"] == "137", seen
@@ -256,7 +260,7 @@ def test_memory_bomb_is_oom_killed_and_recorded(bombed) -> None:  # type: ignore
         ("res-deep", "directories nested deeper than 100 in the workspace"),
     ],
 )
-def test_filling_the_workspace_trips_the_watchdog(bombed, task: str, reason: str) -> None:  # type: ignore[no-untyped-def]
+def test_filling_the_workspace_trips_the_watchdog(bombed: dict[str, Any], task: str, reason: str) -> None:
     """Each attack trips the limit it aims at (so each limit is shown to work on its own)."""
     r = _rec(bombed, task)
     assert r.status == "agent_error", (r.status, r.error)
@@ -265,7 +269,7 @@ def test_filling_the_workspace_trips_the_watchdog(bombed, task: str, reason: str
     assert r.verify is not None and r.verify.skipped_reason
 
 
-def test_tmpfs_and_file_size_limits_hold(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_tmpfs_and_file_size_limits_hold(bombed: dict[str, Any]) -> None:
     seen = _probe(bombed, "res-tmpfs", "tmpfs")
     assert seen["tmp_rc"] != "0" and int(seen["tmp_kb"]) <= 64 * 1024, seen
     assert seen["home_rc"] != "0" and int(seen["home_kb"]) <= 64 * 1024, seen
@@ -274,7 +278,7 @@ def test_tmpfs_and_file_size_limits_hold(bombed) -> None:  # type: ignore[no-unt
     assert _rec(bombed, "res-tmpfs").status == "completed"
 
 
-def test_an_output_flood_is_capped(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_an_output_flood_is_capped(bombed: dict[str, Any]) -> None:
     seen = _probe(bombed, "res-flood", "flood")
     assert seen["flood_rc"] == "124", seen  # the flood really ran for its 4 s
     r = _rec(bombed, "res-flood")
@@ -291,19 +295,19 @@ def test_an_output_flood_is_capped(bombed) -> None:  # type: ignore[no-untyped-d
 
 
 @pytest.mark.parametrize("task", ["res-loop", "res-ignore-term"])
-def test_a_busy_or_unkillable_agent_times_out_at_the_deadline(bombed, task: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_busy_or_unkillable_agent_times_out_at_the_deadline(bombed: dict[str, Any], task: str) -> None:
     r = _rec(bombed, task)
     assert r.status == "timeout", (r.status, r.error, r.flags)
     assert DEADLINE_S <= r.durations_s["agent"] < DEADLINE_S + 10 + 15, r.durations_s
 
 
-def test_a_frozen_in_container_timer_is_backed_by_the_host_deadline(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_a_frozen_in_container_timer_is_backed_by_the_host_deadline(bombed: dict[str, Any]) -> None:
     r = _rec(bombed, "res-stop-timer")
     assert r.status == "timeout", (r.status, r.error)
     assert HOST_BACKSTOP_S - 1 <= r.durations_s["agent"] < HOST_BACKSTOP_S + 15, r.durations_s
 
 
-def test_a_faked_timeout_is_an_agent_error_not_a_truncated_trial(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_a_faked_timeout_is_an_agent_error_not_a_truncated_trial(bombed: dict[str, Any]) -> None:
     """SIGALRM makes `timeout` exit 124 at once; a trial counted as 'timeout' would be excluded
     from the pass rate, so a skill could hide its failures this way."""
     r = _rec(bombed, "res-fake-timeout")
@@ -312,7 +316,7 @@ def test_a_faked_timeout_is_an_agent_error_not_a_truncated_trial(bombed) -> None
     assert r.durations_s["agent"] < DEADLINE_S
 
 
-def test_a_huge_patch_is_rejected_not_applied(bombed) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_patch_is_rejected_not_applied(bombed: dict[str, Any]) -> None:
     assert _probe(bombed, "res-bigpatch", "bigpatch")["written"] == "yes"
     r = _rec(bombed, "res-bigpatch")
     assert r.patch is not None and r.patch.rejected and r.patch.rejected.startswith("too_large"), r.patch

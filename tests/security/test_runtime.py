@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.demo import DemoSetup
 from harness.errors import PrerequisiteError
 from harness.experiment.experiment import Experiment, RunOptions
 from harness.sandbox.doctor import judge_versions
+from harness.sandbox.engine import Engine
 from harness.study.config import load_study
 from tests.integration.helpers import write_experiment
 
@@ -25,7 +27,7 @@ pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_doctor_reports_gvisor_lsm_and_vulnerable_versions(engine) -> None:  # type: ignore[no-untyped-def]
+def test_doctor_reports_gvisor_lsm_and_vulnerable_versions(engine: Engine) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "doctor"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -49,7 +51,9 @@ def test_doctor_reports_gvisor_lsm_and_vulnerable_versions(engine) -> None:  # t
     assert judge_versions({"runc": "1.1.5"})
 
 
-def test_runtime_runsc_fails_clearly_where_gvisor_is_not_installed(engine, demo_setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_runtime_runsc_fails_clearly_where_gvisor_is_not_installed(
+    engine: Engine, demo_setup: DemoSetup, tmp_path: Path
+) -> None:
     prereg, scenario = write_experiment(
         demo_setup.root, "runsc", tasks=["fix-mean"], scenario={"tasks": {"fix-mean": {"success": []}}}
     )

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,19 @@ import pytest
 
 from harness.errors import ConfigError, LockError
 from harness.sandbox import engine as engine_mod
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.sandbox.roles import GATEWAY_KEY_PATH
+from harness.sandbox.runtime import ContainerSpec
 from harness.study.config import load_study
 from harness.study.lock import lock, verify_lock
 from harness.trial.claude import PLACEHOLDER_KEY, claude_env
 from tests.integration.helpers import latest, run_experiment
-from tests.security.conftest import control_run
 from tests.security.helpers import (
     HostileTask,
     Inspector,
     bash,
+    control_run,
     files_containing,
     kv,
     probes,
@@ -206,11 +210,19 @@ echo specials=$(find /workspace \( -type p -o -type s -o -type l \) | wc -l)
 
 
 @pytest.fixture(scope="module")
-def attacked(sec_setup: Path, engine, images, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def attacked(
+    sec_setup: Path, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     return run_attacked(sec_setup, engine, images, tmp_path_factory)
 
 
-def run_attacked(sec_setup: Path, engine, images, tmp_path_factory, delivery: str = "prompt"):  # type: ignore[no-untyped-def]
+def run_attacked(
+    sec_setup: Path,
+    engine: Engine,
+    images: ImageSet,
+    tmp_path_factory: pytest.TempPathFactory,
+    delivery: str = "prompt",
+) -> dict[str, Any]:
     """The hostile experiment, in the prompt delivery (``--bare``) or the installed one (non-bare CLI,
     see tests/security/test_installed_sandbox.py)."""
     tmp = tmp_path_factory.mktemp("attacked")
@@ -301,7 +313,7 @@ def run_attacked(sec_setup: Path, engine, images, tmp_path_factory, delivery: st
         "host_secret": host_secret,
         "host_dir": host_dir,
         "images": images,
-        "image_env": engine.client.api.inspect_image(images.trial)["Config"]["Env"] or [],
+        "image_env": engine.client.api.inspect_image(images.trial)["Config"]["Env"] or [],  # type: ignore[no-untyped-call]
         "tmp": tmp,
     }
 
@@ -331,7 +343,7 @@ def _probe(attacked: dict[str, Any], task: str, name: str, arm: str = "baseline"
     return found[(task, arm, name)]
 
 
-def test_every_hostile_trial_completed_and_was_recorded(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_every_hostile_trial_completed_and_was_recorded(attacked: dict[str, Any]) -> None:
     records = latest(attacked["result"])
     assert len(records) == 6
     for r in records.values():
@@ -343,7 +355,7 @@ def test_every_hostile_trial_completed_and_was_recorded(attacked) -> None:  # ty
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_agent_is_unprivileged_from_inside(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_agent_is_unprivileged_from_inside(attacked: dict[str, Any], arm: str) -> None:
     seen = kv(_probe(attacked, "sec-container", "identity", arm))
     assert seen["uid"] != "0" and seen["gid"] != "0" and "0" not in seen["groups"].split()
     for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -363,7 +375,7 @@ def test_agent_is_unprivileged_from_inside(attacked, arm: str) -> None:  # type:
     assert set(seen["env_names"].split()) == set(claude_env("x")) | image_env, seen["env_names"]
 
 
-def test_positive_control_the_identity_probe_sees_privileges_where_they_exist(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_identity_probe_sees_privileges_where_they_exist(attacked: dict[str, Any]) -> None:
     """The same probe in a plain container (root, default capabilities) reports them."""
     proc = control_run(attacked["images"].trial, ["sh", "-c", IDENTITY], extra=["--user", "0:0"])
     seen = kv(proc.stdout)
@@ -374,7 +386,7 @@ def test_positive_control_the_identity_probe_sees_privileges_where_they_exist(at
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_only_workspace_tmp_home_and_the_private_ipc_mounts_are_writable(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_only_workspace_tmp_home_and_the_private_ipc_mounts_are_writable(attacked: dict[str, Any], arm: str) -> None:
     seen = kv(_probe(attacked, "sec-container", "writes", arm))
     writable = {d for d, v in seen.items() if v == "ok"}
     # the positive controls are in this set; /dev/shm and /dev/mqueue are the engine's own mounts of
@@ -391,7 +403,7 @@ def test_only_workspace_tmp_home_and_the_private_ipc_mounts_are_writable(attacke
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_mounts_seen_from_inside_are_exactly_the_intended_ones(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_mounts_seen_from_inside_are_exactly_the_intended_ones(attacked: dict[str, Any], arm: str) -> None:
     mounts: dict[str, tuple[str, set[str]]] = {}
     for line in _probe(attacked, "sec-container", "mounts", arm).splitlines():
         parts = line.split()
@@ -412,14 +424,14 @@ def test_mounts_seen_from_inside_are_exactly_the_intended_ones(attacked, arm: st
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_privilege_escalation_attempts_fail(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_privilege_escalation_attempts_fail(attacked: dict[str, Any], arm: str) -> None:
     seen = kv(_probe(attacked, "sec-container", "privesc", arm))
     for attempt in ("setuid0", "chown_root", "mknod", "raw_socket", "unshare_userns", "mount_tmpfs"):
         assert seen[attempt] == "denied", (attempt, seen)
     assert seen["setuid_files"] == "", "setuid/setgid binaries in the image"
 
 
-def test_positive_control_privileged_operations_succeed_in_a_plain_root_container(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_privileged_operations_succeed_in_a_plain_root_container(attacked: dict[str, Any]) -> None:
     """A plain root container: its default capabilities allow the first four attempts, and the
     probe finds a setuid file that exists."""
     plant = "cp /bin/true /tmp/hx-suid && chmod 4755 /tmp/hx-suid && "
@@ -430,7 +442,7 @@ def test_positive_control_privileged_operations_succeed_in_a_plain_root_containe
     assert seen["setuid_files"] == "/tmp/hx-suid", seen
 
 
-def test_positive_control_namespaces_and_mounts_succeed_with_sys_admin_and_no_seccomp(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_namespaces_and_mounts_succeed_with_sys_admin_and_no_seccomp(attacked: dict[str, Any]) -> None:
     """A new user namespace and a mount are denied even to a plain root container (default seccomp,
     no CAP_SYS_ADMIN); with both lifted the same probe reports them allowed."""
     unconfined = [
@@ -448,14 +460,16 @@ def test_positive_control_namespaces_and_mounts_succeed_with_sys_admin_and_no_se
 
 
 @pytest.mark.parametrize("arm", ["baseline", "skill"])
-def test_no_docker_socket_and_no_foreign_sockets(attacked, arm: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_docker_socket_and_no_foreign_sockets(attacked: dict[str, Any], arm: str) -> None:
     seen = kv(_probe(attacked, "sec-container", "sockets", arm))
     assert seen["control_socket"] == "found", "positive control: the probe detects a socket that exists"
     assert seen["docker_sock"] == "0"
     assert seen["sockets"] == "", seen["sockets"]
 
 
-def test_positive_control_the_socket_probe_finds_a_mounted_docker_socket(attacked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_socket_probe_finds_a_mounted_docker_socket(
+    attacked: dict[str, Any], tmp_path: Path
+) -> None:
     """A unix socket bind-mounted where the engine's would be is reported by the same probe."""
     path = tmp_path / "fake-docker.sock"
     with socket.socket(socket.AF_UNIX) as sock:
@@ -467,7 +481,7 @@ def test_positive_control_the_socket_probe_finds_a_mounted_docker_socket(attacke
     assert "/run/docker.sock" in seen["sockets"].split(), seen
 
 
-def test_the_skill_is_a_read_only_copy_and_only_in_the_skill_arm(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_skill_is_a_read_only_copy_and_only_in_the_skill_arm(attacked: dict[str, Any]) -> None:
     assert kv(_probe(attacked, "sec-container", "skill", "skill"))["skill_read"] == "ok"  # positive control
     assert kv(_probe(attacked, "sec-container", "skill", "baseline"))["skill_read"] == "absent"
     agents = attacked["inspector"].by_role("agent")
@@ -483,7 +497,7 @@ def test_the_skill_is_a_read_only_copy_and_only_in_the_skill_arm(attacked) -> No
         assert skill_mounts[0]["Source"].startswith(str(attacked["work_root"])), "mounted from a controller-owned copy"
 
 
-def test_docker_inspect_shows_the_hardening_on_every_container(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_docker_inspect_shows_the_hardening_on_every_container(attacked: dict[str, Any]) -> None:
     inspector = attacked["inspector"]
     roles = {d["Config"]["Labels"].get("harness.role") for d in inspector.seen.values()}
     assert {"agent", "collect", "verify", "judge", "gateway", "scripted-api"} <= roles, roles
@@ -520,9 +534,9 @@ def test_docker_inspect_shows_the_hardening_on_every_container(attacked) -> None
             assert [(m["Destination"], m["RW"]) for m in data["Mounts"]] == [(GATEWAY_KEY_PATH, False)]
 
 
-def test_positive_control_the_inspect_assertions_can_fail(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_inspect_assertions_can_fail(attacked: dict[str, Any]) -> None:
     """A spec the engine hardens is the only kind: the kwargs carry every flag the assertions check."""
-    spec = engine_mod.ContainerSpec(name="x", image="i", command=("true",), labels={}, user="1000:1000")
+    spec = ContainerSpec(name="x", image="i", command=("true",), labels={}, user="1000:1000")
     kwargs = engine_mod.Engine._create_kwargs(None, spec)  # type: ignore[arg-type]
     assert kwargs["cap_drop"] == ["ALL"] and kwargs["read_only"] is True and kwargs["init"] is True
     # and a container made without the engine has none of it
@@ -544,7 +558,7 @@ def test_positive_control_the_inspect_assertions_can_fail(attacked) -> None:  # 
 # -------------------------------------------------------------------- secrets
 
 
-def test_the_key_is_in_the_gateway_and_nowhere_in_the_agent(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_key_is_in_the_gateway_and_nowhere_in_the_agent(attacked: dict[str, Any]) -> None:
     key = attacked["key"]
     assert attacked["gateway_view"], "the gateway was never seen running"
     assert all(v.strip() == key for v in attacked["gateway_view"].values()), "positive control: the gateway holds it"
@@ -560,7 +574,7 @@ def test_the_key_is_in_the_gateway_and_nowhere_in_the_agent(attacked) -> None:  
     assert "/proc/1/environ" in kv(proc.stdout)["key_proc"].split(), proc.stdout
 
 
-def test_the_key_never_reaches_results_artifacts_or_logs(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_key_never_reaches_results_artifacts_or_logs(attacked: dict[str, Any]) -> None:
     key = attacked["key"].encode()
     out: Path = attacked["out"]
     assert (out / "results.jsonl").stat().st_size > 0 and (out / "scripted-api.log").stat().st_size > 0
@@ -573,7 +587,7 @@ def test_the_key_never_reaches_results_artifacts_or_logs(attacked) -> None:  # t
     assert files_containing(plant, key) == [str(plant / "x")]
 
 
-def test_the_gateway_replaced_every_client_key_with_the_real_one(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_gateway_replaced_every_client_key_with_the_real_one(attacked: dict[str, Any]) -> None:
     """The agent sent its own x-api-key and Authorization: upstream saw only the real key."""
     requests = [e for e in scripted_events(attacked["out"]) if e.get("event") == "request"]
     assert requests
@@ -582,7 +596,7 @@ def test_the_gateway_replaced_every_client_key_with_the_real_one(attacked) -> No
     assert not any(e["has_authorization"] for e in requests)
 
 
-def test_the_host_environment_is_not_passed_through(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_host_environment_is_not_passed_through(attacked: dict[str, Any]) -> None:
     sentinel = attacked["sentinel"]
     for arm in ("baseline", "skill"):
         seen = kv(_probe(attacked, "sec-container", "secrets", arm))
@@ -598,7 +612,7 @@ def test_the_host_environment_is_not_passed_through(attacked) -> None:  # type: 
 # -------------------------------------------------------------------- gateway
 
 
-def test_gateway_forwards_only_the_messages_api_and_records_every_refusal(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_gateway_forwards_only_the_messages_api_and_records_every_refusal(attacked: dict[str, Any]) -> None:
     answers = json.loads(_probe(attacked, "sec-gateway", "gateway").strip().splitlines()[-1])
     for name, status in answers.items():
         code = int(status.split()[1]) if isinstance(status, str) and status.startswith("HTTP/") else status
@@ -616,13 +630,14 @@ def test_gateway_forwards_only_the_messages_api_and_records_every_refusal(attack
     assert any("CONNECT" in r for r in record.gateway.refused)
     assert any("cost_mismatch" in f for f in record.flags), "API calls the CLI did not make are visible"
     # an ordinary trial has no refusals (the CLI itself stays within the policy)
-    assert latest(attacked["result"])["sec-container.baseline.0"].gateway.refused == ()  # type: ignore[union-attr]
+    gateway = latest(attacked["result"])["sec-container.baseline.0"].gateway
+    assert gateway is not None and gateway.refused == ()
 
 
 # ------------------------------------------------------------ host repository
 
 
-def test_the_agent_sees_a_one_commit_repository_without_the_users_history(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_agent_sees_a_one_commit_repository_without_the_users_history(attacked: dict[str, Any]) -> None:
     seen = kv(_probe(attacked, "sec-repo", "history"))
     assert seen["commits"] == "1" and seen["history_secret"] == "0" and seen["worktrees"] == "0"
     assert seen["gitdir"] == "/workspace/.git"
@@ -636,7 +651,7 @@ def test_the_agent_sees_a_one_commit_repository_without_the_users_history(attack
     assert "HISTORY-SECRET" in blob
 
 
-def test_the_users_repository_is_byte_for_byte_unchanged(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_the_users_repository_is_byte_for_byte_unchanged(attacked: dict[str, Any]) -> None:
     assert kv(_probe(attacked, "sec-repo", "plant"))["planted"] == "yes"
     after = tree_digest(attacked["repo"])
     before = attacked["repo_before"]
@@ -644,7 +659,7 @@ def test_the_users_repository_is_byte_for_byte_unchanged(attacked) -> None:  # t
     assert changed == [], changed
 
 
-def test_positive_control_the_tree_digest_sees_a_change_inside_git(attacked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_positive_control_the_tree_digest_sees_a_change_inside_git(attacked: dict[str, Any], tmp_path: Path) -> None:
     """One edit to .git/config, one mode change, one new hook: each changes the digest."""
     copy = tmp_path / "repo"
     shutil.copytree(attacked["repo"], copy, symlinks=True)
@@ -653,7 +668,7 @@ def test_positive_control_the_tree_digest_sees_a_change_inside_git(attacked, tmp
     os.utime(copy / ".git" / "config")  # a touch alone changes no byte: not a change
     assert tree_digest(copy) == before
     (copy / ".git" / "hooks").mkdir(exist_ok=True)
-    edits = {
+    edits: dict[str, Callable[[], object]] = {
         ".git/config": lambda: (copy / ".git" / "config").write_text(
             (copy / ".git" / "config").read_text() + "[core]\n\tfsmonitor = true\n"
         ),
@@ -667,7 +682,7 @@ def test_positive_control_the_tree_digest_sees_a_change_inside_git(attacked, tmp
         assert sorted(k for k in set(prior) | set(now) if prior.get(k) != now.get(k)) == [rel], rel
 
 
-def test_planted_git_payloads_never_run_on_the_host(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_planted_git_payloads_never_run_on_the_host(attacked: dict[str, Any]) -> None:
     assert kv(_probe(attacked, "sec-repo", "agent_git"))["ran"] == "yes"
     assert sorted(os.listdir(attacked["markers"])) == []
     record = latest(attacked["result"])["sec-repo.baseline.0"]
@@ -693,7 +708,7 @@ def test_positive_control_the_planted_payloads_fire_when_host_git_runs_in_that_t
     assert {"fsmonitor", "filter-clean", "hook-pre-commit"} <= fired, fired
 
 
-def test_symlinks_fifos_and_sockets_do_not_lead_the_controller_outside_the_trial(attacked) -> None:  # type: ignore[no-untyped-def]
+def test_symlinks_fifos_and_sockets_do_not_lead_the_controller_outside_the_trial(attacked: dict[str, Any]) -> None:
     assert int(kv(_probe(attacked, "sec-repo", "links"))["specials"]) >= 9  # positive control: they were made
     assert attacked["host_secret"].read_text().startswith("host secret ")
     assert (attacked["host_dir"] / "keep.txt").read_text() == "keep"

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
-from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import ConfigError
 from harness.experiment import upstream
 from harness.experiment.experiment import LoopPolicy, TrialLoop
-from harness.plan import plan_trials
+from harness.plan import TrialSpec, plan_trials
 from harness.records import GatewayMeter, TrialRecord
 from harness.trial import apihealth
+from tests.factories import TASKS, make_record, skipped
 
-EVENTS = [
+EVENTS: list[dict[str, Any]] = [
     {"event": "forwarded", "status": 200, "stream": True, "complete": True},
     {"event": "forwarded", "status": 429, "stream": False, "complete": True, "retry_after": "12"},
     {"event": "forwarded", "status": 200, "stream": True, "complete": False, "broken": False},
@@ -80,7 +81,7 @@ def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.Mo
     specs = [SPECS[0]]
     calls: list[int] = []
 
-    def run_one(spec, attempt):  # type: ignore[no-untyped-def]
+    def run_one(spec: TrialSpec, attempt: int) -> TrialRecord:
         calls.append(attempt)
         if attempt == 1:
             meter = GatewayMeter(forwarded=1, upstream_statuses=("429",), retry_after_s=30)
@@ -136,10 +137,9 @@ def test_bad_routes_name_the_setting(env: dict[str, str], url: str | None, field
 
 
 def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
-    from trialkit import PROV
-
     from harness.experiment import reuse
     from harness.study.config import Execution
+    from tests.factories import PROV
 
     def fp(**route: str) -> str:
         settings = reuse.baseline_settings(
@@ -157,10 +157,9 @@ def test_the_route_is_part_of_the_baseline_fingerprint() -> None:
 
 
 def test_arms_that_went_different_ways_are_invalid() -> None:
-    from trialkit import PROV
-
     from harness.analysis.decide import provenance_reasons
     from harness.analysis.observations import DecisionContext
+    from tests.factories import PROV
 
     ctx = DecisionContext(
         budget_stopped=False,

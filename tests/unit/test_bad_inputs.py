@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 import yaml
-from studykit import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
 
 from harness import cli
 from harness.errors import ConfigError, LockError
 from harness.experiment.experiment import Experiment, RunOptions
 from harness.study.config import load_study, parse_preregistration, parse_tasks
 from harness.study.lock import LOCK_COMMENT, lock, lock_digest, lock_path, verify_lock
+from tests.factories import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
 
 HANG_BACKSTOP_S = 60  # not a timing assertion: a hang fails the test instead of blocking the suite
 
@@ -378,13 +378,13 @@ def test_a_refused_scenario_leaves_no_experiment_json(make_study: StudyFactory, 
 
     options = RunOptions(out=out, jobs=1, scripted=scenario)
     with pytest.raises(ConfigError) as info:
-        Experiment(load_study(s.prereg), NoEngine(), options).run()  # type: ignore[arg-type]
+        Experiment(load_study(s.prereg), NoEngine(), options).run()
     assert info.value.field == "tasks.nope"
     assert not (out / "experiment.json").exists()
     # positive control: the same check runs on a scenario that is fine and gets past it to the engine
     scenario.write_text("tasks:\n  t1: {}\n")
     with pytest.raises(AssertionError, match="the engine was used"):
-        Experiment(load_study(s.prereg), NoEngine(), options).run()  # type: ignore[arg-type]
+        Experiment(load_study(s.prereg), NoEngine(), options).run()
 
 
 # ----------------------------------------------------------------- 4. the lock format

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import reportkit as kit
-from trialkit import TASKS, make_record
 
 from harness import cli
 from harness.experiment import calibrate
 from harness.experiment.experiment import run_as_planned
 from harness.plan import plan_trials
 from harness.reporting import ledger
+from tests.factories import TASKS, make_record, outcome_records, write_experiment
 
 AA = {f"t{i}": ("PPF", "PFP") for i in range(6)} | {"t6": ("FFF", "FFF"), "t7": ("PPP", "PPP")}
 
@@ -24,13 +23,13 @@ AA = {f"t{i}": ("PPF", "PFP") for i in range(6)} | {"t6": ("FFF", "FFF"), "t7": 
 def _study(tmp_path: Path, spec: dict[str, tuple[str, str]]) -> Any:
     from harness.study.config import load_study
 
-    kit.write_experiment(tmp_path, spec, rule="interval")
+    write_experiment(tmp_path, spec, rule="interval")
     return load_study(tmp_path / "study" / "preregistration.yaml")
 
 
 def test_summary_reports_rule_rates_judge_agreement_and_drift(tmp_path: Path) -> None:
     study = _study(tmp_path, AA)
-    recs = kit.records(AA)
+    recs = outcome_records(AA)
     s = calibrate.summarize(study, recs, resamples=60, seed=1)
     assert set(s["rules"]) == {"point", "interval"}
     for rates in s["rules"].values():
@@ -46,13 +45,13 @@ def test_summary_reports_rule_rates_judge_agreement_and_drift(tmp_path: Path) ->
 def test_drift_between_identical_arms_is_flagged(tmp_path: Path) -> None:
     drifted = {f"t{i}": ("PPP", "FFF") for i in range(8)}
     study = _study(tmp_path, drifted)
-    s = calibrate.summarize(study, kit.records(drifted), resamples=20)
+    s = calibrate.summarize(study, outcome_records(drifted), resamples=20)
     assert s["drift"]["detected"]
     assert any("differ beyond noise" in w for w in s["warnings"])
 
 
 def test_judge_disagreement_is_measured() -> None:
-    recs = kit.records({"t": ("PU", "PF")})
+    recs = outcome_records({"t": ("PU", "PF")})
     # U: verify passes, judge unknown (left out); the judge agrees on the rest
     j = calibrate.judge_agreement(recs)
     assert j["trials"] == 3
@@ -86,7 +85,7 @@ def test_calibrations_are_kept_in_the_ledger_and_reuse_warns_without_a_recent_on
     assert ledger.recent_calibration(path) is None
     cli._warn_without_recent_calibration(study)
     assert "no A/A calibration" in capsys.readouterr().err
-    s = calibrate.summarize(study, kit.records(AA), resamples=10)
+    s = calibrate.summarize(study, outcome_records(AA), resamples=10)
     ledger.record_calibration(path, calibrate.ledger_entry(s, "abc"))
     assert "calibrations:" in path.read_text()
     assert ledger.recent_calibration(path, model="sonnet") is not None

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 from harness import cli
 from harness.experiment.experiment import RunOptions
 from harness.study.lock import lock
+from tests.factories import DEFAULT_PREREG, StudyFactory, StudyFiles
 
 KEY_ENV = {"ANTHROPIC_API_KEY": "sk-ant-test-key-not-real-0123456789"}
 
@@ -77,7 +77,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
         (lambda t: t + "  base_ref: no-such-ref\n", ["execution.base_ref", "no-such-ref"]),
     ],
 )
-def test_lock_bad_prereg(make_study: StudyFactory, capsys: pytest.CaptureFixture[str], edit, words) -> None:  # type: ignore[no-untyped-def]
+def test_lock_bad_prereg(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str], edit: Callable[[str], str], words: list[str]
+) -> None:
     s = make_study(prereg=edit(DEFAULT_PREREG))
     before = snapshot(s.root)
     code, out, err = run(capsys, "lock", str(s.prereg))
@@ -289,7 +291,9 @@ def test_unknown_subcommand_is_a_usage_error(capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize("argv", [["gate", "--bogus"], ["nonsense"], ["eval", "--jobs", "many"]])
-def test_usage_errors_exit_4_never_2_which_gate_uses_for_inconclusive(argv: list[str], capsys) -> None:  # type: ignore[no-untyped-def]
+def test_usage_errors_exit_4_never_2_which_gate_uses_for_inconclusive(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(argv, env={})
     assert info.value.code == 4

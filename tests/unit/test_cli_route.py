@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from studykit import StudyFactory
 
 from harness import cli
 from harness.experiment.experiment import RunOptions
 from harness.study.lock import lock
+from tests.factories import StudyFactory
 
 KEY = "sk-ant-test-key-not-real-0123456789"
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from studykit import DEFAULT_PREREG, StudyFactory
 
 from harness.errors import ConfigError, HarnessError
 from harness.study.config import (
@@ -18,9 +18,10 @@ from harness.study.config import (
     parse_preregistration,
     parse_tasks,
 )
+from tests.factories import DEFAULT_PREREG, StudyFactory
 
 
-def config_error(fn, *args) -> ConfigError:  # type: ignore[no-untyped-def]
+def config_error(fn: Callable[..., object], *args: object) -> ConfigError:
     """Call ``fn`` and return the single ConfigError it raises (no chained cause)."""
     with pytest.raises(ConfigError) as info:
         fn(*args)

@@ -44,7 +44,8 @@ def _obs(vec: dict[str, Any], tasks: list[int] | None = None) -> list[Observatio
 
 
 def _skills(vec: dict[str, Any]) -> list[str]:
-    return vec.get("skill_ids", [f"s{j + 1}" for j in range(len(vec["C"][0]))])
+    ids: list[str] = vec.get("skill_ids", [f"s{j + 1}" for j in range(len(vec["C"][0]))])
+    return ids
 
 
 @pytest.fixture(scope="module")
@@ -95,8 +96,10 @@ def test_factorial_matches_exact_fractions_and_lstsq() -> None:
     c = [[Fraction(v) for v in row] for row in vec["C"]]
     y = [Fraction(r) - Fraction(b) for r, b in zip(vec["R"], vec["B"], strict=True)]
     k = 3
+    zero = Fraction(0)
     a = [
-        [sum(row[i] * row[j] for row in c) for j in range(k)] + [sum(row[i] * yy for row, yy in zip(c, y, strict=True))]
+        [sum((row[i] * row[j] for row in c), zero) for j in range(k)]
+        + [sum((row[i] * yy for row, yy in zip(c, y, strict=True)), zero)]
         for i in range(k)
     ]
     for i in range(k):  # Gauss-Jordan in exact arithmetic
@@ -341,8 +344,7 @@ def test_to_json_has_everything_to_recompute(factorial: LibraryFit) -> None:
 
 def test_numpy_and_bool_rewards_are_numbers() -> None:
     obs = [
-        Observation(f"t{i:02d}", 0, (i % 2, (i // 2) % 2), np.float64(i % 3 == 0), bool(i % 4 == 0))  # type: ignore[arg-type]
-        for i in range(16)
+        Observation(f"t{i:02d}", 0, (i % 2, (i // 2) % 2), np.float64(i % 3 == 0), bool(i % 4 == 0)) for i in range(16)
     ]
     f = fit(obs, ["a", "b"], seed=1)
     assert math.isfinite(f.beta[0])

@@ -26,12 +26,12 @@ from harness.records import (
     JudgeResult,
     JudgeVerdict,
     Outcome,
-    Provenance,
     TrialRecord,
     TrialStatus,
     VerifyResult,
 )
 from harness.study.config import DecisionSettings
+from tests.factories import provenance, trial_record
 
 POINT = DecisionSettings(rule="point")
 INTERVAL = DecisionSettings(rule="interval")
@@ -432,27 +432,22 @@ def record(
     cli: str = "2.1.0",
     resolved: str | None = "claude-sonnet",
 ) -> TrialRecord:
-    prov = Provenance(
+    prov = provenance(
         lock_hash="lock",
         base_sha="a" * 40,
         model=model,
-        judge_model="haiku",
         cli_version=cli,
         image_digest="sha256:img",
         prompt_template_sha256="tmpl",
-        harness_version="0.1.0",
     )
-    return TrialRecord(
+    return trial_record(
         experiment_id="exp",
         trial_id=trial,
         task_id=task,
         arm=arm,
-        run_index=0,
         attempt=attempt,
         provenance=prov,
         status=status,
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:01:00Z",
         agent=AgentResult(num_turns=7, cost_usd=cost, duration_ms=42_000, resolved_model=resolved),
         verify=VerifyResult(exit_code=verify) if verify is not None else None,
         judge=JudgeResult(verdict=judge) if judge is not None else None,

@@ -13,7 +13,9 @@ from harness.analysis.decide import decide, judge_independence_warning
 from harness.analysis.estimates import analyze
 from harness.analysis.observations import DecisionContext, Observation, observations_from_records
 from harness.analysis.reasons import ReasonCode
+from harness.records import TrialRecord, TrialStatus
 from harness.study.config import DecisionSettings
+from tests.factories import provenance, trial_record
 from tests.unit.test_decision import INTERVAL, POINT, PROV, arm_obs, build, ctx, spec_from
 
 # ------------------------------------------------------------------- 1. honest defaults
@@ -91,15 +93,15 @@ def test_an_infra_imbalance_between_arms_is_inconclusive_with_its_own_reason() -
 
 
 def test_records_set_reached_model_from_the_gateway_meter() -> None:
-    from harness.records import GatewayMeter, Provenance, TrialRecord
+    from harness.records import GatewayMeter
 
-    prov = Provenance(lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c",
+    prov = provenance(lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c",
                       image_digest="i", prompt_template_sha256="p", harness_version="h")  # fmt: skip
 
     def rec(tid: str, forwarded: int) -> TrialRecord:
-        return TrialRecord(experiment_id="e", trial_id=tid, task_id="t", arm="skill", run_index=0, attempt=3,
-                           provenance=prov, status="infra_error", started_at="x", finished_at="y",
-                           gateway=GatewayMeter(requests=forwarded, forwarded=forwarded))  # fmt: skip
+        return trial_record(trial_id=tid, task_id="t", attempt=3, provenance=prov, status="infra_error",
+                            started_at="x", finished_at="y",
+                            gateway=GatewayMeter(requests=forwarded, forwarded=forwarded))  # fmt: skip
 
     obs = observations_from_records([rec("a", 2), rec("b", 0)], "verify_and_judge")
     assert [o.reached_model for o in obs] == [True, False]
@@ -266,14 +268,13 @@ _ = (DecisionContext, PROV)
 # ------------------------------------------------------------ 6. duplicate attempts
 
 
-def _record(tid: str, attempt: int, status: str = "completed", exit_code: int = 0) -> object:
-    from harness.records import Provenance, TrialRecord, VerifyResult
+def _record(tid: str, attempt: int, status: TrialStatus = "completed", exit_code: int = 0) -> TrialRecord:
+    from harness.records import VerifyResult
 
-    prov = Provenance(lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c",
+    prov = provenance(lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c",
                       image_digest="i", prompt_template_sha256="p", harness_version="h")  # fmt: skip
-    return TrialRecord(experiment_id="e", trial_id=tid, task_id="t", arm="skill", run_index=0, attempt=attempt,
-                       provenance=prov, status=status, started_at="x", finished_at="y",  # type: ignore[arg-type]
-                       verify=VerifyResult(exit_code=exit_code))  # fmt: skip
+    return trial_record(trial_id=tid, task_id="t", attempt=attempt, provenance=prov, status=status,
+                        started_at="x", finished_at="y", verify=VerifyResult(exit_code=exit_code))  # fmt: skip
 
 
 def test_two_final_records_with_the_same_attempt_are_refused() -> None:
@@ -297,7 +298,7 @@ def test_the_gate_refuses_results_with_a_duplicated_attempt(tmp_path: object) ->
     from harness.results.load import read_records
 
     root = Path(str(tmp_path))
-    line = _record("x", 1).model_dump_json()  # type: ignore[attr-defined]
+    line = _record("x", 1).model_dump_json()
     (root / "results.jsonl").write_text(line + "\n" + line + "\n")
     with pytest.raises(HarnessError, match="two records with attempt 1"):
         read_records(root)
@@ -314,13 +315,13 @@ NOISY6 = {
 def test_every_report_shows_the_point_only_adoption_in_amber(tmp_path: object) -> None:
     from pathlib import Path
 
-    import reportkit as kit
-
     from harness.reporting import html as report_html
     from harness.reporting.decision_json import decision_json
     from harness.reporting.gate import gate
     from harness.reporting.markdown import markdown
     from harness.reporting.text import terminal_summary
+    from tests import reportkit as kit
+    from tests.factories import write_experiment
 
     r = kit.make_input(NOISY6, rule="point")
     assert r.decision.verdict == "adopt" and r.decision.point_only_adopt
@@ -334,7 +335,7 @@ def test_every_report_shows_the_point_only_adoption_in_amber(tmp_path: object) -
     assert f'<header class="banner" style="background:{report_html.VERDICT_COLOURS["inconclusive"]}"' in html
     data = decision_json(r)
     assert data["label"] == label and data["point_only_adopt"] is True and data["verdict"] == "adopt"
-    exp = kit.write_experiment(Path(str(tmp_path)), NOISY6, rule="point")
+    exp = write_experiment(Path(str(tmp_path)), NOISY6, rule="point")
     g = gate(exp)
     assert g.exit_code == 0 and g.line.startswith(label.upper())
     # positive control: a clear win keeps the plain green ADOPT

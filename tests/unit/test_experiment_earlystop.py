@@ -6,14 +6,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from trialkit import make_record, skipped
-
 from harness.analysis.reasons import ReasonCode
 from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.results.attempts import max_cost_per_trial
 from harness.study.config import DecisionSettings, Execution, Preregistration, Study, Task, TaskFile
+from tests.factories import make_record, skipped
 
 TASKS = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(2))
 

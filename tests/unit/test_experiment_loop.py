@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import Interrupted
@@ -20,6 +19,7 @@ from harness.experiment.experiment import LoopPolicy, TrialLoop
 from harness.host.slots import HostSlots
 from harness.plan import TrialSpec, plan_trials
 from harness.records import ReusedFrom, TrialRecord
+from tests.factories import TASKS, make_record, skipped
 
 
 class Recorder:
@@ -139,13 +139,13 @@ def test_retry_waits_come_from_the_tenacity_policy_and_grow(monkeypatch: pytest.
     spec = plan_trials(TASKS[:1], 1, seed=1)[0]
     waits: list[float] = []
     loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
-    loop._sleep = waits.append  # type: ignore[method-assign]
+    monkeypatch.setattr(loop, "_sleep", waits.append)
     loop.run([spec])
     assert len(waits) == 3 and waits == sorted(waits) and waits[0] > 0
     monkeypatch.setattr(retry, "WAIT_SCALE", 0.0)
     zero: list[float] = []
     loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
-    loop._sleep = zero.append  # type: ignore[method-assign]
+    monkeypatch.setattr(loop, "_sleep", zero.append)
     loop.run([spec])
     assert zero == [0.0, 0.0, 0.0]
 

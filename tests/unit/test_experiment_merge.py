@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trialkit import make_record
 
 from harness.cli import main
 from harness.errors import MergeError
@@ -17,6 +16,7 @@ from harness.results.merge import merge
 from harness.results.store import read_results
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.factories import make_record, write_experiment_dir
 
 
 def _setup(make_study: Any, tmp_path: Path, n: int = 2) -> tuple[Any, str, dict[int, list[TrialRecord]]]:
@@ -38,11 +38,8 @@ def _setup(make_study: Any, tmp_path: Path, n: int = 2) -> tuple[Any, str, dict[
 def _shard_dir(
     tmp_path: Path, files: Any, digest: str, i: int, n: int, records: list[TrialRecord], **meta: Any
 ) -> Path:
-    d = tmp_path / f"shard{i}-{len(list(tmp_path.iterdir()))}"
-    d.mkdir()
     base = {"lock_hash": digest, "preregistration": str(files.prereg), "shard": f"{i}/{n}", "mode": "scripted"}
-    (d / "experiment.json").write_text(json.dumps({**base, **meta}))
-    (d / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    d = write_experiment_dir(tmp_path / f"shard{i}-{len(list(tmp_path.iterdir()))}", {**base, **meta}, records)
     (d / "artifacts" / "ab").mkdir(parents=True)
     (d / "artifacts" / "ab" / f"ab{i}").write_text(f"artifact of shard {i}")
     return d

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 
-from trialkit import make_record
-
 from harness.experiment.progress import Progress
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import spent_usd
 from harness.study.config import Task
+from tests.factories import make_record
 
 TASKS = [Task(id="alpha", prompt="a", verify_cmd="true"), Task(id="beta", prompt="b", verify_cmd="true")]
 

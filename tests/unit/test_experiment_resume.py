@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
-from trialkit import PROV, TASKS, make_record
 
 from harness.errors import ResumeError
-from harness.experiment.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
+from harness.experiment.experiment import Experiment, RunOptions, sweep_work_root
+from harness.host.workroots import OWNER_FILE
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.factories import PROV, TASKS, make_record, write_experiment_dir
 from tests.fakes import FakeRuntime
 
 
@@ -31,8 +31,7 @@ def _run(study_files: Any, out: Path, **options: Any) -> None:
 
 
 def _write_meta(out: Path, **meta: Any) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "experiment.json").write_text(json.dumps(meta))
+    write_experiment_dir(out, meta)
 
 
 def test_a_changed_lock_refuses_to_resume(make_study: Any, tmp_path: Path) -> None:

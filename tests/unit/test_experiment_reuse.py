@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trialkit import PROV, TASKS, make_record
 
 from harness.analysis.decide import decide
 from harness.analysis.estimates import analyze
@@ -17,6 +16,7 @@ from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
 from harness.study.config import DecisionSettings, Execution, Task
+from tests.factories import PROV, TASKS, make_record
 
 EX = Execution()
 

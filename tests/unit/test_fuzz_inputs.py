@@ -21,7 +21,7 @@ import resource
 import signal
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -30,11 +30,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from studykit import DEFAULT_TASKS, init_repo, run_git
 
 from harness import cli
 from harness.study.config import load_study
 from harness.study.lock import lock_path, verify_lock
+from tests.factories import DEFAULT_TASKS, init_repo, run_git
 
 EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "300"))
 HANG_BACKSTOP_S = 60  # a hang fails the example instead of blocking the suite; not a timing assertion
@@ -96,7 +96,7 @@ def hostile_values() -> st.SearchStrategy[Any]:
     )
 
 
-FIELD_PATHS: list[tuple[str, tuple[object, ...]]] = (
+FIELD_PATHS: Sequence[tuple[str, tuple[str | int, ...]]] = (
     [("prereg", (k,)) for k in PREREG]
     + [("prereg", ("execution", k)) for k in PREREG["execution"]]
     + [("prereg", ("execution", "budgets", k)) for k in ("per_trial_usd", "total_usd", "judge_usd", "timeout_s")]
@@ -108,7 +108,7 @@ FIELD_PATHS: list[tuple[str, tuple[object, ...]]] = (
 )
 
 
-def put(tree: Any, path: tuple[object, ...], value: Any) -> None:
+def put(tree: Any, path: tuple[str | int, ...], value: Any) -> None:
     """Set ``tree[path] = value``, unless an earlier mutation replaced a parent with something else."""
     node = tree
     for part in path[:-1]:
@@ -116,8 +116,12 @@ def put(tree: Any, path: tuple[object, ...], value: Any) -> None:
             node = node[part]
         except (KeyError, IndexError, TypeError):
             return
-    if isinstance(node, dict) or (isinstance(node, list) and isinstance(path[-1], int) and path[-1] < len(node)):
-        node[path[-1]] = value
+    key = path[-1]
+    if isinstance(node, list):
+        if isinstance(key, int) and key < len(node):
+            node[key] = value
+    elif isinstance(node, dict):
+        node[key] = value
 
 
 def dump_yaml(data: Any, style: str) -> str:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
 
 from harness.trial import apihealth
 from harness.trial import gateway as host_gateway
+from tests.unit.test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
 
 PROXY_SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "connect_proxy.py"
 START = {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
@@ -131,7 +131,9 @@ def post(gw: GatewayProcess) -> int:
     return resp.status
 
 
-def test_the_gateway_records_every_upstream_answer_through_the_proxy(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+def test_the_gateway_records_every_upstream_answer_through_the_proxy(
+    tmp_path: Path, procs: list[subprocess.Popen[str]]
+) -> None:
     up = ScriptedUpstream([529, "cut", "ok"])
     proxy_port, proxy = start_proxy(procs, refuse=False)
     gw = start_gateway(tmp_path, up.port, {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}"})
@@ -153,7 +155,7 @@ def test_the_gateway_records_every_upstream_answer_through_the_proxy(tmp_path: P
     assert len(connects) == 3 and connects[0]["target"] == f"127.0.0.1:{up.port}"
 
 
-def test_no_proxy_bypasses_the_proxy(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+def test_no_proxy_bypasses_the_proxy(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     up = ScriptedUpstream(["ok"])
     proxy_port, _ = start_proxy(procs, refuse=True)  # refuses every tunnel: a 200 means it was bypassed
     extra = {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}", "GATEWAY_NO_PROXY": "localhost,127.0.0.1"}
@@ -164,7 +166,7 @@ def test_no_proxy_bypasses_the_proxy(tmp_path: Path, procs) -> None:  # type: ig
         gw.stop()
 
 
-def test_a_refusing_proxy_is_named_in_the_upstream_error(tmp_path: Path, procs) -> None:  # type: ignore[no-untyped-def]
+def test_a_refusing_proxy_is_named_in_the_upstream_error(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     up = ScriptedUpstream(["ok"])
     proxy_port, _ = start_proxy(procs, refuse=True)
     gw = start_gateway(tmp_path, up.port, {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}"})
@@ -178,7 +180,7 @@ def test_a_refusing_proxy_is_named_in_the_upstream_error(tmp_path: Path, procs) 
     assert "proxy refused the tunnel" in meter.upstream_errors[0] and "403" in meter.upstream_errors[0]
 
 
-def test_preflight_names_the_refusing_proxy_and_passes_without_it(procs) -> None:  # type: ignore[no-untyped-def]
+def test_preflight_names_the_refusing_proxy_and_passes_without_it(procs: list[subprocess.Popen[str]]) -> None:
     from harness.sidecars.upstream_link import Link
 
     up = ScriptedUpstream([])

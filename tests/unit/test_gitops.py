@@ -5,9 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from studykit import init_repo, run_git
-
 from harness.host import gitops
+from tests.factories import init_repo, run_git
 
 
 def test_concurrent_worktree_adds_and_removes_in_one_repository_all_succeed(tmp_path: Path) -> None:

@@ -5,22 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import reportkit as kit
 
 from harness import cli
 from harness.reporting import write_reports
 from harness.reporting.history import discover, format_table, history
 from harness.reporting.model import load_experiment
+from tests import reportkit as kit
+from tests.factories import write_experiment
 
 
 def _layout(tmp_path: Path) -> dict[str, Path]:
     """Three experiments of `tidy` (two models, two Claude Code versions), one of another skill, one shard."""
     out = {}
-    out["old"] = kit.write_experiment(tmp_path / "w-old", kit.WIN, lock="1" * 64, day=3, model="sonnet", cli="2.1.0")
-    out["new"] = kit.write_experiment(tmp_path / "w-new", kit.LOSS, lock="2" * 64, day=20, model="opus", cli="2.2.0")
-    out["mid"] = kit.write_experiment(tmp_path / "w-mid", kit.NOISY, lock="3" * 64, day=12, rule="interval")
-    out["other"] = kit.write_experiment(tmp_path / "w-other", kit.WIN, lock="4" * 64, skill="other")
-    out["shard"] = kit.write_experiment(tmp_path / "w-shard", kit.WIN, lock="5" * 64, shard="1/2")
+    out["old"] = write_experiment(tmp_path / "w-old", kit.WIN, lock="1" * 64, day=3, model="sonnet", cli="2.1.0")
+    out["new"] = write_experiment(tmp_path / "w-new", kit.LOSS, lock="2" * 64, day=20, model="opus", cli="2.2.0")
+    out["mid"] = write_experiment(tmp_path / "w-mid", kit.NOISY, lock="3" * 64, day=12, rule="interval")
+    out["other"] = write_experiment(tmp_path / "w-other", kit.WIN, lock="4" * 64, skill="other")
+    out["shard"] = write_experiment(tmp_path / "w-shard", kit.WIN, lock="5" * 64, shard="1/2")
     write_reports(out["old"], load_experiment(out["old"]))  # one row from decision.json
     results = tmp_path / "harness-results"
     results.mkdir()

@@ -11,10 +11,11 @@ import pytest
 from harness.analysis import skilluse as skillreport
 from harness.errors import ConfigError, InfraError
 from harness.experiment import triggers
-from harness.records import Provenance, SkillUse, TrialRecord, VerifyResult
+from harness.records import Arm, SkillInvoked, SkillUse, TrialRecord, VerifyResult
 from harness.sidecars import scripted_api, skilltrace
 from harness.study.config import Execution
 from harness.trial import installed
+from tests.factories import provenance, trial_record
 
 LISTING = (
     "When you launch agents...\n\nThe following skills are available for use with the Skill tool:\n\n"
@@ -183,16 +184,15 @@ def test_skill_name_and_mountpoint(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ reports
 
 
-def record(arm: str, invoked: str, passed: bool, delivery: str = "installed") -> TrialRecord:
-    prov = Provenance(
+def record(arm: Arm, invoked: SkillInvoked, passed: bool, delivery: str = "installed") -> TrialRecord:
+    prov = provenance(
         lock_hash="l", base_sha="b", model="m", judge_model="j", cli_version="c", image_digest="i",
         prompt_template_sha256="p", harness_version="h",
     )  # fmt: skip
-    return TrialRecord(
-        experiment_id="e", trial_id=f"t.{arm}.{invoked}.{passed}", task_id="t", arm=arm,  # type: ignore[arg-type]
-        run_index=0, provenance=prov, status="completed", started_at="", finished_at="",
+    return trial_record(
+        trial_id=f"t.{arm}.{invoked}.{passed}", task_id="t", arm=arm, provenance=prov, started_at="", finished_at="",
         verify=VerifyResult(exit_code=0 if passed else 1),
-        skill=SkillUse(delivery=delivery, invoked=invoked, listed=arm == "skill"),  # type: ignore[arg-type]
+        skill=SkillUse(delivery=delivery, invoked=invoked, listed=arm == "skill"),
     )  # fmt: skip
 
 
@@ -239,7 +239,7 @@ def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[tr
             query_id=query,
             should_trigger=should,
             run_index=i,
-            outcome=o,  # type: ignore[arg-type]
+            outcome=o,
             reason="the skill under test was not listed" if o == "could_not_measure" else None,
         )
         for i, o in enumerate(outcomes)

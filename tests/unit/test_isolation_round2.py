@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studykit import StudyFactory
 
 from harness.errors import ConfigError, HarnessError, LockError
 from harness.reporting.ledger import shelve
 from harness.sandbox import uids
 from harness.study.config import load_study
 from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
+from tests.factories import StudyFactory
 
 REFERENCE = Path("/work/shared/reference")
 GATEWAY = Path(__file__).resolve().parents[2] / "harness" / "sidecars" / "gateway.py"

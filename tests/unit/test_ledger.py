@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import reportkit as kit
 import yaml
 
 from harness.errors import ConfigError, HarnessError
 from harness.experiment import evaluate as run
 from harness.reporting import ledger
 from harness.reporting.ledger import RunSummary, SkillEntry, apply, record, shelve
+from harness.reporting.model import ReportInput
 from harness.study.config import Study, load_study
+from tests import reportkit as kit
+from tests.factories import LOCK, write_experiment
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -28,7 +30,7 @@ def run_summary(verdict: str, *, model: str = "sonnet", resolved: str | None = "
 
 def entry(status: str, *, model: str = "sonnet", resolved: str | None = "claude-sonnet-x",
           cli: str = "2.1.0") -> SkillEntry:  # fmt: skip
-    return SkillEntry(status=status, verdict="adopt", rule="point", baseline="1/10", skill="9/10",  # type: ignore[arg-type]
+    return SkillEntry(status=status, verdict="adopt", rule="point", baseline="1/10", skill="9/10",
                       cost_delta="+5%", last_run="run1", model=model, resolved_model=resolved, cli_version=cli,
                       date="2026-11-01")  # fmt: skip
 
@@ -135,8 +137,8 @@ def test_shelve_refuses_a_shelf_inside_the_skill(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ ledger on disk
 
 
-def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any):  # type: ignore[no-untyped-def]
-    exp = kit.write_experiment(tmp_path, spec)
+def _study(tmp_path: Path, spec: dict[str, tuple[str, str]], **prereg_extra: Any) -> tuple[Study, ReportInput]:
+    exp = write_experiment(tmp_path, spec)
     path = tmp_path / "study" / "preregistration.yaml"
     if prereg_extra:
         data = yaml.safe_load(path.read_text())
@@ -157,7 +159,7 @@ def test_record_adopt_writes_the_ledger(tmp_path: Path) -> None:
     data = yaml.safe_load(text)["skills"]["tidy"]
     assert data["status"] == "adopted" and data["verdict"] == "adopt"
     assert (data["baseline"], data["skill"]) == ("6/18", "13/18")
-    assert data["cost_delta"].endswith("%") and data["last_run"] == kit.LOCK[:12]
+    assert data["cost_delta"].endswith("%") and data["last_run"] == LOCK[:12]
     assert (data["model"], data["resolved_model"], data["cli_version"]) == ("sonnet", "claude-sonnet-x", "2.1.0")
     assert data["date"] == "2026-11-30" and data["skill_path"] == "skill"
     assert any(x.startswith("SKILL_BETTER: ") for x in data["reasons"])
@@ -187,7 +189,7 @@ def test_record_reject_of_an_adopted_skill_retires_and_shelves_next_to_an_old_en
     ledger.save(study.root / ledger.LEDGER_NAME, ledger.Ledger(skills={"tidy": entry("adopted")}))
     update = record(study, r, now=NOW)
     assert update.entry.status == "retired"
-    assert update.shelved_to is not None and update.shelved_to.name == f"skill-{kit.LOCK[:12]}"
+    assert update.shelved_to is not None and update.shelved_to.name == f"skill-{LOCK[:12]}"
     assert (tmp_path / "study" / "shelf" / "skill" / "SKILL.md").read_text() == "an older shelved version\n"
 
 
@@ -240,7 +242,7 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
 
     study, r = _study(tmp_path, kit.LOSS)
     store = ExperimentDir(tmp_path / "out", Redactor([]))
-    result = ExperimentResult(list(r.records), (), False, store, None, kit.LOCK)  # type: ignore[arg-type]
+    result = ExperimentResult(list(r.records), (), False, store, None, LOCK)  # type: ignore[arg-type]
     monkeypatch.setattr(run, "Engine", lambda env: None)
     monkeypatch.setattr(run, "Experiment", lambda *a, **k: _FakeExperiment(result))
     monkeypatch.setattr(run, "_signals", lambda e: nullcontext())

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studykit import init_repo
 
 from harness.analysis import contributions
 from harness.analysis.masks import DesignError
@@ -20,7 +19,6 @@ from harness.records import (
     AgentResult,
     JudgeResult,
     MountedSkill,
-    Provenance,
     TrialRecord,
     TrialStatus,
     VerifyResult,
@@ -30,19 +28,10 @@ from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
 from harness.study.config import load_study
 from harness.study.lock import lock, skill_files, verify_lock
 from harness.trial import delivery
+from tests.factories import PROV, init_repo, trial_record, write_experiment_dir
 
 SKILLS = ("alpha", "beta", "gamma")
 TASKS = [{"id": f"t{i}", "prompt": f"Do task {i}.", "verify_cmd": "true"} for i in range(4)]
-PROV = Provenance(
-    lock_hash="l" * 64,
-    base_sha="b" * 40,
-    model="sonnet",
-    judge_model="haiku",
-    cli_version="2.1.332",
-    image_digest="sha256:img",
-    prompt_template_sha256="p" * 64,
-    harness_version="0.1.0",
-)
 
 
 def _prereg(library_block: str, runs: int = 3, extra: str = "") -> str:
@@ -265,14 +254,12 @@ def record(
     cost: float = 0.01,
     turns: int = 3,
 ) -> TrialRecord:
-    return TrialRecord(
-        experiment_id="e",
+    return trial_record(
         trial_id=f"{task}.{arm}.{sample}",
         task_id=task,
         arm=arm,
         run_index=sample,
         attempt=attempt,
-        provenance=PROV,
         status=status,
         started_at="t",
         finished_at="t",
@@ -372,8 +359,9 @@ def test_the_audit_catches_a_masked_trial_whose_skills_differ_from_its_mask(lib:
     study, d = lib
     records = complete_records(study, d)
     i = next(i for i, r in enumerate(records) if r.arm == "masked" and r.skills_mounted)
-    assert records[i].skills_mounted is not None
-    records[i] = records[i].model_copy(update={"skills_mounted": records[i].skills_mounted[1:]})
+    mounted = records[i].skills_mounted
+    assert mounted is not None
+    records[i] = records[i].model_copy(update={"skills_mounted": mounted[1:]})
     with pytest.raises(library.LibraryCheckError, match="audit of the injected skills failed"):
         library.analyze(study, d, records)
 
@@ -466,14 +454,9 @@ def test_an_ab_preregistration_is_not_a_library_plan(make_study: Any, capsys: py
 
 
 def _experiment_dir(tmp_path: Path, study: Any, records: list[TrialRecord]) -> Path:
-    out = tmp_path / "exp"
-    out.mkdir()
     assert study.prereg.lock is not None
-    (out / "experiment.json").write_text(
-        json.dumps({"lock_hash": study.prereg.lock.sha256, "preregistration": str(study.prereg_path)})
-    )
-    (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in records))
-    return out
+    meta = {"lock_hash": study.prereg.lock.sha256, "preregistration": str(study.prereg_path)}
+    return write_experiment_dir(tmp_path / "exp", meta, records)
 
 
 def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one(
@@ -555,13 +538,9 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
     specs = {s.trial_id: s for s in library.plan_trials(d, study.prereg.execution.seed)}
     dirs = []
     for i in (1, 2):
-        out = tmp_path / f"shard{i}"
-        out.mkdir()
         meta = {"lock_hash": study.prereg.lock.sha256, "preregistration": str(prereg), "shard": f"{i}/2"}
-        (out / "experiment.json").write_text(json.dumps(meta))
         mine = [r for r in records if shard_of(specs[r.trial_id], 2) == i]
-        (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in mine))
-        dirs.append(out)
+        dirs.append(write_experiment_dir(tmp_path / f"shard{i}", meta, mine))
     merged = tmp_path / "merged"
     assert main(["merge", str(merged), *map(str, dirs)]) == 0
     body = json.loads((merged / "contributions.json").read_text())

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from studykit import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 from harness.errors import ConfigError, LockError
 from harness.study.config import load_study
 from harness.study.lock import lock, lock_digest, lock_path, skill_files, strip_lock_block, verify_lock
+from tests.factories import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)
 
@@ -278,7 +278,7 @@ def test_strip_lock_block_keeps_keys_after_the_block() -> None:
     assert strip_lock_block("skill: x") == "skill: x\n"
 
 
-def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_preregistration_inside_the_skill_folder_can_be_locked_and_verified(tmp_path: Path) -> None:
     """`make eval SKILL=dir` looks for dir/preregistration.yaml: locking must not invalidate itself."""
     from harness.study.config import load_study
     from harness.study.lock import lock, verify_lock

@@ -115,6 +115,7 @@ def test_plan_library() -> None:
     assert plan.identifiable and plan.reason is None
     assert plan.n_pairs == 60 and plan.trials == 120
     assert plan.expected_se == pytest.approx(expected_se(60, 4, 0.5, 0.5))
+    assert plan.expected_se is not None
     assert plan.ci_halfwidth == pytest.approx(1.96 * plan.expected_se)
     assert plan.rank_deficient_share == 0.0
     assert any("expected SE" in line for line in plan.lines())

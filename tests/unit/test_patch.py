@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from studykit import init_repo, run_git
 
+from harness.records import PatchInfo
 from harness.trial.patch import (
     analyze,
     escapes,
@@ -19,6 +20,7 @@ from harness.trial.patch import (
     unquote,
     unsafe_path,
 )
+from tests.factories import init_repo, run_git
 
 CAP = 1 << 20
 BASE_FILES = {
@@ -47,10 +49,9 @@ def diff(repo: Path) -> tuple[bytes, bytes, bytes]:
     return patch, raw, numstat
 
 
-def analyse_repo(repo: Path, **kw: object):  # type: ignore[no-untyped-def]
+def analyse_repo(repo: Path, protected_paths: Sequence[str] = ()) -> PatchInfo:
     patch, raw, numstat = diff(repo)
-    kw.setdefault("cap", CAP)
-    return analyze(patch, raw, numstat, **kw)  # type: ignore[arg-type]
+    return analyze(patch, raw, numstat, protected_paths=protected_paths, cap=CAP)
 
 
 def raw_entry(path: bytes, old: str = "000000", new: str = "100644", status: str = "A") -> bytes:

@@ -20,22 +20,11 @@ from harness.records import (
     VerifyResult,
     outcome,
 )
-from tests.unit.trialkit import PROV
+from tests.factories import trial_record
 
 
 def record(status: TrialStatus = "completed", **kw: Any) -> TrialRecord:
-    return TrialRecord(
-        experiment_id="exp",
-        trial_id="t1.skill.0",
-        task_id="t1",
-        arm="skill",
-        run_index=0,
-        provenance=PROV,
-        status=status,
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:01:00Z",
-        **kw,
-    )
+    return trial_record(experiment_id="exp", status=status, **kw)
 
 
 def with_results(verify: JudgeVerdict, judge: JudgeVerdict, status: TrialStatus = "completed") -> TrialRecord:
@@ -180,4 +169,4 @@ def test_record_rejects_unknown_fields_and_bad_values() -> None:
     with pytest.raises(ValueError):
         record(status="finished")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        JudgeResult(verdict="maybe")  # type: ignore[arg-type]
+        JudgeResult(verdict="maybe")

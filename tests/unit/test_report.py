@@ -9,7 +9,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import reportkit as kit
 import yaml
 
 from harness import cli, fmt
@@ -22,6 +21,8 @@ from harness.reporting.gate import gate
 from harness.reporting.junit import junit_xml
 from harness.reporting.markdown import markdown
 from harness.reporting.model import ReportInput, load_experiment
+from tests import reportkit as kit
+from tests.factories import OUTCOME_PROV, outcome_records, provenance, write_experiment
 
 
 def _with_flags(spec: dict[str, tuple[str, str]], flags: dict[str, list[str]], **kw: object) -> ReportInput:
@@ -187,8 +188,11 @@ def test_junit_adopt_passes_and_lists_trials() -> None:
 
 
 def test_junit_invalid_is_an_error_and_hostile_text_is_escaped() -> None:
-    recs = kit.records(kit.WIN, flags={"fix-a.baseline.0": [kit.HOSTILE + "\x01"]})
-    recs = [x.model_copy(update={"provenance": kit.provenance(model="opus")}) if x.arm == "skill" else x for x in recs]
+    recs = outcome_records(kit.WIN, flags={"fix-a.baseline.0": [kit.HOSTILE + "\x01"]})
+    recs = [
+        x.model_copy(update={"provenance": provenance(OUTCOME_PROV, model="opus")}) if x.arm == "skill" else x
+        for x in recs
+    ]
     r = kit.make_input(kit.WIN, recs=recs)
     assert r.decision.verdict == "invalid"
     text = junit_xml(r)
@@ -223,7 +227,7 @@ def test_decision_json_carries_verdict_rates_and_freshness_fields() -> None:
 )
 def test_gate_exit_code_per_verdict(tmp_path: Path, spec: dict[str, tuple[str, str]], rule: str, verdict: str,
                                     code: int, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    exp = kit.write_experiment(tmp_path, spec, rule=rule)
+    exp = write_experiment(tmp_path, spec, rule=rule)
     g = gate(exp)
     assert (g.verdict, g.exit_code) == (verdict, code)
     assert g.source.startswith("recomputed")
@@ -235,17 +239,17 @@ def test_gate_exit_code_per_verdict(tmp_path: Path, spec: dict[str, tuple[str, s
 
 def test_gate_invalid_comparison_exits_3(tmp_path: Path) -> None:
     recs = [
-        x.model_copy(update={"provenance": kit.provenance(cli="2.2.0")}) if x.arm == "skill" else x
-        for x in kit.records(kit.WIN)
+        x.model_copy(update={"provenance": provenance(OUTCOME_PROV, cli_version="2.2.0")}) if x.arm == "skill" else x
+        for x in outcome_records(kit.WIN)
     ]
-    exp = kit.write_experiment(tmp_path, kit.WIN, recs=recs)
+    exp = write_experiment(tmp_path, kit.WIN, recs=recs)
     g = gate(exp)
     assert g.verdict == "invalid" and g.exit_code == 3
     assert "PROVENANCE_MISMATCH" in g.line
 
 
 def test_gate_missing_results_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    exp = kit.write_experiment(tmp_path, kit.WIN)
+    exp = write_experiment(tmp_path, kit.WIN)
     (exp / "results.jsonl").unlink()
     with pytest.raises(ResultsUnavailable) as e:
         gate(exp)
@@ -257,7 +261,7 @@ def test_gate_missing_results_exits_3(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_gate_unreadable_or_empty_results_exit_3(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.WIN)
+    exp = write_experiment(tmp_path, kit.WIN)
     (exp / "results.jsonl").write_text("not json\n")
     assert cli.main(["gate", str(exp)]) == 3
     (exp / "results.jsonl").write_text("")
@@ -265,7 +269,7 @@ def test_gate_unreadable_or_empty_results_exit_3(tmp_path: Path) -> None:
 
 
 def test_gate_reads_a_current_decision_json_and_ignores_a_stale_one(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.LOSS)
+    exp = write_experiment(tmp_path, kit.LOSS)
     write_reports(exp, load_experiment(exp))
     assert gate(exp).source == "decision.json" and gate(exp).exit_code == 1
     data = json.loads((exp / "decision.json").read_text())
@@ -279,7 +283,7 @@ def test_gate_reads_a_current_decision_json_and_ignores_a_stale_one(tmp_path: Pa
 
 
 def test_the_gate_reads_typed_reasons_and_recomputes_when_one_is_unknown(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.LOSS)
+    exp = write_experiment(tmp_path, kit.LOSS)
     write_reports(exp, load_experiment(exp))
     read = gate(exp)
     assert read.source == "decision.json" and read.reasons == load_experiment(exp).decision.reasons
@@ -293,7 +297,7 @@ def test_the_gate_reads_typed_reasons_and_recomputes_when_one_is_unknown(tmp_pat
 
 
 def test_gate_cannot_recompute_without_the_preregistration(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.WIN)
+    exp = write_experiment(tmp_path, kit.WIN)
     (tmp_path / "study" / "preregistration.yaml").unlink()
     with pytest.raises(ResultsUnavailable) as e:
         gate(exp)
@@ -304,7 +308,7 @@ def test_gate_cannot_recompute_without_the_preregistration(tmp_path: Path) -> No
 
 
 def test_report_command_renders_every_file_and_leaves_results_alone(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.WIN, tasks_extra=[{"id": "todo", "prompt": "TODO later"}])
+    exp = write_experiment(tmp_path, kit.WIN, tasks_extra=[{"id": "todo", "prompt": "TODO later"}])
     # a torn last line must be ignored, not repaired: the report is read-only over results
     with open(exp / "results.jsonl", "a") as fh:
         fh.write('{"partial": ')
@@ -321,13 +325,13 @@ def test_report_command_renders_every_file_and_leaves_results_alone(tmp_path: Pa
 
 
 def test_report_works_after_the_skill_was_shelved(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.LOSS)
+    exp = write_experiment(tmp_path, kit.LOSS)
     (tmp_path / "study" / "skill").rename(tmp_path / "elsewhere")
     assert cli.main(["report", str(exp)]) == 0
 
 
 def test_report_refuses_a_relocked_preregistration(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, kit.WIN)
+    exp = write_experiment(tmp_path, kit.WIN)
     path = tmp_path / "study" / "preregistration.yaml"
     data = yaml.safe_load(path.read_text())
     data["lock"]["sha256"] = "0" * 64

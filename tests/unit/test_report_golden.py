@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
-import reportkit as kit
 
 from harness.reporting.decision_json import decision_json, dumps
 from harness.reporting.markdown import markdown
 from harness.reporting.text import terminal_summary
+from tests import reportkit as kit
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 SPEC = {

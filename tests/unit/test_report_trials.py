@@ -6,13 +6,13 @@ import dataclasses
 import json
 from pathlib import Path
 
-import reportkit as kit
-
 from harness.reporting import html as report_html
 from harness.reporting.junit import junit_xml
 from harness.reporting.markdown import markdown
 from harness.reporting.model import ReportInput, artifact_path, load_experiment, trial_rows
 from harness.reporting.text import terminal_summary
+from tests import reportkit as kit
+from tests.factories import write_experiment
 
 
 def _with_artifacts() -> ReportInput:
@@ -66,7 +66,7 @@ def test_junit_time_is_the_experiments_wall_time_not_the_sum_of_trials() -> None
 
 
 def test_reports_name_the_base_image_and_say_what_spent_includes(tmp_path: Path) -> None:
-    exp = kit.write_experiment(tmp_path, {"t1": ("PF", "FF")})
+    exp = write_experiment(tmp_path, {"t1": ("PF", "FF")})
     meta = json.loads((exp / "experiment.json").read_text())
     meta["trial_inputs"] = {"base_image": "my-ci:2026-11", "trial_image": "sha256:" + "1" * 64}
     (exp / "experiment.json").write_text(json.dumps(meta))

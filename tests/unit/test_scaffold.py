@@ -35,6 +35,7 @@ def test_init_writes_loadable_commented_files_next_to_the_skill(
     assert tasks.runnable == (), "template prompts carry TODO: nothing runs until the user writes tasks"
     prereg = load_preregistration(prereg_path)
     assert prereg.skill == "my-fixer"
+    assert prereg.skill_ref is not None
     assert (prereg_path.parent / prereg.skill_ref).resolve() == skill.resolve()
     assert (prereg_path.parent / prereg.execution.repo).resolve() == tmp_path.resolve()
     assert prereg.decision.rule == "interval"

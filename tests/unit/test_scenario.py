@@ -57,7 +57,8 @@ def scenario_file(tmp_path: Path) -> Path:
 
 
 def compiled(path: Path, scenario: Scenario, skill: str = "tidy", **kw: Any) -> dict[str, Any]:
-    return json.loads(compile_scenario(path, scenario, TASKS, skill=skill, **kw))
+    compiled: dict[str, Any] = json.loads(compile_scenario(path, scenario, TASKS, skill=skill, **kw))
+    return compiled
 
 
 def test_load_valid_scenario(scenario_file: Path) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 import pytest
 
 from harness.errors import Interrupted
+from harness.sandbox.engine import Engine
+from harness.sandbox.runtime import ContainerSpec, Waited
 from harness.trial.trial import StartGate
 
 
@@ -47,15 +50,15 @@ def test_the_stop_waits_for_a_start_in_flight() -> None:
     stopper.join(10)
 
 
-class _SlowCreateEngine:
+class _SlowCreateEngine(Engine):
     """Engine.run's own create/start/remove sequence with the Docker calls replaced: create blocks
     until released, so a stop can land exactly between create and start (the flaky test's window)."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no Docker client: every call Engine.run makes is replaced below
         self.created, self.release = threading.Event(), threading.Event()
         self.calls: list[str] = []
 
-    def create(self, spec: object) -> str:
+    def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
         self.calls.append("create")
         self.created.set()
         self.release.wait(10)
@@ -67,17 +70,12 @@ class _SlowCreateEngine:
     def remove_container(self, name: str) -> None:
         self.calls.append("remove")
 
+    def wait(self, name: str, deadline_s: float) -> Waited:
+        raise AssertionError("ran to its deadline")
+
 
 def _run_in_window(gated: bool) -> list[str]:
-    from harness.sandbox.engine import Engine
-    from harness.sandbox.runtime import ContainerSpec
-
-    fake = _SlowCreateEngine()
-    engine = Engine.__new__(Engine)
-    engine.create = fake.create  # type: ignore[method-assign]
-    engine.start = fake.start  # type: ignore[method-assign]
-    engine.remove_container = fake.remove_container  # type: ignore[method-assign]
-    engine.wait = lambda name, deadline_s: (_ for _ in ()).throw(AssertionError("ran to its deadline"))  # type: ignore[method-assign]
+    engine = _SlowCreateEngine()
     gate = StartGate(threading.Event())
     spec = ContainerSpec(name="agent", image="i", command=("true",), labels={}, user="1:1")
     errors: list[BaseException] = []
@@ -90,14 +88,14 @@ def _run_in_window(gated: bool) -> list[str]:
 
     t = threading.Thread(target=trial)
     t.start()
-    assert fake.created.wait(10)
+    assert engine.created.wait(10)
     gate.close()  # the signal: stop, then the sweep kills what is running (nothing has started yet)
-    fake.release.set()
+    engine.release.set()
     t.join(10)
     assert len(errors) == 1
     if gated:
         assert isinstance(errors[0], Interrupted)
-    return fake.calls
+    return engine.calls
 
 
 def test_a_container_created_before_the_stop_never_starts_after_it() -> None:

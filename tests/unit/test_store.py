@@ -20,24 +20,13 @@ from harness.results.store import (
     read_results,
     repair_torn_tail,
 )
-from tests.unit.trialkit import PROV
+from tests.factories import trial_record
 
 KEY = "sk-ant-api03-THISISASECRETKEYVALUE0123456789abcdef"
 
 
-def rec(i: int, **kw: object) -> TrialRecord:
-    return TrialRecord(
-        experiment_id="exp",
-        trial_id=f"t{i}.baseline.0",
-        task_id=f"t{i}",
-        arm="baseline",
-        run_index=0,
-        provenance=PROV,
-        status="completed",
-        started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:01:00Z",
-        **kw,  # type: ignore[arg-type]
-    )
+def rec(i: int, error: str | None = None, agent: AgentResult | None = None) -> TrialRecord:
+    return trial_record(experiment_id="exp", task_id=f"t{i}", arm="baseline", error=error, agent=agent)
 
 
 def all_bytes(root: Path) -> bytes:

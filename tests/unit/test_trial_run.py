@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studykit import init_repo
-from trialkit import PROV
 
 from harness.errors import InfraError, Interrupted
 from harness.plan import TrialSpec, plan_trials
@@ -33,6 +31,7 @@ from harness.study.config import Budgets, Execution, Task
 from harness.trial import claude
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
+from tests.factories import PROV, init_repo
 from tests.fakes import (
     FakeRuntime,
     Outcome,

@@ -69,8 +69,8 @@ def test_a_new_base_image_is_refused_naming_it_and_how_to_start_fresh() -> None:
         ({"runtime": "runsc"}, "runtime"),
         ({"delivery": "installed"}, None),  # not recorded before: not a change
         ({"execution": Execution(allowed_tools=("Bash",))}, "allowed_tools"),
-        ({"execution": Execution(resources={"cpus": 2})}, "resources"),  # type: ignore[arg-type]
-        ({"execution": Execution(budgets={"per_trial_usd": 2})}, "budgets"),  # type: ignore[arg-type]
+        ({"execution": Execution(resources={"cpus": 2})}, "resources"),
+        ({"execution": Execution(budgets={"per_trial_usd": 2})}, "budgets"),
         ({"extra": {"library_baseline": "h2"}}, None),
     ],
 )

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.experiment.experiment import OWNER_FILE, sweep_known_roots, sweep_work_root
+from harness.experiment.experiment import sweep_known_roots, sweep_work_root
 from harness.host import workroots
+from harness.host.workroots import OWNER_FILE
 
 
 def _killed_run(root: Path) -> Path:

@@ -1,0 +1,1 @@
+"""The test suite: an importable package, so helpers are imported as ``tests.xxx`` from anywhere."""

@@ -1,0 +1,1 @@
+"""Unit tests: no Docker engine, no network, no host git state."""

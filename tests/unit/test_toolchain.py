@@ -1,0 +1,67 @@
+"""One toolchain: the pre-commit hooks, ``make check`` and CI run the same commands over the same files."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _makefile() -> str:
+    return (ROOT / "Makefile").read_text()
+
+
+def _variable(name: str) -> str:
+    match = re.search(rf"^{name} :?= (.*)$", _makefile(), re.M)
+    assert match, name
+    return match.group(1).strip()
+
+
+def _recipe(target: str) -> tuple[list[str], list[str]]:
+    """The target's prerequisites and its commands, with the Makefile's variables expanded."""
+    lines = _makefile().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    prerequisites = lines[start].split(":", 1)[1].split("##")[0].split()
+    commands = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        command = line.strip().removeprefix("@")
+        for var, value in (("BIN", ".venv/bin"), ("LINT_PATHS", _variable("LINT_PATHS")), ("PYTEST_ARGS", "")):
+            command = command.replace(f"$({var})", value)
+        commands.append(command.strip())
+    return prerequisites, commands
+
+
+def _hooks() -> dict[str, dict[str, object]]:
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    (repo,) = config["repos"]
+    assert repo["repo"] == "local", "local hooks only: pre-commit must fetch nothing"
+    return {hook["id"]: hook for hook in repo["hooks"]}
+
+
+def test_the_hooks_run_the_makefiles_lint_typecheck_and_unit_test_commands() -> None:
+    hooks = _hooks()
+    assert [hooks["ruff-check"]["entry"], hooks["ruff-format"]["entry"]] == _recipe("lint")[1]
+    assert [hooks["mypy"]["entry"]] == _recipe("typecheck")[1]
+    assert [hooks["unit-tests"]["entry"]] == _recipe("test-unit")[1]
+    assert hooks["unit-tests"].get("stages") == ["pre-push"]
+    assert all(hook["language"] == "system" and hook["pass_filenames"] is False for hook in hooks.values())
+
+
+def test_make_check_is_lint_typecheck_and_unit_tests_and_ci_runs_it_first() -> None:
+    assert _recipe("check")[0] == ["lint", "typecheck", "test-unit"]
+    assert _variable("LINT_PATHS").split() == ["harness", "tests", "scripts"]
+    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
+    assert steps == ["make check", "make test", "make demo"]
+
+
+def test_mypy_checks_the_package_with_its_sidecars_the_tests_and_the_scripts() -> None:
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert mypy["strict"] is True
+    assert mypy["files"] == ["harness", "tests", "scripts"]
+    assert "exclude" not in mypy
