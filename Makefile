@@ -51,8 +51,8 @@ test: install engine ## the whole test suite: unit tests and integration tests o
 	@$(HARNESS) images build >/dev/null
 	@$(BIN)/pytest $(PYTEST_ARGS)
 
-test-unit: install ## unit tests only (no Docker needed)
-	@$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+test-unit: install ## unit tests and the fake half of the runtime contract (no Docker needed)
+	@$(BIN)/pytest tests/unit tests/contract --no-docker $(PYTEST_ARGS)
 
 # lint and typecheck are the commands .pre-commit-config.yaml runs (tests/unit/test_toolchain.py holds them equal)
 lint: install ## ruff check and ruff format --check over harness, tests and scripts
