@@ -211,6 +211,7 @@ class TrialLoop:
         stop: threading.Event,
         slots: HostSlots | None = None,
         events: Events | None = None,
+        wait: retry.WaitPolicy | None = None,
     ) -> None:
         self.run_one = run_one
         self._append = append
@@ -222,6 +223,8 @@ class TrialLoop:
         self.stop = stop
         self.slots = slots
         self.events = events or Events()
+        self.wait = wait or retry.default_wait()
+        """How long retry backoffs and the upstream's hold-offs really wait (tests: none)."""
         self.early_reason: str | None = None
         self._lock = threading.Lock()
         self._quiet_until = 0.0
@@ -314,9 +317,9 @@ class TrialLoop:
         prior = self.prior.get(spec.trial_id)
         first = prior.attempt + 1 if prior is not None else 1
         left = max(1, self.policy.max_infra_retries + 2 - first)
-        policy = retrying(lambda e: isinstance(e, _RetryInfra), attempts=left, max_wait=INFRA_RETRY_MAX_WAIT_S).copy(
-            sleep=self._sleep
-        )
+        policy = retrying(
+            lambda e: isinstance(e, _RetryInfra), attempts=left, max_wait=INFRA_RETRY_MAX_WAIT_S, wait=self.wait
+        ).copy(sleep=self._sleep)
         try:
             for attempt in policy:
                 with attempt:
@@ -352,7 +355,7 @@ class TrialLoop:
             return
         with self._lock:
             self.backoffs.append(seconds)
-            self._quiet_until = max(self._quiet_until, time.monotonic() + seconds * retry.WAIT_SCALE)
+            self._quiet_until = max(self._quiet_until, time.monotonic() + self.wait.seconds(seconds))
         self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
 
     def quiet_left(self) -> float:

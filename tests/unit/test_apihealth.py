@@ -75,8 +75,7 @@ def test_summary_counts_failures_per_arm_over_every_attempt() -> None:
     assert apihealth.summary([]) is None
 
 
-def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retry, "WAIT_SCALE", 0.001)  # 30 s of retry-after become 30 ms here
+def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:
     specs = [SPECS[0]]
     calls: list[int] = []
 
@@ -90,7 +89,7 @@ def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.Mo
     lines: list[TrialRecord] = []
     loop = TrialLoop(
         run_one, lines.append, LoopPolicy(jobs=1, max_infra_retries=2), skipped=skipped, prior={}, finals=[],
-        spent=0.0, stop=threading.Event(),
+        spent=0.0, stop=threading.Event(), wait=retry.WaitPolicy(0.001),  # 30 s of retry-after become 30 ms
     )  # fmt: skip
     loop.run(specs)
     assert calls == [1, 2] and loop.backoffs == [30]

@@ -43,6 +43,7 @@ def make_loop(
     slots: HostSlots | None = None,
     stop: threading.Event | None = None,
     spent: float = 0.0,
+    wait: retry.WaitPolicy | None = None,
 ) -> tuple[TrialLoop, Recorder]:
     log = Recorder()
     loop = TrialLoop(
@@ -55,6 +56,7 @@ def make_loop(
         spent=spent,
         stop=stop or threading.Event(),
         slots=slots,
+        wait=wait,
     )
     return loop, log
 
@@ -134,17 +136,15 @@ def test_infra_retries_are_bounded_and_the_last_failure_is_final() -> None:
     assert loop.final[spec.trial_id].attempt == 3
 
 
-def test_retry_waits_come_from_the_tenacity_policy_and_grow(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retry, "WAIT_SCALE", 1.0)
+def test_retry_waits_come_from_the_tenacity_policy_and_grow() -> None:
     spec = plan_trials(TASKS[:1], 1, seed=1)[0]
     waits: list[float] = []
-    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
+    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3, wait=retry.REAL_WAITS)
     loop._sleep = waits.append  # type: ignore[method-assign]
     loop.run([spec])
     assert len(waits) == 3 and waits == sorted(waits) and waits[0] > 0
-    monkeypatch.setattr(retry, "WAIT_SCALE", 0.0)
     zero: list[float] = []
-    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
+    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3, wait=retry.NO_WAIT)
     loop._sleep = zero.append  # type: ignore[method-assign]
     loop.run([spec])
     assert zero == [0.0, 0.0, 0.0]
