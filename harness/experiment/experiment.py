@@ -27,28 +27,26 @@ import os
 import secrets
 import socket
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, plan, retry
-from harness.analysis import decision
-from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
+from harness import __version__, plan
+from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.experiment import preflight, reuse, trialinputs, upstream
+from harness.experiment.events import Events, NullEvents
+from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
 from harness.experiment.preflight import BaseOutcome
+from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
 from harness.host.slots import HostSlots, slot_count, slots_dir
 from harness.host.workroots import OWNER_FILE, default_work_root
 from harness.plan import TrialSpec
-from harness.records import Provenance, StopReason, TrialRecord
+from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
-from harness.results.attempts import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
+from harness.results.attempts import latest_by_trial, spent_usd, stops
 from harness.results.store import ExperimentDir
-from harness.retry import retrying
 from harness.sandbox import roles as sandbox
 from harness.sandbox import uids
 from harness.sandbox.engine import Engine
@@ -57,7 +55,7 @@ from harness.sandbox.labels import ROLE, RUN, make_labels, pid_alive
 from harness.study import prices, scenario
 from harness.study.config import Execution, Study, parse_size
 from harness.study.lock import copy_locked_skill, verify_lock
-from harness.trial import apihealth, installed, samepatch
+from harness.trial import installed, samepatch
 from harness.trial.gateway import wait_listening
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
@@ -65,7 +63,6 @@ from harness.trial.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
 """In each run directory: '<pid> <host>' of the controller, so a later start can sweep a killed run's leftovers."""
-INFRA_RETRY_MAX_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -101,19 +98,6 @@ class RunOptions:
     """Run each task's verify_cmd at the base commit before any agent (harness.experiment.preflight)."""
 
 
-class Events:
-    """What the experiment reports while it runs (the progress display implements this)."""
-
-    def planned(self, specs: Sequence[TrialSpec], finals: Sequence[TrialRecord], spent_usd: float) -> None:
-        """The plan, the final records it already has (a resumed or reusing run) and what they cost."""
-
-    def message(self, text: str) -> None: ...
-    def trial_started(self, spec: TrialSpec, attempt: int) -> None: ...
-    def phase(self, trial_id: str, phase: str) -> None: ...
-    def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None: ...
-    def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None: ...
-
-
 @dataclass
 class ExperimentResult:
     records: list[TrialRecord]
@@ -127,250 +111,6 @@ class ExperimentResult:
     reused: int = 0
     """Baseline trials copied from other experiments in this invocation."""
     early_stopped: bool = False
-
-
-def curtailment_check(
-    study: Study, planned_task_ids: Sequence[str]
-) -> Callable[[Sequence[TrialRecord]], str | None] | None:
-    """The preregistered early stop as a function of the final records so far (None when not preregistered).
-
-    Returns a reason when :func:`harness.analysis.decision.curtailment` proves that no
-    outcome of the remaining trials (every planned trial without a final record,
-    running ones included) can change the point rule's verdict.
-    """
-    settings = study.prereg.decision
-    if settings.early_stop != "curtail" or settings.rule != "point":
-        return None
-    runs = study.prereg.execution.runs_per_arm
-    cap = max_cost_per_trial(study.prereg)
-    tasks = list(planned_task_ids)
-
-    def check(records: Sequence[TrialRecord]) -> str | None:
-        if not {r.arm for r in records} >= {"baseline", "skill"}:
-            return None
-        analysis = decision.analyze(decision.observations_from_records(records, settings.pass_rule), settings)
-        verdict, left = decision.early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
-        if verdict is None:
-            return None
-        return (
-            f"early stop (preregistered curtailment): the point rule's verdict is {verdict} "
-            f"whatever the {left} remaining trial(s) give"
-        )
-
-    return check
-
-
-# ======================================================================= the loop
-
-
-@dataclass(frozen=True)
-class LoopPolicy:
-    jobs: int
-    max_infra_retries: int
-    total_usd: float | None = None
-    early_stop: Callable[[Sequence[TrialRecord]], str | None] | None = None
-
-
-@dataclass
-class LoopOutcome:
-    ran: int = 0
-    budget_stopped: bool = False
-    early_stop: str | None = None
-    skipped: list[TrialRecord] = field(default_factory=list)
-
-
-class _RetryInfra(Exception):
-    def __init__(self, record: TrialRecord) -> None:
-        super().__init__(record.error or "infrastructure failure")
-        self.record = record
-
-
-SkippedFactory = Callable[[TrialSpec, int, StopReason, str], TrialRecord]
-
-
-class TrialLoop:
-    """Schedules trials: at most ``jobs`` at once (and one host slot each), in plan order.
-
-    Pure scheduling around an injected ``run_one(spec, attempt)``, so it is unit
-    tested without Docker. Every attempt is handed to ``append`` as soon as it
-    ends. An infrastructure failure is retried with backoff (one tenacity policy,
-    :func:`harness.retry.retrying`) until ``max_infra_retries`` retries are used;
-    a stop (budget, early stop) between attempts records the trial as skipped.
-    """
-
-    def __init__(
-        self,
-        run_one: Callable[[TrialSpec, int], TrialRecord],
-        append: Callable[[TrialRecord], None],
-        policy: LoopPolicy,
-        *,
-        skipped: SkippedFactory,
-        prior: Mapping[str, TrialRecord],
-        finals: Sequence[TrialRecord],
-        spent: float,
-        stop: threading.Event,
-        slots: HostSlots | None = None,
-        events: Events | None = None,
-        wait: retry.WaitPolicy | None = None,
-    ) -> None:
-        self.run_one = run_one
-        self._append = append
-        self.policy = policy
-        self.make_skipped = skipped
-        self.prior = dict(prior)
-        self.final: dict[str, TrialRecord] = {r.trial_id: r for r in finals}
-        self.spent = spent
-        self.stop = stop
-        self.slots = slots
-        self.events = events or Events()
-        self.wait = wait or retry.default_wait()
-        """How long retry backoffs and the upstream's hold-offs really wait (tests: none)."""
-        self.early_reason: str | None = None
-        self._lock = threading.Lock()
-        self._quiet_until = 0.0
-        self.backoffs: list[float] = []
-        """Every hold-off the upstream asked for (retry-after of a failed trial), in seconds."""
-
-    # ---------------------------------------------------------------- state
-    def append(self, record: TrialRecord) -> None:
-        with self._lock:
-            self._append(record)
-            if record.reused_from is None:
-                self.spent += record.total_cost_usd
-
-    def stop_reason(self) -> tuple[StopReason, str] | None:
-        """Why no new attempt may start now (None: go on)."""
-        cap = self.policy.total_usd
-        with self._lock:
-            spent = self.spent
-        if cap is not None and spent >= cap:
-            return "budget", f"the cumulative budget of ${cap:g} is reached (${spent:.4f} spent)"
-        if self.early_reason is not None:
-            return "early_stop", self.early_reason
-        return None
-
-    def check_early_stop(self) -> None:
-        if self.policy.early_stop is None or self.early_reason is not None:
-            return
-        reason = self.policy.early_stop(list(self.final.values()))
-        if reason is not None:
-            self.early_reason = reason
-            self.events.message(reason + ": no new trial starts")
-
-    # ----------------------------------------------------------------- run
-    def run(self, todo: Sequence[TrialSpec]) -> LoopOutcome:
-        out = LoopOutcome()
-        self.check_early_stop()
-        pending = deque(todo)
-        halted: tuple[StopReason, str] | None = None
-        jobs = max(1, self.policy.jobs)
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trial") as pool:
-            running: dict[Future[TrialRecord | None], TrialSpec] = {}
-            while pending or running:
-                while pending and len(running) < jobs and not self.stop.is_set():
-                    halted = self.stop_reason()
-                    if halted is not None or self.quiet_left() > 0:
-                        break
-                    spec = pending.popleft()
-                    running[pool.submit(self._attempts, spec)] = spec
-                if not running:
-                    if pending and halted is None and self.quiet_left() > 0 and not self.stop.is_set():
-                        self.stop.wait(min(self.quiet_left(), 0.5))  # the API asked for a pause
-                        continue
-                    break
-                finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    spec = running.pop(fut)
-                    record = fut.result()
-                    if record is None:
-                        continue
-                    self.final[spec.trial_id] = record
-                    if record.status == "skipped":
-                        out.skipped.append(record)
-                    else:
-                        out.ran += 1
-                        with self._lock:
-                            spent = self.spent
-                        self.events.trial_finished(spec, record, spent)
-                        self.check_early_stop()
-            if self.stop.is_set():
-                raise Interrupted("interrupted: running trials were stopped and torn down; results.jsonl is intact")
-        halted = halted or self.stop_reason()
-        if pending and halted is not None:
-            kind, why = halted
-            for spec in pending:
-                prior = self.prior.get(spec.trial_id)
-                rec = self.make_skipped(spec, prior.attempt + 1 if prior else 1, kind, why)
-                self.append(rec)
-                self.final[spec.trial_id] = rec
-                out.skipped.append(rec)
-        if out.skipped:
-            kinds = {r.stopped_by for r in out.skipped}
-            out.budget_stopped = "budget" in kinds
-            if "early_stop" in kinds:
-                out.early_stop = self.early_reason
-            self.events.trials_skipped(out.skipped, halted[1] if halted else out.skipped[0].error or "stopped")
-        return out
-
-    def _attempts(self, spec: TrialSpec) -> TrialRecord | None:
-        """Every attempt of one trial, until one is final. None when interrupted (nothing recorded)."""
-        prior = self.prior.get(spec.trial_id)
-        first = prior.attempt + 1 if prior is not None else 1
-        left = max(1, self.policy.max_infra_retries + 2 - first)
-        policy = retrying(
-            lambda e: isinstance(e, _RetryInfra), attempts=left, max_wait=INFRA_RETRY_MAX_WAIT_S, wait=self.wait
-        ).copy(sleep=self._sleep)
-        try:
-            for attempt in policy:
-                with attempt:
-                    number = first + attempt.retry_state.attempt_number - 1
-                    return self._one(spec, number)
-        except _RetryInfra as e:
-            return e.record  # retries used up: the infra failure is the trial's final record
-        except (Interrupted, InterruptedError):
-            return None
-        raise AssertionError("unreachable: tenacity re-raises")  # pragma: no cover
-
-    def _one(self, spec: TrialSpec, number: int) -> TrialRecord:
-        halted = self.stop_reason()
-        if halted is not None:
-            rec = self.make_skipped(spec, number, *halted)
-            self.append(rec)
-            return rec
-        if self.slots is not None:
-            with self.slots.slot(self.stop):
-                record = self._run(spec, number)
-        else:
-            record = self._run(spec, number)
-        self.append(record)
-        if record.status == "infra_error" and not self.stop.is_set():
-            self.events.message(f"{spec.trial_id}: infrastructure failure (attempt {number}): {record.error}")
-            self.hold_off(apihealth.backoff_s(record))
-            raise _RetryInfra(record)
-        return record
-
-    def hold_off(self, seconds: float) -> None:
-        """The upstream asked for a pause (retry-after): no trial starts or retries before it ends."""
-        if seconds <= 0:
-            return
-        with self._lock:
-            self.backoffs.append(seconds)
-            self._quiet_until = max(self._quiet_until, time.monotonic() + self.wait.seconds(seconds))
-        self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
-
-    def quiet_left(self) -> float:
-        with self._lock:
-            return max(0.0, self._quiet_until - time.monotonic())
-
-    def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
-        if self.stop.is_set():
-            raise Interrupted("interrupted")
-        self.events.trial_started(spec, number)
-        return self.run_one(spec, number)
-
-    def _sleep(self, seconds: float) -> None:
-        if self.stop.wait(max(seconds, self.quiet_left())):
-            raise Interrupted("interrupted while waiting to retry")
 
 
 # ================================================================ the experiment
@@ -389,7 +129,7 @@ class Experiment:
         self.study = study
         self.engine = engine
         self.options = options
-        self.events = events or Events()
+        self.events: Events = events or NullEvents()
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
@@ -485,25 +225,14 @@ class Experiment:
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
             self.preflight(specs, so_far, provenance)
-            latest = latest_by_trial(so_far)
-            todo = [
-                s for s in specs if s.trial_id not in latest or not is_final(latest[s.trial_id], ex.max_infra_retries)
-            ]
-            finals = [r for r in latest.values() if is_final(r, ex.max_infra_retries)]
-            self.events.planned(specs, finals, spent_usd(so_far))
-            retries = sum(1 for s in todo if s.trial_id in latest)
-            if latest and todo:
-                self.events.message(
-                    f"resuming: {len(specs) - len(todo)} of {len(specs)} trial(s) have a final record; {len(todo)} to run"
-                    + (
-                        f" ({retries} retr{'y' if retries == 1 else 'ies'} of infrastructure failures)"
-                        if retries
-                        else ""
-                    )
-                )
+            left = plan_remaining(specs, so_far, ex.max_infra_retries)
+            self.events.planned(specs, left.finals, spent_usd(so_far))
+            note = left.note(len(specs))
+            if note:
+                self.events.message(note)
             ran = 0
-            if todo:
-                ran = self._run_trials(todo, latest, finals, store, images, provenance, lock_hash, compiled, append)
+            if left.todo:
+                ran = self._run_trials(left, store, images, provenance, lock_hash, compiled, append)
             records = store.results.read().records
         budget_stopped, early_stopped = stops(records)
         return ExperimentResult(
@@ -543,19 +272,7 @@ class Experiment:
         shard = self.shard_text
         mode = "scripted" if self.options.scripted else "real"
         if meta is not None:
-            if meta.get("lock_hash") != lock_hash:
-                raise ResumeError(
-                    f"{store.root} holds experiment {str(meta.get('lock_hash'))[:12]}, "
-                    f"not this preregistration's lock {lock_hash[:12]}",
-                    hint="a changed preregistration is a new experiment: use another --out directory",
-                )
-            if meta.get("shard") != shard:
-                raise ResumeError(f"{store.root} was run as shard {meta.get('shard')}, not {shard}")
-            if meta.get("mode", mode) != mode:
-                raise ResumeError(
-                    f"{store.root} was run against the {meta.get('mode')} model, not the {mode} one",
-                    hint="scripted and real trials never share an experiment: use another --out directory",
-                )
+            check_resumable(meta, store.root, lock_hash=lock_hash, shard=shard, mode=mode)
         else:
             store.write_meta(
                 {
@@ -574,9 +291,7 @@ class Experiment:
             self.events.message("repaired a torn last line in results.jsonl (moved aside; earlier lines kept)")
         for number, err in report.bad_lines:
             self.events.message(f"results.jsonl line {number} is unreadable and ignored: {err}")
-        foreign = [r for r in report.records if r.provenance.lock_hash != lock_hash]
-        if foreign:
-            raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
+        check_records(report.records, store.root, lock_hash)
         return latest_by_trial(report.records)
 
     def _check_trial_inputs(
@@ -713,9 +428,7 @@ class Experiment:
     # ----------------------------------------------------------- run resources
     def _run_trials(
         self,
-        todo: list[TrialSpec],
-        latest: dict[str, TrialRecord],
-        finals: list[TrialRecord],
+        left: Remaining,
         store: ExperimentDir,
         images: ImageSet,
         provenance: Provenance,
@@ -737,18 +450,15 @@ class Experiment:
             early_stop=curtailment_check(self.study, [t.id for t in self.study.target_tasks()]),
         )
         shard = self.shard_text
-
-        def skipped(spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
-            return _skipped(lock_hash[:12], provenance, shard, spec, attempt, kind, why)
-
+        todo = left.todo
         holder: dict[str, TrialContext] = {}
         loop = TrialLoop(
             lambda spec, attempt: run_as_planned(self.trial_runner, holder["ctx"], spec, attempt, aa=self.options.aa),
             append,
             policy,
-            skipped=skipped,
-            prior=latest,
-            finals=finals,
+            skipped=SkippedRecords(lock_hash[:12], provenance, shard),
+            prior=left.latest,
+            finals=left.finals,
             spent=spent_usd(store.results.read().records),
             stop=self.stop,
             slots=slots,
@@ -934,33 +644,6 @@ class Experiment:
         self.engine.start(name)
         wait_listening(self.engine, name)
         return f"http://{name}:{sandbox.SCRIPTED_PORT}"
-
-
-def _skipped(
-    experiment_id: str,
-    provenance: Provenance,
-    shard: str | None,
-    spec: TrialSpec,
-    attempt: int,
-    kind: StopReason,
-    why: str,
-) -> TrialRecord:
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-    return TrialRecord(
-        experiment_id=experiment_id,
-        trial_id=spec.trial_id,
-        task_id=spec.task.id,
-        arm=spec.arm,
-        run_index=spec.run_index,
-        attempt=attempt,
-        provenance=provenance,
-        status="skipped",
-        error=why,
-        started_at=now,
-        finished_at=now,
-        shard=shard,
-        stopped_by=kind,
-    )
 
 
 def run_as_planned(

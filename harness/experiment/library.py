@@ -25,7 +25,8 @@ from typing import Any
 from harness.errors import ConfigError
 from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
-from harness.experiment.experiment import Events, Experiment, RunOptions
+from harness.experiment.events import Events
+from harness.experiment.experiment import Experiment, RunOptions
 from harness.experiment.progress import Progress
 from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord, outcome

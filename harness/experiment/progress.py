@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from harness.experiment.experiment import Events
+from harness.experiment.events import Events
 from harness.plan import TrialSpec
 from harness.records import ARMS, Outcome, PassRule, TrialRecord, outcome
 

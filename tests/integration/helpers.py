@@ -7,7 +7,8 @@ from typing import Any
 
 import yaml
 
-from harness.experiment.experiment import Events, Experiment, ExperimentResult, RunOptions
+from harness.experiment.events import Events
+from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
 from harness.records import TrialRecord
 from harness.results.attempts import latest_by_trial
 from harness.sandbox.engine import Engine

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.experiment.experiment import Events
+from harness.experiment.events import NullEvents
 from harness.records import TrialRecord
 from harness.sandbox.engine import Engine
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
@@ -18,7 +18,7 @@ from tests.integration.helpers import demo_task_scripts, latest, run_experiment,
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-class Timeline(Events):
+class Timeline(NullEvents):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.marks: list[tuple[float, str, str]] = []

@@ -11,7 +11,7 @@ from trialkit import TASKS, make_record, skipped
 from harness import retry
 from harness.errors import ConfigError
 from harness.experiment import upstream
-from harness.experiment.experiment import LoopPolicy, TrialLoop
+from harness.experiment.loop import LoopPolicy, TrialLoop
 from harness.plan import plan_trials
 from harness.records import GatewayMeter, TrialRecord
 from harness.trial import apihealth

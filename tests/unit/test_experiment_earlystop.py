@@ -9,7 +9,7 @@ from typing import Any
 from trialkit import make_record, skipped
 
 from harness.analysis.decision import EARLY_STOP_UNSUPPORTED, EARLY_STOPPED, INCOMPLETE
-from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_check
+from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.results.attempts import max_cost_per_trial

@@ -16,7 +16,7 @@ from trialkit import TASKS, make_record, skipped
 
 from harness import retry
 from harness.errors import Interrupted
-from harness.experiment.experiment import LoopPolicy, TrialLoop
+from harness.experiment.loop import LoopPolicy, TrialLoop
 from harness.host.slots import HostSlots
 from harness.plan import TrialSpec, plan_trials
 from harness.records import ReusedFrom, TrialRecord
