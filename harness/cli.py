@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
+from harness.host.paths import HostPaths
 
 EPILOG = """\
 typical use:
@@ -217,7 +218,7 @@ def _calibrate_parser(sub: Any) -> None:
     cb.add_argument("--resamples", type=int, default=400, help="resampled A/A experiments (default 400)")
 
 
-def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.calibrate import calibrate
     from harness.experiment.evaluate import default_jobs
     from harness.experiment.experiment import RunOptions
@@ -235,7 +236,7 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
     out = args.out or Path("harness-results") / f"calibration-{study.prereg.skill}-{lock_hash[:12]}"
     options = RunOptions(out=out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
                          api_key=key or None, runtime=args.runtime, images=_image_options(args), env=env,
-                         aa=True)  # fmt: skip
+                         paths=host, aa=True)  # fmt: skip
     return calibrate(study, options, resamples=args.resamples)
 
 
@@ -306,7 +307,7 @@ def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
     return Engine(env)
 
 
-def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_doctor(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.doctor import gather
 
     checks = gather(_engine(env), _image_options(args))
@@ -316,7 +317,7 @@ def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 5 if any(c.level == "fail" for c in checks) else 0
 
 
-def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_images(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.engine import Engine
     from harness.sandbox.images import ImageBuilder
 
@@ -338,7 +339,7 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_init(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.study.scaffold import init
 
     made = init(args.skill, args.out)
@@ -348,7 +349,7 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.study.lock import lock
 
     digest, base = lock(args.prereg)
@@ -373,7 +374,7 @@ def _find_prereg(args: argparse.Namespace) -> Path:
     )
 
 
-def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.plan import parse_shard
     from harness.study.config import check_host_fits, load_study
     from harness.study.lock import verify_lock
@@ -413,6 +414,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         runtime=args.runtime,
         images=_image_options(args),
         env=env,
+        paths=host,
         reuse_from=tuple(args.reuse_baseline_from or ()),
         route=_route(args, env),
         preflight=args.preflight,
@@ -435,7 +437,7 @@ def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-un
     return upstream.from_env(env, url=args.upstream, extra_ca=args.upstream_ca, network=args.upstream_network)
 
 
-def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.analysis.masks import DEFAULT_SIGMA_DELTA
     from harness.experiment.library_plan import plan_lines
     from harness.study.config import load_study
@@ -445,7 +447,7 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0 if ok else 4
 
 
-def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.demo import prepare_demo
     from harness.experiment.evaluate import default_jobs, evaluate
     from harness.experiment.experiment import RunOptions
@@ -466,6 +468,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             runtime=args.runtime,
             images=_image_options(args),
             env=env,
+            paths=host,
             preflight=args.preflight,
         )
         evaluate(study, options)
@@ -486,13 +489,14 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
                 runtime=args.runtime,
                 images=_image_options(args),
                 env=env,
+                paths=host,
             ),
         )
-    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs)
+    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs, host)
     return 0
 
 
-def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
+def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> None:
     """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
     import time
 
@@ -508,7 +512,9 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
         shutil.rmtree(out)
     t0 = time.monotonic()
     analysis = run_triggers(
-        study, Engine(), TriggerOptions(out=out, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml")
+        study,
+        Engine(),
+        TriggerOptions(out=out, paths=host, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml"),
     )
     print("\n".join(summary_lines(analysis)))
     print(f"{time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
@@ -523,7 +529,7 @@ def _print_demo_outcome(results: Path) -> None:
     print(f"gate: {g.exit_code} ({g.verdict})   [harness gate {results}]")
 
 
-def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.library import is_library_dir, report_library
     from harness.reporting import report
 
@@ -538,7 +544,7 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting.report import ResultsUnavailable, gate
 
     if args.dir is None:
@@ -548,7 +554,7 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
     return result.exit_code
 
 
-def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting.history import discover_in, format_table, history
 
     if args.in_dirs:  # found, not named: a shard shows only when named with --results
@@ -565,7 +571,7 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting import report
     from harness.reporting.report import analyze_records
     from harness.results.merge import merge
@@ -584,36 +590,33 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.sandbox.labels import OWNER, OWNER_VALUE
+def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.sandbox import reaper
 
     engine = _engine(env)
     if args.all:
-        removed, errors = engine.remove_labelled({OWNER: OWNER_VALUE})
+        removed, errors = reaper.remove_everything(engine)
         for error in errors:
             print(f"not removed: {error}", file=sys.stderr)
         print(f"removed {len(removed)} harness object(s)" + (f"; {len(errors)} could not be removed" if errors else ""))
         return 3 if errors else 0
-    reaped = engine.gc(own_pid=os.getpid())
-    for kind, name, reason in reaped:
+    # orphaned objects, then trial directories (agent-written trees, the gateway's key file) of killed runs
+    reaped = reaper.reap(engine, host, own_pid=os.getpid())
+    for kind, name, reason in reaped.objects:
         print(f"removed {kind} {name} ({reason})")
-    print(f"{len(reaped)} orphaned object(s) removed")
-    # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
-    from harness.experiment.experiment import sweep_known_roots
-
-    swept = sweep_known_roots()
-    if swept:
-        print(f"removed {swept} trial directory tree(s) of killed runs")
+    print(f"{len(reaped.objects)} orphaned object(s) removed")
+    if reaped.trees:
+        print(f"removed {reaped.trees} trial directory tree(s) of killed runs")
     return 0
 
 
-def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.triggers import cmd_triggers as run
 
-    return run(args, env)
+    return run(args, env, host)
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
+COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
     "init": cmd_init,
@@ -638,10 +641,11 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
+    host = HostPaths.from_env(env)  # the one read of TMPDIR and the shared places (harness.host.paths)
     # SIGTERM unwinds like Ctrl-C (Python would otherwise die without running finally blocks)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return COMMANDS[args.command](args, env)
+        return COMMANDS[args.command](args, env, host)
     except (KeyboardInterrupt, Interrupted) as e:
         msg = str(e) if isinstance(e, Interrupted) else "interrupted"
         print(f"harness: {msg}", file=sys.stderr)

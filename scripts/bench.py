@@ -27,6 +27,7 @@ processes on the machine do not block the bench (they still share its cores).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import shutil
@@ -49,6 +50,7 @@ if __package__ in (None, ""):
 from harness.analysis import decision
 from harness.demo import prepare_demo
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.host.paths import HostPaths
 from harness.results.attempts import spent_usd
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageSet, project_root
@@ -163,9 +165,8 @@ class Bench:
             out=self.work / out,
             jobs=jobs,
             scripted=scenario,
-            work_root=self.trials_root,
+            paths=dataclasses.replace(HostPaths.from_env(os.environ), work_root=self.trials_root, slots_dir=self.slots),
             host_slots=max(jobs, 8),
-            slots_dir=self.slots,
             reuse_from=tuple(reuse_from),
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
         )

@@ -40,18 +40,20 @@ from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
-from harness.host.slots import HostSlots, slot_count, slots_dir
-from harness.host.workroots import OWNER_FILE, default_work_root
+from harness.host.paths import HostPaths
+from harness.host.slots import HostSlots, slot_count
+from harness.host.trees import remove_tree
+from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
 from harness.results.attempts import latest_by_trial, spent_usd, stops
 from harness.results.store import ExperimentDir
+from harness.sandbox import reaper, uids
 from harness.sandbox import roles as sandbox
-from harness.sandbox import uids
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
-from harness.sandbox.labels import ROLE, RUN, make_labels, pid_alive
+from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.study import prices, scenario
 from harness.study.config import Execution, Study, parse_size
 from harness.study.lock import copy_locked_skill, verify_lock
@@ -59,10 +61,8 @@ from harness.trial import installed, samepatch
 from harness.trial.gateway import wait_listening
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
-from harness.trial.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
-"""In each run directory: '<pid> <host>' of the controller, so a later start can sweep a killed run's leftovers."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,10 @@ class RunOptions:
     images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
     """Host-wide concurrent-trial limit (default: HARNESS_HOST_SLOTS, else from cores and memory)."""
-    slots_dir: Path | None = None
-    work_root: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    paths: HostPaths | None = None
+    """Work root, host slots and the work-roots record (default: from ``env``; :mod:`harness.cli` passes
+    the ones it read at start)."""
     reuse_from: tuple[Path, ...] = ()
     """Experiment directories (or folders of them) whose matching baseline trials are reused."""
     scripted_key: str | None = None
@@ -130,6 +131,7 @@ class Experiment:
         self.engine = engine
         self.options = options
         self.events: Events = events or NullEvents()
+        self.paths = options.paths or HostPaths.from_env(options.env)
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
@@ -185,15 +187,14 @@ class Experiment:
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
-            reaped = self.engine.gc(own_pid=os.getpid())
-            if reaped:
-                self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
-            work = self._work_root()
-            swept = sweep_known_roots(work)
+            self._work_root()  # made and recorded first, so a gc running now already sees it
+            reaped = reaper.reap(self.engine, self.paths, own_pid=os.getpid())
+            if reaped.objects:
+                self.events.message(f"removed {len(reaped.objects)} object(s) left by an earlier, killed run")
             # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
             gitops.prune_worktrees(self.study.repo_path)
-            if swept:
-                self.events.message(f"removed {swept} trial directory tree(s) left by an earlier, killed run")
+            if reaped.trees:
+                self.events.message(f"removed {reaped.trees} trial directory tree(s) left by an earlier, killed run")
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
             provenance = Provenance(
                 lock_hash=lock_hash,
@@ -262,10 +263,7 @@ class Experiment:
             self.events.message(line)
 
     def _work_root(self) -> Path:
-        work = self.options.work_root or default_work_root()
-        work.mkdir(mode=0o700, parents=True, exist_ok=True)
-        workroots.remember(work)  # so gc finds a killed run's directories whatever TMPDIR it runs under
-        return work
+        return workroots.prepare(self.paths)  # so gc finds a killed run's directories under any TMPDIR
 
     def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
         meta = store.read_meta()
@@ -440,7 +438,7 @@ class Experiment:
         slots_count = self.options.host_slots or slot_count(
             self.options.env, per_trial_mem=parse_size(ex.resources.memory)
         )
-        slots = HostSlots(slots_count, self.options.slots_dir or slots_dir(self.options.env))
+        slots = HostSlots(slots_count, self.paths.slots_dir)
         if self.options.jobs > slots.count:
             self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
         policy = LoopPolicy(
@@ -667,33 +665,6 @@ def run_as_planned(
 
 
 AA_RUN_OFFSET = 100_000
-
-
-def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:
-    """Remove run directories whose controller (same host) is gone. Returns how many were removed."""
-    host = host or socket.gethostname()
-    removed = 0
-    try:
-        entries = list(work.iterdir())
-    except OSError:
-        return 0
-    for run_dir in entries:
-        owner = run_dir / OWNER_FILE
-        try:
-            pid_text, _, owner_host = owner.read_text().strip().partition(" ")
-            pid = int(pid_text)
-        except (OSError, ValueError):
-            continue
-        if owner_host != host or pid == os.getpid() or alive(pid):
-            continue
-        remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
-        removed += 1
-    return removed
-
-
-def sweep_known_roots(default: Path | None = None) -> int:
-    """Sweep every work root this user's runs have used (see :mod:`harness.workroots`)."""
-    return sum(sweep_work_root(root) for root in workroots.known(default))
 
 
 def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:

@@ -45,6 +45,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.analysis import stats
 from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.host import workroots
+from harness.host.paths import HostPaths
+from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox import roles as sandbox
 from harness.sandbox.engine import Engine
@@ -54,7 +56,7 @@ from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import skill_files
 from harness.trial import claude, gateway, installed
-from harness.trial.workspace import container_user, copy_skill, remove_tree
+from harness.trial.workspace import container_user, copy_skill
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 
@@ -204,11 +206,12 @@ def verdict(evts: Sequence[dict[str, Any]], skill: str) -> tuple[Outcome, str | 
 @dataclasses.dataclass
 class TriggerOptions:
     out: Path
+    paths: HostPaths
+    """Where the runs' directories go and are recorded for gc (:mod:`harness.host.paths`)."""
     jobs: int = 2
     scripted: Path | None = None
     api_key: str | None = None
     upstream: str = "https://api.anthropic.com"
-    work_root: Path | None = None
     images: ImageOptions = dataclasses.field(default_factory=ImageOptions)
     on_run: Callable[[RunRecord], None] = lambda _r: None
 
@@ -220,9 +223,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     options.out.mkdir(parents=True, exist_ok=True)
     images = ImageBuilder(engine, options.images).ensure()
     run_id = secrets.token_hex(4)
-    root = options.work_root or workroots.default_work_root()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    workroots.remember(root)  # gc finds a killed trigger run's directories (and key file) too
+    root = workroots.prepare(options.paths)  # gc finds a killed trigger run's directories (and key file) too
     work = root / f"triggers-{run_id}"
     work.mkdir(mode=0o700)
     # the owner file lets gc and the next start remove it (key file included) after a SIGKILL
@@ -612,7 +613,7 @@ def print_run(rec: RunRecord) -> None:
     print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
 
 
-def cmd_triggers(args: Any, env: dict[str, str]) -> int:
+def cmd_triggers(args: Any, env: dict[str, str], paths: HostPaths) -> int:
     """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
     import time
 
@@ -632,6 +633,7 @@ def cmd_triggers(args: Any, env: dict[str, str]) -> int:
         Engine(),
         TriggerOptions(
             out=out,
+            paths=paths,
             jobs=args.jobs or 2,
             scripted=args.scripted,
             api_key=env.get("ANTHROPIC_API_KEY"),

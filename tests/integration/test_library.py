@@ -25,6 +25,7 @@ from harness.records import MountedSkill, TrialRecord
 from harness.results.store import RESULTS, read_results
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.integration.helpers import host_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -80,9 +81,8 @@ def _options(out: Path, scenario: Path, work_root: Path, **kw: Any) -> RunOption
         out=out,
         jobs=2,
         scripted=scenario,
-        work_root=work_root,
+        paths=host_paths(work_root),
         host_slots=2,
-        slots_dir=work_root.parent / "host-slots",
         **kw,
     )
 

@@ -39,7 +39,7 @@ from harness.sandbox.labels import make_labels
 from harness.study import scenario
 from harness.study.config import load_study
 from harness.trial.gateway import wait_listening
-from tests.integration.helpers import demo_task_scripts, latest, write_experiment
+from tests.integration.helpers import demo_task_scripts, host_paths, latest, write_experiment
 
 pytestmark = [
     pytest.mark.docker,
@@ -224,9 +224,8 @@ def run_real(
         jobs=2,
         api_key=env["ANTHROPIC_API_KEY"],
         route=route,
-        work_root=work_root,
+        paths=host_paths(work_root),
         host_slots=2,
-        slots_dir=work_root.parent / "host-slots",
         env=env,
     )
     return experiment.Experiment(load_study(n.prereg), engine, options).run()

@@ -12,10 +12,12 @@ import pytest
 from trialkit import PROV, TASKS, make_record
 
 from harness.errors import ResumeError
-from harness.experiment.experiment import OWNER_FILE, Experiment, RunOptions, sweep_work_root
+from harness.experiment.experiment import Experiment, RunOptions
+from harness.host.workroots import OWNER_FILE
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
+from harness.sandbox.reaper import sweep_work_root
 from harness.study.config import load_study
 from harness.study.lock import lock
 
