@@ -1,8 +1,11 @@
 """An experiment: the planned trials of one locked preregistration, run to completion.
 
     lock check -> plan -> resume state -> gc and sweep -> images -> baseline reuse
-      -> run setup -> trials (concurrent, host-wide slots, bounded infra retries,
+      -> run set-up -> trials (concurrent, host-wide slots, bounded infra retries,
          cumulative budget, preregistered early stop) -> run teardown
+
+The run's set-up and teardown are one context manager (:mod:`harness.experiment.resources`), the
+scheduling is :mod:`harness.experiment.loop`, what is left to run is :mod:`harness.experiment.resume`.
 
 Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
@@ -23,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 import secrets
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,15 +38,14 @@ from harness import __version__, plan
 from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
-from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
+from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
+from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
 from harness.host.paths import HostPaths
 from harness.host.slots import HostSlots, slot_count
-from harness.host.trees import remove_tree
-from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
@@ -55,10 +57,9 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.study import prices, scenario
-from harness.study.config import Execution, Study, parse_size
-from harness.study.lock import copy_locked_skill, verify_lock
+from harness.study.config import Study, parse_size
+from harness.study.lock import verify_lock
 from harness.trial import installed, samepatch
-from harness.trial.gateway import wait_listening
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 
@@ -423,7 +424,7 @@ class Experiment:
         )
         return len(found)
 
-    # ----------------------------------------------------------- run resources
+    # ------------------------------------------------------------------ the trials
     def _run_trials(
         self,
         left: Remaining,
@@ -434,6 +435,8 @@ class Experiment:
         compiled: bytes | None,
         append: Callable[[TrialRecord], None],
     ) -> int:
+        """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
+        many trials ran to a final record."""
         ex = self.study.prereg.execution
         slots_count = self.options.host_slots or slot_count(
             self.options.env, per_trial_mem=parse_size(ex.resources.memory)
@@ -447,102 +450,82 @@ class Experiment:
             total_usd=ex.budgets.total_usd,
             early_stop=curtailment_check(self.study, [t.id for t in self.study.target_tasks()]),
         )
-        shard = self.shard_text
-        todo = left.todo
-        holder: dict[str, TrialContext] = {}
-        loop = TrialLoop(
-            lambda spec, attempt: run_as_planned(self.trial_runner, holder["ctx"], spec, attempt, aa=self.options.aa),
-            append,
-            policy,
-            skipped=SkippedRecords(lock_hash[:12], provenance, shard),
+        spent = spent_usd(store.results.read().records)
+        loop = functools.partial(
+            TrialLoop,
+            append=append,
+            policy=policy,
+            skipped=SkippedRecords(lock_hash[:12], provenance, self.shard_text),
             prior=left.latest,
             finals=left.finals,
-            spent=spent_usd(store.results.read().records),
+            spent=spent,
             stop=self.stop,
             slots=slots,
             events=self.events,
         )
-        loop.check_early_stop()
-        if loop.stop_reason() is not None:
-            # no trial may start, so no run setup at all: the loop only writes the skipped lines
-            return loop.run(todo).ran
-        work = self._work_root()
-        run_root = work / self.run_id
-        run_root.mkdir(mode=0o700)
-        (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
-        upstream_net = f"hx-{self.run_id}-up"
-        run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        sidecar_uid = self._sidecar_uid()
-        profile = self._profile(images)
-        scripted_name = f"hx-{self.run_id}-scripted"
-        try:
-            api_key = self._api_key()
-            store.redactor.add(api_key)
-            key_file = self._write_key(run_root, api_key, sidecar_uid)
-            # copied once, the copy checked against the lock, only the copy mounted (issue 14)
-            skill_copy = copy_locked_skill(self.study, run_root / "skill")
-            route, route_mounts = self._route(), upstream.stage_ca(self._route(), run_root)
-            if compiled is None and route.network:
-                upstream_net = route.network  # the user's own network (their LLM gateway, proxy): used, never made
-            else:
-                self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
-            up_url = route.url
-            if compiled is not None:
-                up_url = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
-                route, route_mounts = upstream.Upstream(url=up_url), ()
-            else:
-                upstream.preflight(
-                    self.engine,
-                    route,
-                    name=f"hx-{self.run_id}-preflight",
-                    image=images.sidecar,
-                    user=profile.sidecar_user,
-                    network=upstream_net,
-                    labels=run_labels,
-                    mounts=route_mounts,
-                )
-            holder["ctx"] = TrialContext(
-                engine=self.engine,
-                profile=profile,
-                execution=ex,
-                experiment_id=lock_hash[:12],
-                run_id=self.run_id,
-                run_root=run_root,
-                repo=self.study.repo_path,
-                provenance=provenance,
-                skill_copy=skill_copy,
-                key_file=key_file,
-                upstream=up_url,
-                upstream_network=upstream_net,
-                artifacts=store.artifacts,
-                redactor=Redactor([api_key, *self._route().secrets()]),
-                stop=self.stop,
-                on_phase=self.events.phase,
-                shard=shard,
-                workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
-                starts=self.starts,
-                same_patch=self._same_patch(store, provenance, images),
-                route_env={
-                    **(route.gateway_env() if compiled is None else {}),
-                    **prices.gateway_env(prices.effective(ex)),
-                },
-                route_mounts=route_mounts,
-                library_copies=self.library_copies(run_root),
-                skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
-            )
-            return loop.run(todo).ran
-        finally:
-            if self.options.scripted is not None:
-                self._save_scripted_log(store, scripted_name)
-            # everything the run made carries its label: trials' leftovers, the scripted API, the network
-            try:
-                _, errors = self.engine.remove_labelled({RUN: self.run_id})
-            except HarnessError:  # cannot list: what this run made by name (never the user's network)
-                made = [] if upstream_net == self._route().network else [("network", upstream_net)]
-                _, errors = self.engine.remove_objects([("container", scripted_name), *made])
-            for error in errors:
-                self.events.message(f"cleanup: {error}")
-            remove_tree(run_root)
+        if stop_before_start(policy, left.finals, spent) is not None:
+            # no trial may start, so no run set-up at all: the loop only writes the skipped lines
+            return loop(_nothing_starts).run(left.todo).ran
+        setup = self._run_setup(images, left.todo, compiled)
+        store.redactor.add(setup.key)
+        with RunResources(self.engine, setup, store, self.events) as site:
+            context = self._trial_context(site, setup, store, images, provenance, lock_hash)
+            run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
+            return loop(run_one).run(left.todo).ran
+
+    def _run_setup(self, images: ImageSet, todo: Sequence[TrialSpec], compiled: bytes | None) -> RunSetup:
+        """What the run's resources are made from (nothing exists yet; a missing key stops here)."""
+        ex = self.study.prereg.execution
+        return RunSetup(
+            run_id=self.run_id,
+            work_root=self._work_root(),
+            labels=make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs)),
+            profile=self._profile(images),
+            key=self._api_key(),
+            key_owner=self._users().sidecar,
+            study=self.study,
+            route=self._route(),
+            scenario=compiled,
+            library_copies=self.library_copies,
+        )
+
+    def _trial_context(
+        self,
+        site: RunSite,
+        setup: RunSetup,
+        store: ExperimentDir,
+        images: ImageSet,
+        provenance: Provenance,
+        lock_hash: str,
+    ) -> TrialContext:
+        """Everything every trial of this run shares, the run's resources included."""
+        ex = self.study.prereg.execution
+        return TrialContext(
+            engine=self.engine,
+            profile=setup.profile,
+            execution=ex,
+            experiment_id=lock_hash[:12],
+            run_id=self.run_id,
+            run_root=site.root,
+            repo=self.study.repo_path,
+            provenance=provenance,
+            skill_copy=site.skill_copy,
+            key_file=site.key_file,
+            upstream=site.upstream,
+            upstream_network=site.upstream_network,
+            artifacts=store.artifacts,
+            redactor=Redactor([setup.key, *setup.route.secrets()]),
+            stop=self.stop,
+            on_phase=self.events.phase,
+            shard=self.shard_text,
+            workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+            starts=self.starts,
+            same_patch=self._same_patch(store, provenance, images),
+            route_env={**site.route_env, **prices.gateway_env(prices.effective(ex))},
+            route_mounts=site.route_mounts,
+            library_copies=site.library_copies,
+            skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
+        )
 
     def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:
         """The run's identical-patch caches, seeded with the verify results already in the directory."""
@@ -567,9 +550,6 @@ class Experiment:
             return {"upstream_host": "scripted", "upstream_proxy": "no", **table}
         return {**self._route().provenance(), **table}
 
-    def _sidecar_uid(self) -> tuple[int, int]:
-        return self._users().sidecar
-
     def _users(self) -> uids.RoleUsers:
         """The run's role uids, picked once (trials and preflight run under the same ones)."""
         if self._role_users_cache is None:
@@ -580,15 +560,6 @@ class Experiment:
         """The hardening profile of every container of this run (trials and preflight)."""
         ex = self.study.prereg.execution
         return sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
-
-    def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
-        """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
-        try:
-            data, _ = self.engine.logs(name, stdout=True, stderr=True, cap=16 << 20)
-        except HarnessError:
-            return
-        with open(store.root / "scripted-api.log", "ab") as fh:
-            fh.write(store.redactor.data(data))
 
     def _api_key(self) -> str:
         if self.options.scripted is not None:
@@ -606,42 +577,9 @@ class Experiment:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
         return sandbox.role_users(self.engine, os.getuid(), os.getgid())
 
-    @staticmethod
-    def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:
-        secrets_dir = run_root / "secrets"
-        secrets_dir.mkdir(mode=0o700)
-        path = secrets_dir / "api-key"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key)
-        if os.getuid() == 0:
-            os.chown(path, *owner)
-        return path
 
-    def _start_scripted(
-        self,
-        profile: sandbox.Profile,
-        name: str,
-        network: str,
-        run_root: Path,
-        labels: dict[str, str],
-        compiled: bytes,
-    ) -> str:
-        scen_dir = run_root / "scenario"
-        scen_dir.mkdir(mode=0o755)
-        (scen_dir / "scenario.json").write_bytes(compiled)
-        os.chmod(scen_dir / "scenario.json", 0o444)
-        spec = sandbox.scripted_api_spec(
-            profile,
-            name=name,
-            labels=labels,
-            network=network,
-            scenario_dir=scen_dir,
-        )
-        self.engine.create(spec)
-        self.engine.start(name)
-        wait_listening(self.engine, name)
-        return f"http://{name}:{sandbox.SCRIPTED_PORT}"
+def _nothing_starts(spec: TrialSpec, attempt: int) -> TrialRecord:
+    raise AssertionError("unreachable: a stop applies before any trial starts")
 
 
 def run_as_planned(
@@ -665,11 +603,3 @@ def run_as_planned(
 
 
 AA_RUN_OFFSET = 100_000
-
-
-def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:
-    """How long the run's own objects (scripted API, upstream network) must outlive a crash: the
-    plan's longest trial (per-task deadlines included) times its rounds, plus an hour. Past it,
-    another harness may reap them even while this process lives."""
-    longest = max((execution.trial_deadlines_s(s.task) for s in todo), default=0)
-    return (longest + 300) * (1 + len(todo) / max(1, jobs)) + 3600

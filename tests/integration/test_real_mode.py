@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from harness.errors import InfraError
-from harness.experiment import experiment, reuse, upstream
+from harness.experiment import experiment, resources, reuse, upstream
 from harness.reporting.report import analyze_records
 from harness.sandbox.engine import BindMount, ContainerSpec, Engine, Limits
 from harness.sandbox.labels import make_labels
@@ -242,8 +242,8 @@ def no_scripted_code(monkeypatch: pytest.MonkeyPatch) -> None:
         (scenario, "load_scenario"),
         (scenario, "compile_scenario"),
         (reuse, "scripted_views"),
-        (experiment.Experiment, "_start_scripted"),
-        (experiment.Experiment, "_save_scripted_log"),
+        (resources.RunResources, "_start_scripted"),
+        (resources.RunResources, "_save_scripted_log"),
     ):
         monkeypatch.setattr(target, attr, refuse)
 

@@ -256,7 +256,7 @@ def test_a_stop_signal_raises_interrupted_and_records_nothing_for_unstarted_tria
 
 def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
     """A 4 h task must keep the run's scripted API and network from being reaped as expired."""
-    from harness.experiment.experiment import run_ttl_s
+    from harness.experiment.resources import run_ttl_s
     from harness.study.config import Execution, Task
 
     ex = Execution(model="sonnet", judge_model="haiku")
