@@ -226,7 +226,7 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths
     from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
-    lock_hash = verify_lock(study)
+    lock_hash = verify_lock(study).sha256
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
         raise PrerequisiteError("ANTHROPIC_API_KEY is not set; a real calibration calls the Anthropic API",
@@ -387,7 +387,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
             f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
             field="skill_ref",
         )
-    lock_hash = verify_lock(study)
+    lock_hash = verify_lock(study).sha256
     try:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as e:

@@ -177,10 +177,9 @@ class Experiment:
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
-        lock_hash = verify_lock(self.study)
+        lock = verify_lock(self.study)
+        lock_hash = lock.sha256
         self._check_runtime()
-        lock = self.study.prereg.lock
-        assert lock is not None
         specs = plan.select_shard(self.plan_specs(), self.options.shard)
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
         compiled = self._compiled_scenario()
@@ -218,12 +217,6 @@ class Experiment:
             if base_outcomes is not None:
                 preflight.write_record(store.root, base_outcomes)
             fingerprints = self._fingerprints(provenance, images, compiled)
-
-            def append(record: TrialRecord) -> None:
-                if record.arm == "baseline" and record.baseline_fingerprint is None:
-                    record = record.model_copy(update={"baseline_fingerprint": fingerprints[record.task_id]})
-                store.results.append(record)
-
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
             self.preflight(specs, so_far, provenance)
@@ -234,7 +227,7 @@ class Experiment:
                 self.events.message(note)
             ran = 0
             if left.todo:
-                ran = self._run_trials(left, store, images, provenance, lock_hash, compiled, append)
+                ran = self._run_trials(left, store, images, provenance, lock_hash, compiled, fingerprints)
             records = store.results.read().records
         budget_stopped, early_stopped = stops(records)
         return ExperimentResult(
@@ -433,7 +426,7 @@ class Experiment:
         provenance: Provenance,
         lock_hash: str,
         compiled: bytes | None,
-        append: Callable[[TrialRecord], None],
+        fingerprints: Mapping[str, str],
     ) -> int:
         """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
         many trials ran to a final record."""
@@ -453,9 +446,9 @@ class Experiment:
         spent = spent_usd(store.results.read().records)
         loop = functools.partial(
             TrialLoop,
-            append=append,
+            append=store.results.append,
             policy=policy,
-            skipped=SkippedRecords(lock_hash[:12], provenance, self.shard_text),
+            skipped=SkippedRecords(lock_hash[:12], provenance, self.shard_text, fingerprints),
             prior=left.latest,
             finals=left.finals,
             spent=spent,
@@ -469,7 +462,7 @@ class Experiment:
         setup = self._run_setup(images, left.todo, compiled)
         store.redactor.add(setup.key)
         with RunResources(self.engine, setup, store, self.events) as site:
-            context = self._trial_context(site, setup, store, images, provenance, lock_hash)
+            context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints)
             run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
             return loop(run_one).run(left.todo).ran
 
@@ -497,6 +490,7 @@ class Experiment:
         images: ImageSet,
         provenance: Provenance,
         lock_hash: str,
+        fingerprints: Mapping[str, str],
     ) -> TrialContext:
         """Everything every trial of this run shares, the run's resources included."""
         ex = self.study.prereg.execution
@@ -525,6 +519,7 @@ class Experiment:
             route_mounts=site.route_mounts,
             library_copies=site.library_copies,
             skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
+            baseline_fingerprints=fingerprints,
         )
 
     def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class SkippedRecords:
     experiment_id: str
     provenance: Provenance
     shard: str | None
+    baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
+    """Task id -> baseline fingerprint: a skipped baseline record carries it like a run one."""
 
     def __call__(self, spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
@@ -106,4 +108,5 @@ class SkippedRecords:
             finished_at=now,
             shard=self.shard,
             stopped_by=kind,
+            baseline_fingerprint=self.baseline_fingerprints.get(spec.task.id) if spec.arm == "baseline" else None,
         )
