@@ -16,11 +16,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError
 from harness.host.paths import HostPaths
+
+if TYPE_CHECKING:  # the commands import lazily: `gate` and `report` start without docker-py
+    from harness.experiment.progress import Progress
+    from harness.study.config import Study
 
 EPILOG = """\
 typical use:
@@ -237,7 +241,8 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths
     options = RunOptions(out=out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
                          api_key=key or None, runtime=args.runtime, images=_image_options(args), env=env,
                          paths=host, aa=True)  # fmt: skip
-    return calibrate(study, options, resamples=args.resamples)
+    _show(calibrate(study, options, _progress(study), resamples=args.resamples))
+    return 0
 
 
 def _warn_without_recent_calibration(study: Any) -> None:
@@ -293,6 +298,18 @@ def _preflight_arg(p: argparse.ArgumentParser) -> None:
 
 
 # ----------------------------------------------------------------------- commands
+
+
+def _progress(study: Study) -> Progress:
+    """The progress display of a run (a live table on a terminal, plain lines otherwise), on stdout."""
+    from harness.experiment.progress import Progress
+
+    return Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
+
+
+def _show(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line)
 
 
 def _image_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -422,8 +439,10 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     if study.prereg.library is not None:  # a library experiment: harness.experiment.library
         from harness.experiment.library import evaluate_library
 
-        return evaluate_library(study, options)
-    return evaluate(study, options)
+        _show(evaluate_library(study, options, _progress(study)))
+    else:
+        _show(evaluate(study, options, _progress(study)))
+    return 0
 
 
 def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -471,7 +490,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
             paths=host,
             preflight=args.preflight,
         )
-        evaluate(study, options)
+        _show(evaluate(study, options, _progress(study)))
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
     if args.quick:
         return 0
@@ -480,7 +499,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
         print("\n=== skill library demo-library (4 skills: one helps, one hurts, one only costs, one neutral) ===")
         study = load_study(setup.library)
-        evaluate_library(
+        lines = evaluate_library(
             study,
             RunOptions(
                 out=args.out.resolve() / "results-library",
@@ -491,7 +510,9 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
                 env=env,
                 paths=host,
             ),
+            _progress(study),
         )
+        _show(lines)
     _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs, host)
     return 0
 
@@ -611,9 +632,43 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> in
 
 
 def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
-    from harness.experiment.triggers import cmd_triggers as run
+    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
+    import time
 
-    return run(args, env, host)
+    from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.sandbox.engine import Engine
+
+    study = load_trigger_study(args.prereg)
+    out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
+    if (out / "triggers.jsonl").exists():
+        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
+    n = len(plan_runs(study.prereg))
+    print(
+        f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
+        f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    analysis = run_triggers(
+        study,
+        Engine(),
+        TriggerOptions(
+            out=out,
+            paths=host,
+            jobs=args.jobs or 2,
+            scripted=args.scripted,
+            api_key=env.get("ANTHROPIC_API_KEY"),
+            on_run=_print_trigger_run if args.verbose else (lambda _r: None),
+        ),
+    )
+    print("\n".join(summary_lines(analysis)))
+    print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
+    return 0
+
+
+def _print_trigger_run(rec: Any) -> None:
+    why = f" ({rec.reason})" if rec.reason else ""
+    print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], int]] = {

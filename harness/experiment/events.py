@@ -26,6 +26,8 @@ class Events(Protocol):
     def phase(self, trial_id: str, phase: str) -> None: ...
     def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None: ...
     def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None: ...
+    def finished(self) -> None:
+        """The run is over, however it ended: no event follows (a live display stops here)."""
 
 
 class NullEvents:
@@ -47,4 +49,7 @@ class NullEvents:
         pass
 
     def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None:
+        pass
+
+    def finished(self) -> None:
         pass

@@ -57,7 +57,7 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.study import prices, scenario
-from harness.study.config import Study, parse_size
+from harness.study.config import LockBlock, Study, parse_size
 from harness.study.lock import verify_lock
 from harness.trial import installed, samepatch
 from harness.trial.trial import StartGate, TrialContext, run_trial
@@ -176,6 +176,13 @@ class Experiment:
 
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
+        """Run (or resume) the experiment; ``events`` hears ``finished`` however it ends."""
+        try:
+            return self._run()
+        finally:
+            self.events.finished()
+
+    def _run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
         lock = verify_lock(self.study)
         lock_hash = lock.sha256
@@ -187,29 +194,9 @@ class Experiment:
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
-            self._work_root()  # made and recorded first, so a gc running now already sees it
-            reaped = reaper.reap(self.engine, self.paths, own_pid=os.getpid())
-            if reaped.objects:
-                self.events.message(f"removed {len(reaped.objects)} object(s) left by an earlier, killed run")
-            # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
-            gitops.prune_worktrees(self.study.repo_path)
-            if reaped.trees:
-                self.events.message(f"removed {reaped.trees} trial directory tree(s) left by an earlier, killed run")
+            self._reap_leftovers()
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
-            provenance = Provenance(
-                lock_hash=lock_hash,
-                base_sha=lock.base_sha,
-                model=ex.model,
-                judge_model=ex.judge_model,
-                cli_version=images.claude_code_version,
-                image_digest=images.trial_id,
-                prompt_template_sha256=self.prompt_template_sha256()
-                if ex.delivery == "prompt"
-                else installed.prompt_template_sha256(),
-                harness_version=__version__,
-                delivery=ex.delivery,
-                **self._route_provenance(),
-            )
+            provenance = self._provenance(lock, images)
             base_outcomes = self._preflight(store, images, lock.base_sha)
             if self.study.excluded:  # the preflight's trivial tasks are not planned
                 specs = plan.select_shard(self.plan_specs(), self.options.shard)
@@ -240,6 +227,35 @@ class Experiment:
             ran=ran,
             reused=reused,
             early_stopped=early_stopped,
+        )
+
+    def _reap_leftovers(self) -> None:
+        """What killed runs left: Docker objects by label, run directories by owner, stale worktrees."""
+        self._work_root()  # made and recorded first, so a gc running now already sees it
+        reaped = reaper.reap(self.engine, self.paths, own_pid=os.getpid())
+        if reaped.objects:
+            self.events.message(f"removed {len(reaped.objects)} object(s) left by an earlier, killed run")
+        # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
+        gitops.prune_worktrees(self.study.repo_path)
+        if reaped.trees:
+            self.events.message(f"removed {reaped.trees} trial directory tree(s) left by an earlier, killed run")
+
+    def _provenance(self, lock: LockBlock, images: ImageSet) -> Provenance:
+        """What every record of this run says it ran on (arms that differ here are not comparable)."""
+        ex = self.study.prereg.execution
+        return Provenance(
+            lock_hash=lock.sha256,
+            base_sha=lock.base_sha,
+            model=ex.model,
+            judge_model=ex.judge_model,
+            cli_version=images.claude_code_version,
+            image_digest=images.trial_id,
+            prompt_template_sha256=self.prompt_template_sha256()
+            if ex.delivery == "prompt"
+            else installed.prompt_template_sha256(),
+            harness_version=__version__,
+            delivery=ex.delivery,
+            **self._route_provenance(),
         )
 
     def _check_runtime(self) -> None:

@@ -112,6 +112,9 @@ class Progress(Events):
             self.console.print(Text(summary))
         self._refresh()
 
+    def finished(self) -> None:
+        self.close()
+
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()

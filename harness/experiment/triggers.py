@@ -608,43 +608,6 @@ def markdown(a: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_run(rec: RunRecord) -> None:
-    why = f" ({rec.reason})" if rec.reason else ""
-    print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
-
-
-def cmd_triggers(args: Any, env: dict[str, str], paths: HostPaths) -> int:
-    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
-    import time
-
-    study = load_trigger_study(args.prereg)
-    out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
-    if (out / "triggers.jsonl").exists():
-        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
-    n = len(plan_runs(study.prereg))
-    print(
-        f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
-        f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
-        flush=True,
-    )
-    t0 = time.monotonic()
-    analysis = run_triggers(
-        study,
-        Engine(),
-        TriggerOptions(
-            out=out,
-            paths=paths,
-            jobs=args.jobs or 2,
-            scripted=args.scripted,
-            api_key=env.get("ANTHROPIC_API_KEY"),
-            on_run=print_run if args.verbose else (lambda _r: None),
-        ),
-    )
-    print("\n".join(summary_lines(analysis)))
-    print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
-    return 0
-
-
 def add_parser(sub: Any) -> None:
     tr = sub.add_parser(
         "triggers",

@@ -95,7 +95,7 @@ def library_run(tmp_path_factory: pytest.TempPathFactory, engine, images) -> dic
     work.mkdir()
     prereg, scen = _write_library(setup.root, "first")
     out = root / "results-first"
-    assert evaluate_library(load_study(prereg), _options(out, scen, work)) == 0
+    assert evaluate_library(load_study(prereg), _options(out, scen, work))
     return {"setup": setup.root, "prereg": prereg, "scenario": scen, "out": out, "work": work, "root": root}
 
 
@@ -204,7 +204,7 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
     study = load_study(prereg)
     out = library_run["root"] / "results-second"
     # run one shard of the second experiment: its bare trials are all reused, only masked ones run
-    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4))) == 0
+    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4)))
     records = read_results(out / RESULTS).records
     assert records and all(r.reused_from is not None for r in records if r.arm == "baseline")
     assert any(r.arm == "baseline" for r in records)

@@ -168,3 +168,22 @@ def test_a_skipped_baseline_record_carries_its_fingerprint_from_birth() -> None:
         rec = make(spec, 1, "budget", "the budget is reached")
         assert rec.status == "skipped" and rec.stopped_by == "budget" and rec.error == "the budget is reached"
         assert rec.baseline_fingerprint == (f"fp-{spec.task.id}" if spec.arm == "baseline" else None)
+
+
+def test_the_events_hear_finished_when_the_run_is_refused(make_study: Any, tmp_path: Path) -> None:
+    from harness.experiment.events import NullEvents
+
+    class Finished(NullEvents):
+        calls = 0
+
+        def finished(self) -> None:
+            Finished.calls += 1
+
+    files = make_study()
+    lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash="0" * 64, shard=None, mode="real")
+    exp = Experiment(load_study(files.prereg), NoEngine(), RunOptions(out=out, jobs=1), Finished())  # type: ignore[arg-type]
+    with pytest.raises(ResumeError):
+        exp.run()
+    assert Finished.calls == 1, "a live display stops however the run ends"
