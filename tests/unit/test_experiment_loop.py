@@ -268,3 +268,17 @@ def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
     # two trials of 4 h each at --jobs 1 run for 8 h at least
     assert run_ttl_s(ex, long, jobs=1) > 2 * 4 * 3600
     assert run_ttl_s(ex, long, jobs=1) > run_ttl_s(ex, short[: len(long)], jobs=1)
+
+
+def test_a_stop_before_the_first_trial_is_the_loops_own_rule() -> None:
+    """What the experiment checks before any run set-up: the same stop the loop would apply."""
+    from harness.experiment.loop import stop_before_start, stop_reason
+
+    spec = plan_trials(TASKS[:1], 1, seed=1)[0]
+    finals = [make_record(spec, 1)]
+    assert stop_before_start(LoopPolicy(jobs=1, max_infra_retries=0), finals, 5.0) is None
+    capped = LoopPolicy(jobs=1, max_infra_retries=0, total_usd=1.0)
+    assert stop_before_start(capped, finals, 1.0) == stop_reason(capped, 1.0, None)
+    assert stop_before_start(capped, finals, 1.0) is not None and stop_before_start(capped, finals, 0.5) is None
+    early = LoopPolicy(jobs=1, max_infra_retries=0, early_stop=lambda records: f"decided by {len(records)}")
+    assert stop_before_start(early, finals, 0.0) == ("early_stop", "decided by 1")
