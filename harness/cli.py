@@ -16,10 +16,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResultsUnavailable
+from harness.host.paths import HostPaths
+
+if TYPE_CHECKING:  # the commands import lazily: `gate` and `report` start without docker-py
+    from harness.experiment.progress import Progress
+    from harness.study.config import Study
 
 EPILOG = """\
 typical use:
@@ -217,7 +222,7 @@ def _calibrate_parser(sub: Any) -> None:
     cb.add_argument("--resamples", type=int, default=400, help="resampled A/A experiments (default 400)")
 
 
-def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.calibrate import calibrate
     from harness.experiment.evaluate import default_jobs
     from harness.experiment.experiment import RunOptions
@@ -225,7 +230,7 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
     from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
-    lock_hash = verify_lock(study)
+    lock_hash = verify_lock(study).sha256
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
         raise PrerequisiteError("ANTHROPIC_API_KEY is not set; a real calibration calls the Anthropic API",
@@ -235,8 +240,9 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str]) -> int:
     out = args.out or Path("harness-results") / f"calibration-{study.prereg.skill}-{lock_hash[:12]}"
     options = RunOptions(out=out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
                          api_key=key or None, runtime=args.runtime, images=_image_options(args), env=env,
-                         aa=True)  # fmt: skip
-    return calibrate(study, options, resamples=args.resamples)
+                         paths=host, aa=True)  # fmt: skip
+    _show(calibrate(study, options, _progress(study), resamples=args.resamples))
+    return 0
 
 
 def _warn_without_recent_calibration(study: Any) -> None:
@@ -294,6 +300,18 @@ def _preflight_arg(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------- commands
 
 
+def _progress(study: Study) -> Progress:
+    """The progress display of a run (a live table on a terminal, plain lines otherwise), on stdout."""
+    from harness.experiment.progress import Progress
+
+    return Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
+
+
+def _show(lines: Sequence[str]) -> None:
+    for line in lines:
+        print(line)
+
+
 def _image_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from harness.sandbox.images import ImageOptions
 
@@ -306,7 +324,7 @@ def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
     return Engine(env)
 
 
-def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_doctor(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.doctor import gather
 
     checks = gather(_engine(env), _image_options(args))
@@ -316,7 +334,7 @@ def cmd_doctor(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 5 if any(c.level == "fail" for c in checks) else 0
 
 
-def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_images(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.engine import Engine
     from harness.sandbox.images import ImageBuilder
 
@@ -338,7 +356,7 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_init(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.study.scaffold import init
 
     made = init(args.skill, args.out)
@@ -348,7 +366,7 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_lock(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.study.lock import lock
 
     digest, base = lock(args.prereg)
@@ -373,7 +391,7 @@ def _find_prereg(args: argparse.Namespace) -> Path:
     )
 
 
-def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.plan import parse_shard
     from harness.study.config import check_host_fits, load_study
     from harness.study.lock import verify_lock
@@ -386,7 +404,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
             f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
             field="skill_ref",
         )
-    lock_hash = verify_lock(study)
+    lock_hash = verify_lock(study).sha256
     try:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as e:
@@ -413,6 +431,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
         runtime=args.runtime,
         images=_image_options(args),
         env=env,
+        paths=host,
         reuse_from=tuple(args.reuse_baseline_from or ()),
         route=_route(args, env),
         preflight=args.preflight,
@@ -420,8 +439,10 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str]) -> int:
     if study.prereg.library is not None:  # a library experiment: harness.experiment.library
         from harness.experiment.library import evaluate_library
 
-        return evaluate_library(study, options)
-    return evaluate(study, options)
+        _show(evaluate_library(study, options, _progress(study)))
+    else:
+        _show(evaluate(study, options, _progress(study)))
+    return 0
 
 
 def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -435,7 +456,7 @@ def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-un
     return upstream.from_env(env, url=args.upstream, extra_ca=args.upstream_ca, network=args.upstream_network)
 
 
-def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.analysis.masks import DEFAULT_SIGMA_DELTA
     from harness.experiment.library_plan import plan_lines
     from harness.study.config import load_study
@@ -445,7 +466,7 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0 if ok else 4
 
 
-def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.demo import prepare_demo
     from harness.experiment.evaluate import default_jobs, evaluate
     from harness.experiment.experiment import RunOptions
@@ -466,9 +487,10 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
             runtime=args.runtime,
             images=_image_options(args),
             env=env,
+            paths=host,
             preflight=args.preflight,
         )
-        evaluate(study, options)
+        _show(evaluate(study, options, _progress(study)))
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
     if args.quick:
         return 0
@@ -477,7 +499,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
 
         print("\n=== skill library demo-library (4 skills: one helps, one hurts, one only costs, one neutral) ===")
         study = load_study(setup.library)
-        evaluate_library(
+        lines = evaluate_library(
             study,
             RunOptions(
                 out=args.out.resolve() / "results-library",
@@ -486,13 +508,16 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str]) -> int:
                 runtime=args.runtime,
                 images=_image_options(args),
                 env=env,
+                paths=host,
             ),
+            _progress(study),
         )
-    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs)
+        _show(lines)
+    _demo_triggers(setup.root, args.out.resolve() / "results-triggers", args.jobs, host)
     return 0
 
 
-def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
+def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> None:
     """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
     import time
 
@@ -508,7 +533,9 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None) -> None:
         shutil.rmtree(out)
     t0 = time.monotonic()
     analysis = run_triggers(
-        study, Engine(), TriggerOptions(out=out, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml")
+        study,
+        Engine(),
+        TriggerOptions(out=out, paths=host, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml"),
     )
     print("\n".join(summary_lines(analysis)))
     print(f"{time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
@@ -524,7 +551,7 @@ def _print_demo_outcome(results: Path) -> None:
     print(f"gate: {g.exit_code} ({g.verdict})   [harness gate {results}]")
 
 
-def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.library import is_library_dir, report_library
     from harness.reporting import DECISION_JSON, REPORT_FILES, write_reports
     from harness.reporting.model import load_experiment
@@ -540,7 +567,7 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting.gate import gate
 
     if args.dir is None:
@@ -550,7 +577,7 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str]) -> int:
     return result.exit_code
 
 
-def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting.history import discover_in, format_table, history
 
     if args.in_dirs:  # found, not named: a shard shows only when named with --results
@@ -567,7 +594,7 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
+def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.reporting import write_reports
     from harness.reporting.model import analyze_records
     from harness.results.merge import merge
@@ -586,36 +613,67 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
-def cmd_gc(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.sandbox.labels import OWNER, OWNER_VALUE, reap_orphans
+def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.sandbox import reaper
 
     engine = _engine(env)
     if args.all:
-        removed, errors = engine.remove_labelled({OWNER: OWNER_VALUE})
+        removed, errors = reaper.remove_everything(engine)
         for error in errors:
             print(f"not removed: {error}", file=sys.stderr)
         print(f"removed {len(removed)} harness object(s)" + (f"; {len(errors)} could not be removed" if errors else ""))
         return 3 if errors else 0
-    reaped = reap_orphans(engine, own_pid=os.getpid())
-    for target, reason in reaped:
+    # orphaned objects, then trial directories (agent-written trees, the gateway's key file) of killed runs
+    reaped = reaper.reap(engine, host, own_pid=os.getpid())
+    for target, reason in reaped.objects:
         print(f"removed {target.kind} {target.name} ({reason})")
-    print(f"{len(reaped)} orphaned object(s) removed")
-    # trial directories (agent-written trees, the gateway's key file) of killed runs on this host
-    from harness.experiment.experiment import sweep_known_roots
-
-    swept = sweep_known_roots()
-    if swept:
-        print(f"removed {swept} trial directory tree(s) of killed runs")
+    print(f"{len(reaped.objects)} orphaned object(s) removed")
+    if reaped.trees:
+        print(f"removed {reaped.trees} trial directory tree(s) of killed runs")
     return 0
 
 
-def cmd_triggers(args: argparse.Namespace, env: dict[str, str]) -> int:
-    from harness.experiment.triggers import cmd_triggers as run
+def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
+    import time
 
-    return run(args, env)
+    from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.sandbox.engine import Engine
+
+    study = load_trigger_study(args.prereg)
+    out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
+    if (out / "triggers.jsonl").exists():
+        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
+    n = len(plan_runs(study.prereg))
+    print(
+        f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
+        f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
+        flush=True,
+    )
+    t0 = time.monotonic()
+    analysis = run_triggers(
+        study,
+        Engine(),
+        TriggerOptions(
+            out=out,
+            paths=host,
+            jobs=args.jobs or 2,
+            scripted=args.scripted,
+            api_key=env.get("ANTHROPIC_API_KEY"),
+            on_run=_print_trigger_run if args.verbose else (lambda _r: None),
+        ),
+    )
+    print("\n".join(summary_lines(analysis)))
+    print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
+    return 0
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str]], int]] = {
+def _print_trigger_run(rec: Any) -> None:
+    why = f" ({rec.reason})" if rec.reason else ""
+    print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
     "init": cmd_init,
@@ -640,10 +698,11 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
     args = _parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
+    host = HostPaths.from_env(env)  # the one read of TMPDIR and the shared places (harness.host.paths)
     # SIGTERM unwinds like Ctrl-C (Python would otherwise die without running finally blocks)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return COMMANDS[args.command](args, env)
+        return COMMANDS[args.command](args, env, host)
     except (KeyboardInterrupt, Interrupted) as e:
         msg = str(e) if isinstance(e, Interrupted) else "interrupted"
         print(f"harness: {msg}", file=sys.stderr)

@@ -27,6 +27,7 @@ processes on the machine do not block the bench (they still share its cores).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import shutil
@@ -51,6 +52,7 @@ from harness.analysis.estimates import analyze
 from harness.analysis.observations import Observation
 from harness.demo import prepare_demo
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.host.paths import HostPaths
 from harness.results.attempts import spent_usd
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageSet, project_root
@@ -165,9 +167,8 @@ class Bench:
             out=self.work / out,
             jobs=jobs,
             scripted=scenario,
-            work_root=self.trials_root,
+            paths=dataclasses.replace(HostPaths.from_env(os.environ), work_root=self.trials_root, slots_dir=self.slots),
             host_slots=max(jobs, 8),
-            slots_dir=self.slots,
             reuse_from=tuple(reuse_from),
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
         )

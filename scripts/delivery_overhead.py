@@ -11,6 +11,8 @@ measurement; tokens are estimated at 4 bytes per token (a rule of thumb, not a c
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import statistics
 import sys
 import tempfile
@@ -20,6 +22,7 @@ import yaml
 
 from harness.demo import prepare_demo
 from harness.experiment.experiment import Experiment, RunOptions
+from harness.host.paths import HostPaths
 from harness.sandbox.engine import Engine
 from harness.study.config import load_study
 from harness.study.lock import lock
@@ -44,7 +47,12 @@ def run(work: Path, delivery: str) -> list[list[int]]:
     result = Experiment(
         load_study(path),
         Engine(),
-        RunOptions(out=work / f"out-{delivery}", jobs=2, scripted=scenario, work_root=trials),
+        RunOptions(
+            out=work / f"out-{delivery}",
+            jobs=2,
+            scripted=scenario,
+            paths=dataclasses.replace(HostPaths.from_env(os.environ), work_root=trials),
+        ),
     ).run()
     return [list(r.skill.request_bytes) for r in result.records if r.skill is not None]
 

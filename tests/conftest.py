@@ -41,8 +41,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retry, "WAIT_SCALE", 0.0)
+def _fast_retries() -> Iterator[None]:
+    """Retry backoffs do not sleep in tests (a test that measures waits injects its own policy)."""
+    previous = retry.set_default_wait(retry.NO_WAIT)
+    yield
+    retry.set_default_wait(previous)
 
 
 @pytest.fixture(autouse=True)

@@ -220,28 +220,18 @@ def ledger_entry(summary: dict[str, Any], run_id: str) -> Any:
     )
 
 
-def calibrate(study: Study, options: Any, *, resamples: int = DEFAULT_RESAMPLES) -> int:
-    """Run the A/A experiment (``options`` is a RunOptions with ``aa=True``), summarise, record, print."""
-    import sys
-
+def calibrate(study: Study, options: Any, events: Any = None, *, resamples: int = DEFAULT_RESAMPLES) -> list[str]:
+    """Run the A/A experiment (``options`` is a RunOptions with ``aa=True``; it reports through ``events``),
+    summarise and record it. Returns the lines to show afterwards."""
     from harness.experiment.evaluate import _signals
     from harness.experiment.experiment import Experiment
-    from harness.experiment.progress import Progress
     from harness.reporting import ledger
     from harness.sandbox.engine import Engine
 
-    engine = Engine(options.env)
-    progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
-    experiment = Experiment(study, engine, options, progress)
-    try:
-        with _signals(experiment):
-            result = experiment.run()
-    finally:
-        progress.close()
+    experiment = Experiment(study, Engine(options.env), options, events)
+    with _signals(experiment):
+        result = experiment.run()
     summary = summarize(study, result.records, resamples=resamples, seed=study.prereg.execution.seed)
     path = write(result.experiment_dir.root, summary)
     ledger.record_calibration(ledger.ledger_path(study), ledger_entry(summary, result.lock_hash[:12]))
-    print()
-    print(render(summary))
-    print(f"calibration written to {path}; recorded in {ledger.ledger_path(study)}")
-    return 0
+    return ["", *render(summary).split("\n"), f"calibration written to {path}; recorded in {ledger.ledger_path(study)}"]

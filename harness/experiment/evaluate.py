@@ -1,5 +1,8 @@
 """``harness eval`` end to end: run the experiment, analyse, decide, write the reports.
 
+Nothing here prints: the experiment reports through the :class:`~harness.experiment.events.Events`
+it is given (the CLI's progress display), and what to show afterwards comes back as lines.
+
 Signals: the first SIGINT/SIGTERM stops new trials and kills the running
 containers; every trial then tears itself down and ``results.jsonl`` stays
 valid. A second signal (or one before trials start) interrupts at once, still
@@ -9,13 +12,12 @@ unwinding through every ``finally``.
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
+from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
-from harness.experiment.progress import Progress
 from harness.host.slots import slot_count
 from harness.reporting import SUMMARY_TXT, ledger, write_reports
 from harness.reporting.model import ReportInput, analyze_records
@@ -47,23 +49,17 @@ def analyze(study: Study, result: ExperimentResult) -> ReportInput:
     return analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
 
 
-def evaluate(study: Study, options: RunOptions) -> int:
-    """Run the experiment with a progress display, write its reports and ledger entry, print the summary."""
-    engine = Engine(options.env)
-    progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
-    experiment = Experiment(study, engine, options, progress)
-    try:
-        with _signals(experiment):
-            result = experiment.run()
-    finally:
-        progress.close()
+def evaluate(study: Study, options: RunOptions, events: Events | None = None) -> list[str]:
+    """Run the experiment (reporting through ``events``), write its reports and ledger entry. Returns
+    the lines to show afterwards: a blank one, the summary, then what the ledger did."""
+    experiment = Experiment(study, Engine(options.env), options, events)
+    with _signals(experiment):
+        result = experiment.run()
     data = analyze(study, result)
     store = result.experiment_dir
     paths = write_reports(store.root, data, store.redactor.text)
-    print()
-    print(paths[SUMMARY_TXT].read_text(encoding="utf-8"), end="")
+    lines = ["", *paths[SUMMARY_TXT].read_text(encoding="utf-8").splitlines()]
     if options.shard is None:
         # Only a whole experiment decides; a shard's partial results never touch the ledger.
-        for line in ledger.record(study, data).lines:
-            print(line)
-    return 0
+        lines += ledger.record(study, data).lines
+    return lines

@@ -1,15 +1,17 @@
 """An experiment: the planned trials of one locked preregistration, run to completion.
 
     lock check -> plan -> resume state -> gc and sweep -> images -> baseline reuse
-      -> run setup -> trials (concurrent, host-wide slots, bounded infra retries,
+      -> run set-up -> trials (concurrent, host-wide slots, bounded infra retries,
          cumulative budget, preregistered early stop) -> run teardown
+
+The run's set-up and teardown are one context manager (:mod:`harness.experiment.resources`), the
+scheduling is :mod:`harness.experiment.loop`, what is left to run is :mod:`harness.experiment.resume`.
 
 Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
 that were running; rerunning the same command (or ``--resume``) runs only what
 is missing and never re-runs a trial whose last attempt is final. A different
-lock hash (or shard, or mode, or any trial input: harness.experiment.trialinputs) refuses to resume into
-the same directory.
+lock hash (or shard, or mode, or any trial input: harness.study.inputs) refuses to resume into the same directory.
 Objects a killed controller left behind (containers and networks by label,
 trial directories and git worktrees by owner pid) are reaped on the next start.
 
@@ -23,53 +25,45 @@ trial starts, running ones finish, and every trial that did not run gets a
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
+import functools
 import os
 import secrets
-import socket
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import __version__, plan, retry
-from harness.analysis.curtail import early_stop_verdict
-from harness.analysis.estimates import analyze
-from harness.analysis.observations import observations_from_records
-from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
+from harness import __version__, plan
+from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
+from harness.experiment.events import Events, NullEvents
+from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
+from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
+from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
-from harness.host.slots import HostSlots, slot_count, slots_dir
-from harness.host.workroots import OWNER_FILE, default_work_root
+from harness.host.paths import HostPaths
+from harness.host.slots import HostSlots, slot_count
 from harness.plan import TrialSpec
-from harness.records import Provenance, StopReason, TrialRecord
+from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
-from harness.results.attempts import is_final, latest_by_trial, max_cost_per_trial, spent_usd, stops
+from harness.results.attempts import latest_by_trial, spent_usd, stops
 from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
-from harness.retry import retrying
+from harness.sandbox import reaper, uids
 from harness.sandbox import roles as sandbox
-from harness.sandbox import uids
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
-from harness.sandbox.labels import ROLE, RUN, make_labels, pid_alive, reap_orphans
-from harness.sandbox.runtime import DockerObject, Runtime
+from harness.sandbox.labels import ROLE, RUN, make_labels
+from harness.sandbox.runtime import Runtime
 from harness.study import prices, scenario
-from harness.study.config import Execution, Study, parse_size
-from harness.study.lock import copy_locked_skill, verify_lock
-from harness.trial import apihealth, installed, samepatch
-from harness.trial.gateway import wait_listening
+from harness.study.config import LockBlock, Study, parse_size
+from harness.study.lock import verify_lock
+from harness.trial import installed, samepatch
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
-from harness.trial.workspace import remove_tree
 
 REAL_UPSTREAM = "https://api.anthropic.com"
-"""In each run directory: '<pid> <host>' of the controller, so a later start can sweep a killed run's leftovers."""
-INFRA_RETRY_MAX_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -85,9 +79,10 @@ class RunOptions:
     images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
     """Host-wide concurrent-trial limit (default: HARNESS_HOST_SLOTS, else from cores and memory)."""
-    slots_dir: Path | None = None
-    work_root: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    paths: HostPaths | None = None
+    """Work root, host slots and the work-roots record (default: from ``env``; :mod:`harness.cli` passes
+    the ones it read at start)."""
     reuse_from: tuple[Path, ...] = ()
     """Experiment directories (or folders of them) whose matching baseline trials are reused."""
     scripted_key: str | None = None
@@ -105,19 +100,6 @@ class RunOptions:
     """Run each task's verify_cmd at the base commit before any agent (harness.experiment.preflight)."""
 
 
-class Events:
-    """What the experiment reports while it runs (the progress display implements this)."""
-
-    def planned(self, specs: Sequence[TrialSpec], finals: Sequence[TrialRecord], spent_usd: float) -> None:
-        """The plan, the final records it already has (a resumed or reusing run) and what they cost."""
-
-    def message(self, text: str) -> None: ...
-    def trial_started(self, spec: TrialSpec, attempt: int) -> None: ...
-    def phase(self, trial_id: str, phase: str) -> None: ...
-    def trial_finished(self, spec: TrialSpec, record: TrialRecord, spent_usd: float) -> None: ...
-    def trials_skipped(self, records: Sequence[TrialRecord], reason: str) -> None: ...
-
-
 @dataclass
 class ExperimentResult:
     records: list[TrialRecord]
@@ -131,247 +113,6 @@ class ExperimentResult:
     reused: int = 0
     """Baseline trials copied from other experiments in this invocation."""
     early_stopped: bool = False
-
-
-def curtailment_check(
-    study: Study, planned_task_ids: Sequence[str]
-) -> Callable[[Sequence[TrialRecord]], str | None] | None:
-    """The preregistered early stop as a function of the final records so far (None when not preregistered).
-
-    Returns a reason when :func:`harness.analysis.curtail.curtailment` proves that no
-    outcome of the remaining trials (every planned trial without a final record,
-    running ones included) can change the point rule's verdict.
-    """
-    settings = study.prereg.decision
-    if settings.early_stop != "curtail" or settings.rule != "point":
-        return None
-    runs = study.prereg.execution.runs_per_arm
-    cap = max_cost_per_trial(study.prereg)
-    tasks = list(planned_task_ids)
-
-    def check(records: Sequence[TrialRecord]) -> str | None:
-        if not {r.arm for r in records} >= {"baseline", "skill"}:
-            return None
-        analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
-        verdict, left = early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
-        if verdict is None:
-            return None
-        return (
-            f"early stop (preregistered curtailment): the point rule's verdict is {verdict} "
-            f"whatever the {left} remaining trial(s) give"
-        )
-
-    return check
-
-
-# ======================================================================= the loop
-
-
-@dataclass(frozen=True)
-class LoopPolicy:
-    jobs: int
-    max_infra_retries: int
-    total_usd: float | None = None
-    early_stop: Callable[[Sequence[TrialRecord]], str | None] | None = None
-
-
-@dataclass
-class LoopOutcome:
-    ran: int = 0
-    budget_stopped: bool = False
-    early_stop: str | None = None
-    skipped: list[TrialRecord] = field(default_factory=list)
-
-
-class _RetryInfra(Exception):
-    def __init__(self, record: TrialRecord) -> None:
-        super().__init__(record.error or "infrastructure failure")
-        self.record = record
-
-
-SkippedFactory = Callable[[TrialSpec, int, StopReason, str], TrialRecord]
-
-
-class TrialLoop:
-    """Schedules trials: at most ``jobs`` at once (and one host slot each), in plan order.
-
-    Pure scheduling around an injected ``run_one(spec, attempt)``, so it is unit
-    tested without Docker. Every attempt is handed to ``append`` as soon as it
-    ends. An infrastructure failure is retried with backoff (one tenacity policy,
-    :func:`harness.retry.retrying`) until ``max_infra_retries`` retries are used;
-    a stop (budget, early stop) between attempts records the trial as skipped.
-    """
-
-    def __init__(
-        self,
-        run_one: Callable[[TrialSpec, int], TrialRecord],
-        append: Callable[[TrialRecord], None],
-        policy: LoopPolicy,
-        *,
-        skipped: SkippedFactory,
-        prior: Mapping[str, TrialRecord],
-        finals: Sequence[TrialRecord],
-        spent: float,
-        stop: threading.Event,
-        slots: HostSlots | None = None,
-        events: Events | None = None,
-    ) -> None:
-        self.run_one = run_one
-        self._append = append
-        self.policy = policy
-        self.make_skipped = skipped
-        self.prior = dict(prior)
-        self.final: dict[str, TrialRecord] = {r.trial_id: r for r in finals}
-        self.spent = spent
-        self.stop = stop
-        self.slots = slots
-        self.events = events or Events()
-        self.early_reason: str | None = None
-        self._lock = threading.Lock()
-        self._quiet_until = 0.0
-        self.backoffs: list[float] = []
-        """Every hold-off the upstream asked for (retry-after of a failed trial), in seconds."""
-
-    # ---------------------------------------------------------------- state
-    def append(self, record: TrialRecord) -> None:
-        with self._lock:
-            self._append(record)
-            if record.reused_from is None:
-                self.spent += record.total_cost_usd
-
-    def stop_reason(self) -> tuple[StopReason, str] | None:
-        """Why no new attempt may start now (None: go on)."""
-        cap = self.policy.total_usd
-        with self._lock:
-            spent = self.spent
-        if cap is not None and spent >= cap:
-            return "budget", f"the cumulative budget of ${cap:g} is reached (${spent:.4f} spent)"
-        if self.early_reason is not None:
-            return "early_stop", self.early_reason
-        return None
-
-    def check_early_stop(self) -> None:
-        if self.policy.early_stop is None or self.early_reason is not None:
-            return
-        reason = self.policy.early_stop(list(self.final.values()))
-        if reason is not None:
-            self.early_reason = reason
-            self.events.message(reason + ": no new trial starts")
-
-    # ----------------------------------------------------------------- run
-    def run(self, todo: Sequence[TrialSpec]) -> LoopOutcome:
-        out = LoopOutcome()
-        self.check_early_stop()
-        pending = deque(todo)
-        halted: tuple[StopReason, str] | None = None
-        jobs = max(1, self.policy.jobs)
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trial") as pool:
-            running: dict[Future[TrialRecord | None], TrialSpec] = {}
-            while pending or running:
-                while pending and len(running) < jobs and not self.stop.is_set():
-                    halted = self.stop_reason()
-                    if halted is not None or self.quiet_left() > 0:
-                        break
-                    spec = pending.popleft()
-                    running[pool.submit(self._attempts, spec)] = spec
-                if not running:
-                    if pending and halted is None and self.quiet_left() > 0 and not self.stop.is_set():
-                        self.stop.wait(min(self.quiet_left(), 0.5))  # the API asked for a pause
-                        continue
-                    break
-                finished, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    spec = running.pop(fut)
-                    record = fut.result()
-                    if record is None:
-                        continue
-                    self.final[spec.trial_id] = record
-                    if record.status == "skipped":
-                        out.skipped.append(record)
-                    else:
-                        out.ran += 1
-                        with self._lock:
-                            spent = self.spent
-                        self.events.trial_finished(spec, record, spent)
-                        self.check_early_stop()
-            if self.stop.is_set():
-                raise Interrupted("interrupted: running trials were stopped and torn down; results.jsonl is intact")
-        halted = halted or self.stop_reason()
-        if pending and halted is not None:
-            kind, why = halted
-            for spec in pending:
-                prior = self.prior.get(spec.trial_id)
-                rec = self.make_skipped(spec, prior.attempt + 1 if prior else 1, kind, why)
-                self.append(rec)
-                self.final[spec.trial_id] = rec
-                out.skipped.append(rec)
-        if out.skipped:
-            kinds = {r.stopped_by for r in out.skipped}
-            out.budget_stopped = "budget" in kinds
-            if "early_stop" in kinds:
-                out.early_stop = self.early_reason
-            self.events.trials_skipped(out.skipped, halted[1] if halted else out.skipped[0].error or "stopped")
-        return out
-
-    def _attempts(self, spec: TrialSpec) -> TrialRecord | None:
-        """Every attempt of one trial, until one is final. None when interrupted (nothing recorded)."""
-        prior = self.prior.get(spec.trial_id)
-        first = prior.attempt + 1 if prior is not None else 1
-        left = max(1, self.policy.max_infra_retries + 2 - first)
-        policy = retrying(lambda e: isinstance(e, _RetryInfra), attempts=left, max_wait=INFRA_RETRY_MAX_WAIT_S).copy(
-            sleep=self._sleep
-        )
-        try:
-            for attempt in policy:
-                with attempt:
-                    number = first + attempt.retry_state.attempt_number - 1
-                    return self._one(spec, number)
-        except _RetryInfra as e:
-            return e.record  # retries used up: the infra failure is the trial's final record
-        except (Interrupted, InterruptedError):
-            return None
-        raise AssertionError("unreachable: tenacity re-raises")  # pragma: no cover
-
-    def _one(self, spec: TrialSpec, number: int) -> TrialRecord:
-        halted = self.stop_reason()
-        if halted is not None:
-            rec = self.make_skipped(spec, number, *halted)
-            self.append(rec)
-            return rec
-        if self.slots is not None:
-            with self.slots.slot(self.stop):
-                record = self._run(spec, number)
-        else:
-            record = self._run(spec, number)
-        self.append(record)
-        if record.status == "infra_error" and not self.stop.is_set():
-            self.events.message(f"{spec.trial_id}: infrastructure failure (attempt {number}): {record.error}")
-            self.hold_off(apihealth.backoff_s(record))
-            raise _RetryInfra(record)
-        return record
-
-    def hold_off(self, seconds: float) -> None:
-        """The upstream asked for a pause (retry-after): no trial starts or retries before it ends."""
-        if seconds <= 0:
-            return
-        with self._lock:
-            self.backoffs.append(seconds)
-            self._quiet_until = max(self._quiet_until, time.monotonic() + seconds * retry.WAIT_SCALE)
-        self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
-
-    def quiet_left(self) -> float:
-        with self._lock:
-            return max(0.0, self._quiet_until - time.monotonic())
-
-    def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
-        if self.stop.is_set():
-            raise Interrupted("interrupted")
-        self.events.trial_started(spec, number)
-        return self.run_one(spec, number)
-
-    def _sleep(self, seconds: float) -> None:
-        if self.stop.wait(max(seconds, self.quiet_left())):
-            raise Interrupted("interrupted while waiting to retry")
 
 
 # ================================================================ the experiment
@@ -390,7 +131,8 @@ class Experiment:
         self.study = study
         self.engine = engine
         self.options = options
-        self.events = events or Events()
+        self.events: Events = events or NullEvents()
+        self.paths = options.paths or HostPaths.from_env(options.env)
         self.stop = threading.Event()
         self.run_id = secrets.token_hex(4)
         self.trial_runner = trial_runner
@@ -434,11 +176,17 @@ class Experiment:
 
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
+        """Run (or resume) the experiment; ``events`` hears ``finished`` however it ends."""
+        try:
+            return self._run()
+        finally:
+            self.events.finished()
+
+    def _run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
-        lock_hash = verify_lock(self.study)
+        lock = verify_lock(self.study)
+        lock_hash = lock.sha256
         self._check_runtime()
-        lock = self.study.prereg.lock
-        assert lock is not None
         specs = plan.select_shard(self.plan_specs(), self.options.shard)
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
         compiled = self._compiled_scenario()
@@ -446,30 +194,9 @@ class Experiment:
         store = ExperimentDir(self.options.out, redactor)
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
-            reaped = reap_orphans(self.engine, own_pid=os.getpid())
-            if reaped:
-                self.events.message(f"removed {len(reaped)} object(s) left by an earlier, killed run")
-            work = self._work_root()
-            swept = sweep_known_roots(work)
-            # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
-            gitops.prune_worktrees(self.study.repo_path)
-            if swept:
-                self.events.message(f"removed {swept} trial directory tree(s) left by an earlier, killed run")
+            self._reap_leftovers()
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
-            provenance = Provenance(
-                lock_hash=lock_hash,
-                base_sha=lock.base_sha,
-                model=ex.model,
-                judge_model=ex.judge_model,
-                cli_version=images.claude_code_version,
-                image_digest=images.trial_id,
-                prompt_template_sha256=self.prompt_template_sha256()
-                if ex.delivery == "prompt"
-                else installed.prompt_template_sha256(),
-                harness_version=__version__,
-                delivery=ex.delivery,
-                **self._route_provenance(),
-            )
+            provenance = self._provenance(lock, images)
             base_outcomes = self._preflight(store, images, lock.base_sha)
             if self.study.excluded:  # the preflight's trivial tasks are not planned
                 specs = plan.select_shard(self.plan_specs(), self.options.shard)
@@ -477,34 +204,17 @@ class Experiment:
             if base_outcomes is not None:
                 preflight.write_record(store.root, base_outcomes)
             fingerprints = self._fingerprints(provenance, images, compiled)
-
-            def append(record: TrialRecord) -> None:
-                if record.arm == "baseline" and record.baseline_fingerprint is None:
-                    record = record.model_copy(update={"baseline_fingerprint": fingerprints[record.task_id]})
-                store.results.append(record)
-
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
             self.preflight(specs, so_far, provenance)
-            latest = latest_by_trial(so_far)
-            todo = [
-                s for s in specs if s.trial_id not in latest or not is_final(latest[s.trial_id], ex.max_infra_retries)
-            ]
-            finals = [r for r in latest.values() if is_final(r, ex.max_infra_retries)]
-            self.events.planned(specs, finals, spent_usd(so_far))
-            retries = sum(1 for s in todo if s.trial_id in latest)
-            if latest and todo:
-                self.events.message(
-                    f"resuming: {len(specs) - len(todo)} of {len(specs)} trial(s) have a final record; {len(todo)} to run"
-                    + (
-                        f" ({retries} retr{'y' if retries == 1 else 'ies'} of infrastructure failures)"
-                        if retries
-                        else ""
-                    )
-                )
+            left = plan_remaining(specs, so_far, ex.max_infra_retries)
+            self.events.planned(specs, left.finals, spent_usd(so_far))
+            note = left.note(len(specs))
+            if note:
+                self.events.message(note)
             ran = 0
-            if todo:
-                ran = self._run_trials(todo, latest, finals, store, images, provenance, lock_hash, compiled, append)
+            if left.todo:
+                ran = self._run_trials(left, store, images, provenance, lock_hash, compiled, fingerprints)
             records = store.results.read().records
         budget_stopped, early_stopped = stops(records)
         return ExperimentResult(
@@ -517,6 +227,35 @@ class Experiment:
             ran=ran,
             reused=reused,
             early_stopped=early_stopped,
+        )
+
+    def _reap_leftovers(self) -> None:
+        """What killed runs left: Docker objects by label, run directories by owner, stale worktrees."""
+        self._work_root()  # made and recorded first, so a gc running now already sees it
+        reaped = reaper.reap(self.engine, self.paths, own_pid=os.getpid())
+        if reaped.objects:
+            self.events.message(f"removed {len(reaped.objects)} object(s) left by an earlier, killed run")
+        # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
+        gitops.prune_worktrees(self.study.repo_path)
+        if reaped.trees:
+            self.events.message(f"removed {reaped.trees} trial directory tree(s) left by an earlier, killed run")
+
+    def _provenance(self, lock: LockBlock, images: ImageSet) -> Provenance:
+        """What every record of this run says it ran on (arms that differ here are not comparable)."""
+        ex = self.study.prereg.execution
+        return Provenance(
+            lock_hash=lock.sha256,
+            base_sha=lock.base_sha,
+            model=ex.model,
+            judge_model=ex.judge_model,
+            cli_version=images.claude_code_version,
+            image_digest=images.trial_id,
+            prompt_template_sha256=self.prompt_template_sha256()
+            if ex.delivery == "prompt"
+            else installed.prompt_template_sha256(),
+            harness_version=__version__,
+            delivery=ex.delivery,
+            **self._route_provenance(),
         )
 
     def _check_runtime(self) -> None:
@@ -534,10 +273,7 @@ class Experiment:
             self.events.message(line)
 
     def _work_root(self) -> Path:
-        work = self.options.work_root or default_work_root()
-        work.mkdir(mode=0o700, parents=True, exist_ok=True)
-        workroots.remember(work)  # so gc finds a killed run's directories whatever TMPDIR it runs under
-        return work
+        return workroots.prepare(self.paths)  # so gc finds a killed run's directories under any TMPDIR
 
     def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
         try:
@@ -547,19 +283,7 @@ class Experiment:
         shard = self.shard_text
         mode: Mode = "scripted" if self.options.scripted else "real"
         if meta is not None:
-            if meta.lock_hash != lock_hash:
-                raise ResumeError(
-                    f"{store.root} holds experiment {meta.lock_hash[:12]}, "
-                    f"not this preregistration's lock {lock_hash[:12]}",
-                    hint="a changed preregistration is a new experiment: use another --out directory",
-                )
-            if meta.shard != shard:
-                raise ResumeError(f"{store.root} was run as shard {meta.shard}, not {shard}")
-            if (meta.mode or mode) != mode:
-                raise ResumeError(
-                    f"{store.root} was run against the {meta.mode} model, not the {mode} one",
-                    hint="scripted and real trials never share an experiment: use another --out directory",
-                )
+            check_resumable(meta, store.root, lock_hash=lock_hash, shard=shard, mode=mode)
         else:
             write_meta(
                 store.root,
@@ -573,9 +297,7 @@ class Experiment:
             self.events.message("repaired a torn last line in results.jsonl (moved aside; earlier lines kept)")
         for number, err in report.bad_lines:
             self.events.message(f"results.jsonl line {number} is unreadable and ignored: {err}")
-        foreign = [r for r in report.records if r.provenance.lock_hash != lock_hash]
-        if foreign:
-            raise ResumeError(f"{store.root}/results.jsonl holds {len(foreign)} line(s) of another lock")
+        check_records(report.records, store.root, lock_hash)
         return latest_by_trial(report.records)
 
     def _check_trial_inputs(
@@ -710,24 +432,24 @@ class Experiment:
         )
         return len(found)
 
-    # ----------------------------------------------------------- run resources
+    # ------------------------------------------------------------------ the trials
     def _run_trials(
         self,
-        todo: list[TrialSpec],
-        latest: dict[str, TrialRecord],
-        finals: list[TrialRecord],
+        left: Remaining,
         store: ExperimentDir,
         images: ImageSet,
         provenance: Provenance,
         lock_hash: str,
         compiled: bytes | None,
-        append: Callable[[TrialRecord], None],
+        fingerprints: Mapping[str, str],
     ) -> int:
+        """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
+        many trials ran to a final record."""
         ex = self.study.prereg.execution
         slots_count = self.options.host_slots or slot_count(
             self.options.env, per_trial_mem=parse_size(ex.resources.memory)
         )
-        slots = HostSlots(slots_count, self.options.slots_dir or slots_dir(self.options.env))
+        slots = HostSlots(slots_count, self.paths.slots_dir)
         if self.options.jobs > slots.count:
             self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
         policy = LoopPolicy(
@@ -736,105 +458,84 @@ class Experiment:
             total_usd=ex.budgets.total_usd,
             early_stop=curtailment_check(self.study, [t.id for t in self.study.target_tasks()]),
         )
-        shard = self.shard_text
-
-        def skipped(spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
-            return _skipped(lock_hash[:12], provenance, shard, spec, attempt, kind, why)
-
-        holder: dict[str, TrialContext] = {}
-        loop = TrialLoop(
-            lambda spec, attempt: run_as_planned(self.trial_runner, holder["ctx"], spec, attempt, aa=self.options.aa),
-            append,
-            policy,
-            skipped=skipped,
-            prior=latest,
-            finals=finals,
-            spent=spent_usd(store.results.read().records),
+        spent = spent_usd(store.results.read().records)
+        loop = functools.partial(
+            TrialLoop,
+            append=store.results.append,
+            policy=policy,
+            skipped=SkippedRecords(lock_hash[:12], provenance, self.shard_text, fingerprints),
+            prior=left.latest,
+            finals=left.finals,
+            spent=spent,
             stop=self.stop,
             slots=slots,
             events=self.events,
         )
-        loop.check_early_stop()
-        if loop.stop_reason() is not None:
-            # no trial may start, so no run setup at all: the loop only writes the skipped lines
-            return loop.run(todo).ran
-        work = self._work_root()
-        run_root = work / self.run_id
-        run_root.mkdir(mode=0o700)
-        (run_root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
-        upstream_net = f"hx-{self.run_id}-up"
-        run_labels = make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs))
-        sidecar_uid = self._sidecar_uid()
-        profile = self._profile(images)
-        scripted_name = f"hx-{self.run_id}-scripted"
-        try:
-            api_key = self._api_key()
-            store.redactor.add(api_key)
-            key_file = self._write_key(run_root, api_key, sidecar_uid)
-            # copied once, the copy checked against the lock, only the copy mounted (issue 14)
-            skill_copy = copy_locked_skill(self.study, run_root / "skill")
-            route, route_mounts = self._route(), upstream.stage_ca(self._route(), run_root)
-            if compiled is None and route.network:
-                upstream_net = route.network  # the user's own network (their LLM gateway, proxy): used, never made
-            else:
-                self.engine.create_network(upstream_net, run_labels, internal=self.options.scripted is not None)
-            up_url = route.url
-            if compiled is not None:
-                up_url = self._start_scripted(profile, scripted_name, upstream_net, run_root, run_labels, compiled)
-                route, route_mounts = upstream.Upstream(url=up_url), ()
-            else:
-                upstream.preflight(
-                    self.engine,
-                    route,
-                    name=f"hx-{self.run_id}-preflight",
-                    image=images.sidecar,
-                    user=profile.sidecar_user,
-                    network=upstream_net,
-                    labels=run_labels,
-                    mounts=route_mounts,
-                )
-            holder["ctx"] = TrialContext(
-                engine=self.engine,
-                profile=profile,
-                execution=ex,
-                experiment_id=lock_hash[:12],
-                run_id=self.run_id,
-                run_root=run_root,
-                repo=self.study.repo_path,
-                provenance=provenance,
-                skill_copy=skill_copy,
-                key_file=key_file,
-                upstream=up_url,
-                upstream_network=upstream_net,
-                artifacts=store.artifacts,
-                redactor=Redactor([api_key, *self._route().secrets()]),
-                stop=self.stop,
-                on_phase=self.events.phase,
-                shard=shard,
-                workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
-                starts=self.starts,
-                same_patch=self._same_patch(store, provenance, images),
-                route_env={
-                    **(route.gateway_env() if compiled is None else {}),
-                    **prices.gateway_env(prices.effective(ex)),
-                },
-                route_mounts=route_mounts,
-                library_copies=self.library_copies(run_root),
-                skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
-            )
-            return loop.run(todo).ran
-        finally:
-            if self.options.scripted is not None:
-                self._save_scripted_log(store, scripted_name)
-            # everything the run made carries its label: trials' leftovers, the scripted API, the network
-            try:
-                _, errors = self.engine.remove_labelled({RUN: self.run_id})
-            except HarnessError:  # cannot list: what this run made by name (never the user's network)
-                made = [] if upstream_net == self._route().network else [DockerObject("network", upstream_net)]
-                _, errors = self.engine.remove_objects([DockerObject("container", scripted_name), *made])
-            for error in errors:
-                self.events.message(f"cleanup: {error}")
-            remove_tree(run_root)
+        if stop_before_start(policy, left.finals, spent) is not None:
+            # no trial may start, so no run set-up at all: the loop only writes the skipped lines
+            return loop(_nothing_starts).run(left.todo).ran
+        setup = self._run_setup(images, left.todo, compiled)
+        store.redactor.add(setup.key)
+        with RunResources(self.engine, setup, store, self.events) as site:
+            context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints)
+            run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
+            return loop(run_one).run(left.todo).ran
+
+    def _run_setup(self, images: ImageSet, todo: Sequence[TrialSpec], compiled: bytes | None) -> RunSetup:
+        """What the run's resources are made from (nothing exists yet; a missing key stops here)."""
+        ex = self.study.prereg.execution
+        return RunSetup(
+            run_id=self.run_id,
+            work_root=self._work_root(),
+            labels=make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs)),
+            profile=self._profile(images),
+            key=self._api_key(),
+            key_owner=self._users().sidecar,
+            study=self.study,
+            route=self._route(),
+            scenario=compiled,
+            library_copies=self.library_copies,
+        )
+
+    def _trial_context(
+        self,
+        site: RunSite,
+        setup: RunSetup,
+        store: ExperimentDir,
+        images: ImageSet,
+        provenance: Provenance,
+        lock_hash: str,
+        fingerprints: Mapping[str, str],
+    ) -> TrialContext:
+        """Everything every trial of this run shares, the run's resources included."""
+        ex = self.study.prereg.execution
+        return TrialContext(
+            engine=self.engine,
+            profile=setup.profile,
+            execution=ex,
+            experiment_id=lock_hash[:12],
+            run_id=self.run_id,
+            run_root=site.root,
+            repo=self.study.repo_path,
+            provenance=provenance,
+            skill_copy=site.skill_copy,
+            key_file=site.key_file,
+            upstream=site.upstream,
+            upstream_network=site.upstream_network,
+            artifacts=store.artifacts,
+            redactor=Redactor([setup.key, *setup.route.secrets()]),
+            stop=self.stop,
+            on_phase=self.events.phase,
+            shard=self.shard_text,
+            workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
+            starts=self.starts,
+            same_patch=self._same_patch(store, provenance, images),
+            route_env={**site.route_env, **prices.gateway_env(prices.effective(ex))},
+            route_mounts=site.route_mounts,
+            library_copies=site.library_copies,
+            skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
+            baseline_fingerprints=fingerprints,
+        )
 
     def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:
         """The run's identical-patch caches, seeded with the verify results already in the directory."""
@@ -859,9 +560,6 @@ class Experiment:
             return {"upstream_host": "scripted", "upstream_proxy": "no", **table}
         return {**self._route().provenance(), **table}
 
-    def _sidecar_uid(self) -> tuple[int, int]:
-        return self._users().sidecar
-
     def _users(self) -> uids.RoleUsers:
         """The run's role uids, picked once (trials and preflight run under the same ones)."""
         if self._role_users_cache is None:
@@ -872,15 +570,6 @@ class Experiment:
         """The hardening profile of every container of this run (trials and preflight)."""
         ex = self.study.prereg.execution
         return sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
-
-    def _save_scripted_log(self, store: ExperimentDir, name: str) -> None:
-        """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
-        try:
-            data, _ = self.engine.logs(name, stdout=True, stderr=True, cap=16 << 20)
-        except HarnessError:
-            return
-        with open(store.root / "scripted-api.log", "ab") as fh:
-            fh.write(store.redactor.data(data))
 
     def _api_key(self) -> str:
         if self.options.scripted is not None:
@@ -898,69 +587,9 @@ class Experiment:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""
         return sandbox.role_users(self.engine, os.getuid(), os.getgid())
 
-    @staticmethod
-    def _write_key(run_root: Path, key: str, owner: tuple[int, int]) -> Path:
-        secrets_dir = run_root / "secrets"
-        secrets_dir.mkdir(mode=0o700)
-        path = secrets_dir / "api-key"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(key)
-        if os.getuid() == 0:
-            os.chown(path, *owner)
-        return path
 
-    def _start_scripted(
-        self,
-        profile: sandbox.Profile,
-        name: str,
-        network: str,
-        run_root: Path,
-        labels: dict[str, str],
-        compiled: bytes,
-    ) -> str:
-        scen_dir = run_root / "scenario"
-        scen_dir.mkdir(mode=0o755)
-        (scen_dir / "scenario.json").write_bytes(compiled)
-        os.chmod(scen_dir / "scenario.json", 0o444)
-        spec = sandbox.scripted_api_spec(
-            profile,
-            name=name,
-            labels=labels,
-            network=network,
-            scenario_dir=scen_dir,
-        )
-        self.engine.create(spec)
-        self.engine.start(name)
-        wait_listening(self.engine, name)
-        return f"http://{name}:{sandbox.SCRIPTED_PORT}"
-
-
-def _skipped(
-    experiment_id: str,
-    provenance: Provenance,
-    shard: str | None,
-    spec: TrialSpec,
-    attempt: int,
-    kind: StopReason,
-    why: str,
-) -> TrialRecord:
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-    return TrialRecord(
-        experiment_id=experiment_id,
-        trial_id=spec.trial_id,
-        task_id=spec.task.id,
-        arm=spec.arm,
-        run_index=spec.run_index,
-        attempt=attempt,
-        provenance=provenance,
-        status="skipped",
-        error=why,
-        started_at=now,
-        finished_at=now,
-        shard=shard,
-        stopped_by=kind,
-    )
+def _nothing_starts(spec: TrialSpec, attempt: int) -> TrialRecord:
+    raise AssertionError("unreachable: a stop applies before any trial starts")
 
 
 def run_as_planned(
@@ -984,38 +613,3 @@ def run_as_planned(
 
 
 AA_RUN_OFFSET = 100_000
-
-
-def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:
-    """Remove run directories whose controller (same host) is gone. Returns how many were removed."""
-    host = host or socket.gethostname()
-    removed = 0
-    try:
-        entries = list(work.iterdir())
-    except OSError:
-        return 0
-    for run_dir in entries:
-        owner = run_dir / OWNER_FILE
-        try:
-            pid_text, _, owner_host = owner.read_text().strip().partition(" ")
-            pid = int(pid_text)
-        except (OSError, ValueError):
-            continue
-        if owner_host != host or pid == os.getpid() or alive(pid):
-            continue
-        remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
-        removed += 1
-    return removed
-
-
-def sweep_known_roots(default: Path | None = None) -> int:
-    """Sweep every work root this user's runs have used (see :mod:`harness.host.workroots`)."""
-    return sum(sweep_work_root(root) for root in workroots.known(default))
-
-
-def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:
-    """How long the run's own objects (scripted API, upstream network) must outlive a crash: the
-    plan's longest trial (per-task deadlines included) times its rounds, plus an hour. Past it,
-    another harness may reap them even while this process lives."""
-    longest = max((execution.trial_deadlines_s(s.task) for s in todo), default=0)
-    return (longest + 300) * (1 + len(todo) / max(1, jobs)) + 3600

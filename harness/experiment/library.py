@@ -17,7 +17,6 @@ import datetime as dt
 import html
 import json
 import secrets
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,8 @@ from harness import fmt
 from harness.errors import ConfigError
 from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
-from harness.experiment.experiment import Events, Experiment, RunOptions
-from harness.experiment.progress import Progress
+from harness.experiment.events import Events
+from harness.experiment.experiment import Experiment, RunOptions
 from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
@@ -98,8 +97,9 @@ class LibraryExperiment(Experiment):
         return {name: copy_skill(skill_files(root / name), run_root / "library" / name) for name in self.design.skills}
 
 
-def evaluate_library(study: Study, options: RunOptions) -> int:
-    """Run (or resume) a library experiment, analyse it, write its outputs and ledger entry."""
+def evaluate_library(study: Study, options: RunOptions, events: Events | None = None) -> list[str]:
+    """Run (or resume) a library experiment (reporting through ``events``), analyse it, write its outputs
+    and ledger entry. Returns the lines to show afterwards."""
     design = library.design(study)  # an unidentifiable design is refused before anything runs
     lib = study.prereg.library
     assert lib is not None
@@ -112,18 +112,12 @@ def evaluate_library(study: Study, options: RunOptions) -> int:
         )
     if lib.baseline_from is not None:
         options = dataclasses.replace(options, reuse_from=(library.baseline_dir(study),))
-    engine = Engine(options.env)
-    progress = Progress(sys.stdout, pass_rule=study.prereg.decision.pass_rule)
-    experiment = LibraryExperiment(study, engine, options, progress, design=design)
-    try:
-        with _signals(experiment):
-            result = experiment.run()
-    finally:
-        progress.close()
+    experiment = LibraryExperiment(study, Engine(options.env), options, events, design=design)
+    with _signals(experiment):
+        result = experiment.run()
     if options.shard is not None:
-        print(f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse")
-        return 0
-    lines = analyze_and_write(
+        return [f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse"]
+    return analyze_and_write(
         study,
         design,
         RunData(
@@ -134,9 +128,6 @@ def evaluate_library(study: Study, options: RunOptions) -> int:
             result.experiment_dir.redactor.text,
         ),
     )
-    for line in lines:
-        print(line)
-    return 0
 
 
 @dataclasses.dataclass(frozen=True)

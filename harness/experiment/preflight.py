@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import HarnessError, Interrupted, PrerequisiteError
 from harness.host import gitops
+from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
 from harness.results.store import atomic_write
@@ -43,7 +44,7 @@ from harness.sandbox.labels import make_labels
 from harness.study.config import Task
 from harness.study.lock import canonical_json, sha256_hex
 from harness.trial import claude
-from harness.trial.workspace import container_user, remove_tree
+from harness.trial.workspace import container_user
 
 if TYPE_CHECKING:  # the reports read preflight.json without importing the Docker layer
     from harness.sandbox import roles as sandbox

@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from harness.experiment.experiment import Events
+from harness.experiment.events import Events
 from harness.plan import TrialSpec
 from harness.records import ARMS, Outcome, PassRule, TrialRecord, outcome
 
@@ -111,6 +111,9 @@ class Progress(Events):
         if not self.live_enabled:
             self.console.print(Text(summary))
         self._refresh()
+
+    def finished(self) -> None:
+        self.close()
 
     def close(self) -> None:
         if self.live is not None:

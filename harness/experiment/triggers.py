@@ -46,6 +46,8 @@ from harness import fmt
 from harness.analysis import stats
 from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.host import workroots
+from harness.host.paths import HostPaths
+from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox import roles as sandbox
 from harness.sandbox.engine import Engine
@@ -55,7 +57,7 @@ from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import skill_files
 from harness.trial import claude, gateway, installed
-from harness.trial.workspace import container_user, copy_skill, remove_tree
+from harness.trial.workspace import container_user, copy_skill
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 
@@ -205,11 +207,12 @@ def verdict(evts: Sequence[dict[str, Any]], skill: str) -> tuple[Outcome, str | 
 @dataclasses.dataclass
 class TriggerOptions:
     out: Path
+    paths: HostPaths
+    """Where the runs' directories go and are recorded for gc (:mod:`harness.host.paths`)."""
     jobs: int = 2
     scripted: Path | None = None
     api_key: str | None = None
     upstream: str = "https://api.anthropic.com"
-    work_root: Path | None = None
     images: ImageOptions = dataclasses.field(default_factory=ImageOptions)
     on_run: Callable[[RunRecord], None] = lambda _r: None
 
@@ -221,9 +224,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     options.out.mkdir(parents=True, exist_ok=True)
     images = ImageBuilder(engine, options.images).ensure()
     run_id = secrets.token_hex(4)
-    root = options.work_root or workroots.default_work_root()
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    workroots.remember(root)  # gc finds a killed trigger run's directories (and key file) too
+    root = workroots.prepare(options.paths)  # gc finds a killed trigger run's directories (and key file) too
     work = root / f"triggers-{run_id}"
     work.mkdir(mode=0o700)
     # the owner file lets gc and the next start remove it (key file included) after a SIGKILL
@@ -604,42 +605,6 @@ def markdown(a: dict[str, Any]) -> str:
         lines += ["", "### Side by side (paired by query)", ""]
         lines += [f"- {x}" for x in comparison_lines(a)]
     return "\n".join(lines) + "\n"
-
-
-def print_run(rec: RunRecord) -> None:
-    why = f" ({rec.reason})" if rec.reason else ""
-    print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
-
-
-def cmd_triggers(args: Any, env: dict[str, str]) -> int:
-    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
-    import time
-
-    study = load_trigger_study(args.prereg)
-    out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
-    if (out / "triggers.jsonl").exists():
-        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
-    n = len(plan_runs(study.prereg))
-    print(
-        f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
-        f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
-        flush=True,
-    )
-    t0 = time.monotonic()
-    analysis = run_triggers(
-        study,
-        Engine(),
-        TriggerOptions(
-            out=out,
-            jobs=args.jobs or 2,
-            scripted=args.scripted,
-            api_key=env.get("ANTHROPIC_API_KEY"),
-            on_run=print_run if args.verbose else (lambda _r: None),
-        ),
-    )
-    print("\n".join(summary_lines(analysis)))
-    print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
-    return 0
 
 
 def add_parser(sub: Any) -> None:

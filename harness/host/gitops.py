@@ -42,10 +42,13 @@ HARDENING = (
 )
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k in {"PATH", "LANG", "LC_ALL", "TMPDIR"}
-    }
+PASSED = frozenset({"PATH", "LANG", "LC_ALL", "TMPDIR"})
+"""The only variables host git gets from the controller's environment."""
+
+
+def git_env(base: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Host git's whole environment: :data:`PASSED` from ``base``, the hardening, then ``extra``."""
+    env = {k: v for k, v in base.items() if k in PASSED}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(
         {
@@ -69,12 +72,20 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def git(
-    args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    base_env: Mapping[str, str] | None = None,
 ) -> str:
+    """Run host git. ``env`` adds variables (a ``GIT_DIR``); ``base_env`` is where :data:`PASSED` comes
+    from: by default the controller's own environment, read here, where the child process starts."""
     argv = ["git", *HARDENING, *args]
+    full_env = git_env(os.environ if base_env is None else base_env, env)
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, env=git_env(env), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+            argv, cwd=cwd, env=full_env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
         )
     except FileNotFoundError:
         raise InfraError("git is not installed", hint="install git (apt-get install git)") from None

@@ -8,9 +8,10 @@ closed or the process dies, so a killed controller never leaks a slot. ``flock``
 locks belong to the open file description, so threads of one process exclude
 each other exactly like separate processes do.
 
-The slot directory is fixed per user (``/tmp/harness-slots-<uid>``, or
-``HARNESS_SLOTS_DIR``), not derived from ``TMPDIR``: CI runners often give each
-job its own ``TMPDIR``, and the limit must hold across them. Every process uses
+The slot and lock directories are fixed per user (``/tmp/harness-slots-<uid>``, or
+``HARNESS_SLOTS_DIR``; ``/tmp/harness-locks-<uid>``), not derived from ``TMPDIR``: CI
+runners often give each job its own ``TMPDIR``, and the limit and the locks must hold
+across them (:mod:`harness.host.paths` states the rule). Every process uses
 slots ``0..N-1`` of its own N, so processes that agree on N (the same machine
 and resources, or ``HARNESS_HOST_SLOTS``) share exactly N slots; with
 different N the host-wide total is the largest of them.
@@ -21,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.host.paths import shared_dir
 
 MAX_SLOTS = 32
 POLL_MAX_S = 0.25
@@ -56,19 +57,11 @@ def slot_count(env: Mapping[str, str], *, per_trial_mem: int) -> int:
     return int(value)
 
 
-def slots_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    configured = env.get("HARNESS_SLOTS_DIR", "")
-    if configured:
-        return Path(configured)
-    root = Path("/tmp") if Path("/tmp").is_dir() else Path(os.environ.get("TMPDIR", "."))
-    return root / f"harness-slots-{os.getuid()}"
-
-
 class HostSlots:
-    def __init__(self, count: int, directory: Path | None = None) -> None:
+    def __init__(self, count: int, directory: Path) -> None:
+        """``count`` slots in ``directory`` (:attr:`harness.host.paths.HostPaths.slots_dir`)."""
         self.count = max(1, count)
-        self.dir = directory or slots_dir()
+        self.dir = directory
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def try_acquire(self) -> tuple[int, int] | None:
@@ -119,12 +112,14 @@ class HostSlots:
 
 
 @contextlib.contextmanager
-def host_lock(name: str) -> Iterator[None]:
+def host_lock(name: str, lock_dir: Path | None = None) -> Iterator[None]:
     """Exclusive across this user's processes and threads while held (``name`` is a file name).
 
+    ``lock_dir`` defaults to the user's shared one (:attr:`~harness.host.paths.HostPaths.locks_dir`),
+    which no environment variable moves, so every caller agrees on it without being handed it.
     Each caller opens its own descriptor, so threads of one process exclude each other too;
     the kernel drops the lock when a killed holder's descriptor closes."""
-    lock_dir = Path(tempfile.gettempdir()) / f"harness-locks-{os.getuid()}"
+    lock_dir = lock_dir or shared_dir("locks")
     lock_dir.mkdir(mode=0o700, exist_ok=True)
     fd = os.open(lock_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -1,11 +1,12 @@
 """Every place trial directories have lived, recorded where a later ``harness gc`` finds it.
 
 Trial directories hold agent-written trees and the gateway's key file. They live under the
-work root: ``$TMPDIR/harness-<uid>`` unless ``RunOptions.work_root`` says otherwise. ``TMPDIR``
-differs between shells, CI jobs and cron entries, so a killed run's directories could sit where
-the next ``harness gc`` never looks, key file included. Each run therefore records its work root
-in a per-user file at a fixed place (``/tmp/harness-work-roots-<uid>``, like the host slots), and
-gc and every start sweep all the roots recorded there.
+work root (:attr:`harness.host.paths.HostPaths.work_root`: ``$TMPDIR/harness-<uid>`` of the run).
+``TMPDIR`` differs between shells, CI jobs and cron entries, so a killed run's directories could
+sit where the next ``harness gc`` never looks, key file included. Each run therefore records its
+work root in a per-user file at a fixed place (:attr:`~harness.host.paths.HostPaths.work_roots`,
+``/tmp/harness-work-roots-<uid>``, like the host slots), and gc and every start sweep all the
+roots recorded there (:mod:`harness.sandbox.reaper`).
 
 The record is in a world-writable directory, so it is trusted only when it is a regular file of
 ours (not a link) and not writable by others, and a recorded root only when it is a directory of
@@ -18,30 +19,28 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-import tempfile
 from pathlib import Path
+
+from harness.host.paths import HostPaths
 
 OWNER_FILE = "owner"
 """In every run directory: ``<pid> <host>`` of its controller (a dead one's directory is swept)."""
-
-
-def default_work_root() -> Path:
-    """Where trial directories live unless ``RunOptions.work_root`` says otherwise."""
-    return Path(tempfile.gettempdir()) / f"harness-{os.getuid()}"
-
-
-def registry_path() -> Path:
-    root = Path("/tmp") if Path("/tmp").is_dir() else Path(tempfile.gettempdir())
-    return root / f"harness-work-roots-{os.getuid()}"
 
 
 def _ours(st: os.stat_result, kind: int) -> bool:
     return stat.S_IFMT(st.st_mode) == kind and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def remember(root: Path, registry: Path | None = None) -> None:
+def prepare(paths: HostPaths) -> Path:
+    """The work root, made (0700) and recorded: what every run does before it makes a directory there."""
+    root = paths.work_root
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    remember(root, paths.work_roots)
+    return root
+
+
+def remember(root: Path, registry: Path) -> None:
     """Record ``root`` (once). A registry that is not ours is left alone: gc then sees only the default."""
-    registry = registry or registry_path()
     line = str(root.resolve())
     if "\n" in line:
         return
@@ -62,10 +61,9 @@ def remember(root: Path, registry: Path | None = None) -> None:
         os.close(fd)
 
 
-def known(default: Path | None = None, registry: Path | None = None) -> list[Path]:
+def known(default: Path, registry: Path) -> list[Path]:
     """The default work root and every recorded one that is still a directory of ours."""
-    roots = [default or default_work_root()]
-    registry = registry or registry_path()
+    roots = [default]
     try:
         fd = os.open(registry, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:

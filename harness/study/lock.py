@@ -250,8 +250,8 @@ def _write(path: Path, data: bytes) -> None:
         raise ConfigError(path, f"cannot be written: {e.strerror}") from None
 
 
-def verify_lock(study: Study) -> str:
-    """The lock hash, after checking that nothing it covers has changed."""
+def verify_lock(study: Study) -> LockBlock:
+    """The study's lock (its ``sha256`` is the lock hash), after checking that nothing it covers has changed."""
     block = study.prereg.lock
     if block is None:
         raise LockError(
@@ -272,7 +272,7 @@ def verify_lock(study: Study) -> str:
             f"{study.prereg_path} was edited after it was locked; changed since lock: {', '.join(changed)}",
             hint="a changed preregistration is a new experiment: re-run `harness lock` and evaluate into a new --out",
         )
-    return digest
+    return block
 
 
 def _lock_source(study: Study) -> Path:

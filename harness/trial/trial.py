@@ -117,6 +117,9 @@ class TrialContext:
     """Library experiments: skill name -> its controller-owned, read-only copy (see harness.trial.delivery)."""
     skill_name: str = ""
     """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
+    baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
+    """Task id -> the baseline fingerprint of this run's settings (:mod:`harness.experiment.reuse`): every
+    baseline record carries its task's from birth, so a later experiment can reuse it."""
 
 
 @dataclass
@@ -299,6 +302,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         shard=ctx.shard,
         skills_mounted=done.skills_mounted,
         skill=done.skill,
+        baseline_fingerprint=ctx.baseline_fingerprints.get(spec.task.id) if spec.arm == "baseline" else None,
     )
 
 

@@ -19,17 +19,16 @@ symlinks.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import InfraError
 from harness.host import gitops
+from harness.host.trees import remove_tree
 
 
 @dataclass(frozen=True)
@@ -100,22 +99,6 @@ def prepare(repo: Path, base_sha: str, root: Path, owner: tuple[int, int] | None
     return dirs
 
 
-def _make_writable(func: object, path: str, exc: object) -> None:
-    """rmtree error handler: an agent may leave chmod 000 directories behind."""
-    parent = os.path.dirname(path)
-    with contextlib.suppress(OSError):
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(path) and not os.path.islink(path):
-            os.chmod(path, stat.S_IRWXU)
-            shutil.rmtree(path, onerror=_ignore)
-        else:
-            os.unlink(path)
-
-
-def _ignore(func: object, path: str, exc: object) -> None:
-    return
-
-
 def remove(repo: Path, dirs: TrialDirs) -> None:
     """Idempotent teardown: worktree first (so git's admin entry goes), then the whole tree."""
     if dirs.root.exists():
@@ -123,31 +106,6 @@ def remove(repo: Path, dirs: TrialDirs) -> None:
         remove_tree(dirs.root)
     if dirs.root.exists():
         raise InfraError(f"could not remove {dirs.root}")
-
-
-def remove_tree(path: Path) -> None:
-    """Delete an agent-written tree: never following symlinks, whatever its depth or permissions.
-
-    ``shutil.rmtree`` walks by file descriptor on Linux (symlinks are unlinked, never
-    followed) but recurses once per level: an agent that nests directories a thousand
-    deep makes it raise ``RecursionError``. Then GNU ``rm -rf`` (fts, no recursion limit,
-    never follows symlinks, stays on one filesystem) finishes the job."""
-    try:
-        shutil.rmtree(path, onerror=_make_writable)
-    except FileNotFoundError:
-        return
-    except (RecursionError, OSError):
-        pass
-    if not os.path.lexists(path):
-        return
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(
-            ["rm", "-rf", "--one-file-system", "--", str(path)],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=600,
-            check=False,
-        )
 
 
 def read_capped(path: Path, cap: int) -> bytes:

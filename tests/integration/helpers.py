@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from harness.experiment.experiment import Events, Experiment, ExperimentResult, RunOptions
+from harness.experiment.events import Events
+from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.host.paths import HostPaths
 from harness.records import TrialRecord
 from harness.results.attempts import latest_by_trial
 from harness.sandbox.engine import Engine
@@ -69,6 +73,14 @@ def demo_task_scripts(setup_root: Path) -> dict[str, Any]:
     return {tid: {k: v for k, v in t.items() if k in ("success", "failure")} for tid, t in data["tasks"].items()}
 
 
+def host_paths(work_root: Path) -> HostPaths:
+    """This machine's host paths with the test's own trial root, and host slots beside it: another
+    harness on this machine (a developer's demo, a parallel CI job) must not hold back a test whose
+    arms have to run at the same time."""
+    paths = HostPaths.from_env(os.environ)
+    return dataclasses.replace(paths, work_root=work_root, slots_dir=work_root.parent / "host-slots")
+
+
 def run_experiment(
     engine: Engine,
     prereg: Path,
@@ -81,13 +93,11 @@ def run_experiment(
     **options: Any,
 ) -> ExperimentResult:
     study = load_study(prereg)
-    # the test's own host slots: another harness on this machine (a developer's demo, a parallel CI
-    # job) must not hold back a test whose arms have to run at the same time
     options.setdefault("host_slots", jobs)
-    options.setdefault("slots_dir", work_root.parent / "host-slots")
+    options.setdefault("paths", host_paths(work_root))
     # the preflight has its own tests (test_preflight.py); hostile tasks check nothing on purpose
     options.setdefault("preflight", False)
-    opts = RunOptions(out=out, jobs=jobs, scripted=scenario, work_root=work_root, **options)
+    opts = RunOptions(out=out, jobs=jobs, scripted=scenario, **options)
     return Experiment(study, engine, opts, events).run()
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness.demo import DemoSetup
-from harness.experiment.experiment import Events
+from harness.experiment.events import NullEvents
 from harness.plan import TrialSpec
 from harness.records import TrialRecord
 from harness.sandbox.engine import Engine
@@ -22,7 +22,7 @@ from tests.integration.helpers import demo_task_scripts, latest, run_experiment,
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-class Timeline(Events):
+class Timeline(NullEvents):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.marks: list[tuple[float, str, str]] = []

@@ -27,6 +27,7 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.integration.helpers import host_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -82,9 +83,8 @@ def _options(out: Path, scenario: Path, work_root: Path, **kw: Any) -> RunOption
         out=out,
         jobs=2,
         scripted=scenario,
-        work_root=work_root,
+        paths=host_paths(work_root),
         host_slots=2,
-        slots_dir=work_root.parent / "host-slots",
         **kw,
     )
 
@@ -97,7 +97,7 @@ def library_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images
     work.mkdir()
     prereg, scen = _write_library(setup.root, "first")
     out = root / "results-first"
-    assert evaluate_library(load_study(prereg), _options(out, scen, work)) == 0
+    assert evaluate_library(load_study(prereg), _options(out, scen, work))
     return {"setup": setup.root, "prereg": prereg, "scenario": scen, "out": out, "work": work, "root": root}
 
 
@@ -206,7 +206,7 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
     study = load_study(prereg)
     out = library_run["root"] / "results-second"
     # run one shard of the second experiment: its bare trials are all reused, only masked ones run
-    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4))) == 0
+    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4)))
     records = read_results(out / RESULTS).records
     assert records and all(r.reused_from is not None for r in records if r.arm == "baseline")
     assert any(r.arm == "baseline" for r in records)

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from harness.errors import InfraError
-from harness.experiment import experiment, reuse, upstream
+from harness.experiment import experiment, resources, reuse, upstream
 from harness.reporting.model import analyze_records
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
@@ -41,7 +41,7 @@ from harness.sandbox.runtime import BindMount, ContainerSpec, DockerObject, Limi
 from harness.study import scenario
 from harness.study.config import load_study
 from harness.trial.gateway import wait_listening
-from tests.integration.helpers import demo_task_scripts, latest, write_experiment
+from tests.integration.helpers import demo_task_scripts, host_paths, latest, write_experiment
 
 pytestmark = [
     pytest.mark.docker,
@@ -226,9 +226,8 @@ def run_real(
         jobs=2,
         api_key=env["ANTHROPIC_API_KEY"],
         route=route,
-        work_root=work_root,
+        paths=host_paths(work_root),
         host_slots=2,
-        slots_dir=work_root.parent / "host-slots",
         env=env,
     )
     return experiment.Experiment(load_study(n.prereg), engine, options).run()
@@ -245,8 +244,8 @@ def no_scripted_code(monkeypatch: pytest.MonkeyPatch) -> None:
         (scenario, "load_scenario"),
         (scenario, "compile_scenario"),
         (reuse, "scripted_views"),
-        (experiment.Experiment, "_start_scripted"),
-        (experiment.Experiment, "_save_scripted_log"),
+        (resources.RunResources, "_start_scripted"),
+        (resources.RunResources, "_save_scripted_log"),
     ):
         monkeypatch.setattr(target, attr, refuse)
 

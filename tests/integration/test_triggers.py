@@ -17,6 +17,7 @@ import yaml
 from harness.experiment.triggers import TriggerOptions, load_trigger_study, run_triggers
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
+from tests.integration.helpers import host_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -81,7 +82,7 @@ def trigger_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images
     analysis = run_triggers(
         study,
         engine,
-        TriggerOptions(out=tmp / "out", jobs=2, scripted=scen, work_root=work, on_run=records.append),
+        TriggerOptions(out=tmp / "out", paths=host_paths(work), jobs=2, scripted=scen, on_run=records.append),
     )
     return {"analysis": analysis, "records": records, "out": tmp / "out", "work": work}
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.host.trees import remove_tree
 from harness.trial.watchdog import Watchdog, WorkspaceLimit, measure
-from harness.trial.workspace import remove_tree
 
 
 def _deep(root: Path, depth: int) -> None:

@@ -210,7 +210,7 @@ def test_a_skill_swapped_after_evals_lock_check_stops_the_run(
     calls = {"lock_checked": 0}
     real_verify = verify_lock
 
-    def verify_then_swap(study: Any) -> str:
+    def verify_then_swap(study: Any) -> Any:
         digest = real_verify(study)
         calls["lock_checked"] += 1
         (skill_dir / "SKILL.md").write_bytes(original + b"\nSWAPPED RIGHT AFTER THE LOCK CHECK\n")

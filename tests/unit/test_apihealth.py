@@ -11,7 +11,7 @@ import pytest
 from harness import retry
 from harness.errors import ConfigError
 from harness.experiment import upstream
-from harness.experiment.experiment import LoopPolicy, TrialLoop
+from harness.experiment.loop import LoopPolicy, TrialLoop
 from harness.plan import TrialSpec, plan_trials
 from harness.records import GatewayMeter, TrialRecord
 from harness.trial import apihealth
@@ -76,8 +76,7 @@ def test_summary_counts_failures_per_arm_over_every_attempt() -> None:
     assert apihealth.summary([]) is None
 
 
-def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retry, "WAIT_SCALE", 0.001)  # 30 s of retry-after become 30 ms here
+def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:
     specs = [SPECS[0]]
     calls: list[int] = []
 
@@ -91,7 +90,7 @@ def test_the_loop_holds_off_for_the_upstreams_retry_after(monkeypatch: pytest.Mo
     lines: list[TrialRecord] = []
     loop = TrialLoop(
         run_one, lines.append, LoopPolicy(jobs=1, max_infra_retries=2), skipped=skipped, prior={}, finals=[],
-        spent=0.0, stop=threading.Event(),
+        spent=0.0, stop=threading.Event(), wait=retry.WaitPolicy(0.001),  # 30 s of retry-after become 30 ms
     )  # fmt: skip
     loop.run(specs)
     assert calls == [1, 2] and loop.backoffs == [30]

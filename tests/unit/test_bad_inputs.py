@@ -441,7 +441,7 @@ def test_a_preregistration_locked_by_the_earlier_format_still_verifies_and_reloc
     digest, files = lock_digest(study, s.base_sha)
     block = {"lock": {"locked_at": "2026-01-01T00:00:00Z", "sha256": digest, "base_sha": s.base_sha, "files": files}}
     s.prereg.write_text(DEFAULT_PREREG + f"\n{LOCK_COMMENT}\n" + yaml.safe_dump(block, sort_keys=False))
-    assert verify_lock(load_study(s.prereg)) == digest
+    assert verify_lock(load_study(s.prereg)).sha256 == digest
     # an edit is still noticed in the earlier format
     s.prereg.write_text(s.prereg.read_text().replace("runs_per_arm: 2", "runs_per_arm: 3"))
     with pytest.raises(LockError, match=r"changed since lock: .*preregistration"):

@@ -32,7 +32,7 @@ def _no_engine_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_engine(*args: object, **kwargs: object) -> None:
         raise AssertionError("an Engine was constructed")
 
-    def no_evaluate(*args: object, **kwargs: object) -> int:
+    def no_evaluate(*args: object, **kwargs: object) -> list[str]:
         raise AssertionError("evaluate() was called")
 
     monkeypatch.setattr("harness.sandbox.engine.Engine", no_engine)
@@ -214,9 +214,9 @@ def test_eval_scripted_needs_no_key(
 ) -> None:
     seen: dict[str, object] = {}
 
-    def fake_evaluate(study: object, options: RunOptions) -> int:
+    def fake_evaluate(study: object, options: RunOptions, events: object) -> list[str]:
         seen.update(vars(options))
-        return 0
+        return []
 
     monkeypatch.setattr("harness.experiment.evaluate.evaluate", fake_evaluate)
     scenario = tmp_path / "scenario.yaml"
@@ -298,3 +298,24 @@ def test_usage_errors_exit_4_never_2_which_gate_uses_for_inconclusive(
         cli.main(argv, env={})
     assert info.value.code == 4
     assert "error:" in capsys.readouterr().err
+
+
+def test_eval_shows_what_evaluate_returns_and_evaluate_itself_prints_nothing(
+    locked: StudyFiles, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from harness.experiment.progress import Progress
+
+    got: dict[str, object] = {}
+
+    def fake_evaluate(study: object, options: RunOptions, events: object) -> list[str]:
+        got["events"], got["paths"] = events, options.paths
+        return ["", "DECISION: REJECT", "ledger: recorded"]
+
+    monkeypatch.setattr("harness.experiment.evaluate.evaluate", fake_evaluate)
+    code, out, err = run(
+        capsys, "eval", str(locked.prereg), "--scripted", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o")
+    )
+    assert code == 0, err
+    assert out.endswith("\nDECISION: REJECT\nledger: recorded\n")
+    assert isinstance(got["events"], Progress), "the CLI chooses the display"
+    assert got["paths"] is not None, "the CLI passes the host paths it read once"

@@ -27,9 +27,9 @@ def _restore_sigterm() -> Iterator[None]:
 def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, RunOptions]:
     got: dict[str, RunOptions] = {}
 
-    def fake_evaluate(study: object, options: RunOptions) -> int:
+    def fake_evaluate(study: object, options: RunOptions, events: object) -> list[str]:
         got["options"] = options
-        return 0
+        return []
 
     monkeypatch.setattr("harness.experiment.evaluate.evaluate", fake_evaluate)
     return got

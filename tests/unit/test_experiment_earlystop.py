@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.reasons import ReasonCode
-from harness.experiment.experiment import LoopPolicy, TrialLoop, curtailment_check
+from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.results.attempts import max_cost_per_trial

@@ -15,7 +15,7 @@ import pytest
 
 from harness import retry
 from harness.errors import Interrupted
-from harness.experiment.experiment import LoopPolicy, TrialLoop
+from harness.experiment.loop import LoopPolicy, TrialLoop
 from harness.host.slots import HostSlots
 from harness.plan import TrialSpec, plan_trials
 from harness.records import ReusedFrom, TrialRecord
@@ -43,6 +43,7 @@ def make_loop(
     slots: HostSlots | None = None,
     stop: threading.Event | None = None,
     spent: float = 0.0,
+    wait: retry.WaitPolicy | None = None,
 ) -> tuple[TrialLoop, Recorder]:
     log = Recorder()
     loop = TrialLoop(
@@ -55,6 +56,7 @@ def make_loop(
         spent=spent,
         stop=stop or threading.Event(),
         slots=slots,
+        wait=wait,
     )
     return loop, log
 
@@ -135,16 +137,14 @@ def test_infra_retries_are_bounded_and_the_last_failure_is_final() -> None:
 
 
 def test_retry_waits_come_from_the_tenacity_policy_and_grow(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(retry, "WAIT_SCALE", 1.0)
     spec = plan_trials(TASKS[:1], 1, seed=1)[0]
     waits: list[float] = []
-    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
+    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3, wait=retry.REAL_WAITS)
     monkeypatch.setattr(loop, "_sleep", waits.append)
     loop.run([spec])
     assert len(waits) == 3 and waits == sorted(waits) and waits[0] > 0
-    monkeypatch.setattr(retry, "WAIT_SCALE", 0.0)
     zero: list[float] = []
-    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3)
+    loop, _ = make_loop(lambda s, a: make_record(s, a, "infra_error"), retries=3, wait=retry.NO_WAIT)
     monkeypatch.setattr(loop, "_sleep", zero.append)
     loop.run([spec])
     assert zero == [0.0, 0.0, 0.0]
@@ -256,7 +256,7 @@ def test_a_stop_signal_raises_interrupted_and_records_nothing_for_unstarted_tria
 
 def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
     """A 4 h task must keep the run's scripted API and network from being reaped as expired."""
-    from harness.experiment.experiment import run_ttl_s
+    from harness.experiment.resources import run_ttl_s
     from harness.study.config import Execution, Task
 
     ex = Execution(model="sonnet", judge_model="haiku")
@@ -268,3 +268,17 @@ def test_the_run_labels_outlive_a_plan_with_a_long_per_task_deadline() -> None:
     # two trials of 4 h each at --jobs 1 run for 8 h at least
     assert run_ttl_s(ex, long, jobs=1) > 2 * 4 * 3600
     assert run_ttl_s(ex, long, jobs=1) > run_ttl_s(ex, short[: len(long)], jobs=1)
+
+
+def test_a_stop_before_the_first_trial_is_the_loops_own_rule() -> None:
+    """What the experiment checks before any run set-up: the same stop the loop would apply."""
+    from harness.experiment.loop import stop_before_start, stop_reason
+
+    spec = plan_trials(TASKS[:1], 1, seed=1)[0]
+    finals = [make_record(spec, 1)]
+    assert stop_before_start(LoopPolicy(jobs=1, max_infra_retries=0), finals, 5.0) is None
+    capped = LoopPolicy(jobs=1, max_infra_retries=0, total_usd=1.0)
+    assert stop_before_start(capped, finals, 1.0) == stop_reason(capped, 1.0, None)
+    assert stop_before_start(capped, finals, 1.0) is not None and stop_before_start(capped, finals, 0.5) is None
+    early = LoopPolicy(jobs=1, max_infra_retries=0, early_stop=lambda records: f"decided by {len(records)}")
+    assert stop_before_start(early, finals, 0.0) == ("early_stop", "decided by 1")

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from harness.errors import ResumeError
-from harness.experiment.experiment import Experiment, RunOptions, sweep_work_root
+from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.resume import SkippedRecords, plan_remaining
 from harness.host.workroots import OWNER_FILE
 from harness.plan import plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
+from harness.sandbox.reaper import sweep_work_root
 from harness.study.config import load_study
 from harness.study.lock import lock
 from tests.factories import PROV, TASKS, make_record, write_experiment_dir
@@ -137,3 +139,47 @@ def test_sweep_removes_run_directories_of_dead_controllers_only(tmp_path: Path) 
     removed = sweep_work_root(tmp_path, alive=lambda pid: pid != 999999)
     assert removed == 1
     assert not dead.exists() and alive.exists() and other_host.exists() and unknown.exists()
+
+
+def test_what_is_left_is_every_planned_trial_without_a_final_record() -> None:
+    specs = plan_trials(TASKS, 1, seed=1)
+    done, retry, broken = specs[0], specs[1], specs[2]
+    records = [make_record(done, 1), make_record(retry, 1, "infra_error"), make_record(broken, 3, "infra_error")]
+    left = plan_remaining(specs, records, max_infra_retries=2)
+    assert [s.trial_id for s in left.todo] == [s.trial_id for s in specs if s not in (done, broken)]
+    assert {r.trial_id for r in left.finals} == {done.trial_id, broken.trial_id}
+    assert left.retries == 1
+    assert left.note(len(specs)) == (
+        f"resuming: 2 of {len(specs)} trial(s) have a final record; {len(specs) - 2} to run "
+        "(1 retry of infrastructure failures)"
+    )
+    assert plan_remaining(specs, [], 2).note(len(specs)) is None, "a fresh directory does not resume"
+
+
+def test_a_skipped_baseline_record_carries_its_fingerprint_from_birth() -> None:
+    specs = plan_trials(TASKS, 1, seed=1)
+    fingerprints = {t.id: f"fp-{t.id}" for t in TASKS}
+    make = SkippedRecords("e1", PROV, None, fingerprints)
+    for spec in specs:
+        rec = make(spec, 1, "budget", "the budget is reached")
+        assert rec.status == "skipped" and rec.stopped_by == "budget" and rec.error == "the budget is reached"
+        assert rec.baseline_fingerprint == (f"fp-{spec.task.id}" if spec.arm == "baseline" else None)
+
+
+def test_the_events_hear_finished_when_the_run_is_refused(make_study: Any, tmp_path: Path) -> None:
+    from harness.experiment.events import NullEvents
+
+    class Finished(NullEvents):
+        calls = 0
+
+        def finished(self) -> None:
+            Finished.calls += 1
+
+    files = make_study()
+    lock(files.prereg)
+    out = tmp_path / "out"
+    _write_meta(out, lock_hash="0" * 64, shard=None, mode="real")
+    exp = Experiment(load_study(files.prereg), FakeRuntime(), RunOptions(out=out, jobs=1), Finished())
+    with pytest.raises(ResumeError):
+        exp.run()
+    assert Finished.calls == 1, "a live display stops however the run ends"

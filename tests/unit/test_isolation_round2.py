@@ -261,7 +261,7 @@ def test_tasks_and_preregistration_edited_after_the_check_are_not_what_the_run_u
     s = make_study()
     lock(s.prereg)
     study = load_study(s.prereg)
-    digest = verify_lock(study)
+    digest = verify_lock(study).sha256
     prompts = [t.prompt for t in study.target_tasks()]
     data = json.loads(s.tasks.read_text())
     data["tasks"][0]["prompt"] = "EDITED AFTER THE CHECK"
@@ -269,7 +269,7 @@ def test_tasks_and_preregistration_edited_after_the_check_are_not_what_the_run_u
     s.prereg.write_text(s.prereg.read_text().replace("fewer failed verifies", "edited"))
     # what the run plans from and what the lock hash covers are the models parsed before the check
     assert [t.prompt for t in study.target_tasks()] == prompts
-    assert verify_lock(study) == digest
+    assert verify_lock(study).sha256 == digest
     # positive control: a fresh load sees the edit and the lock refuses it
     with pytest.raises(LockError):
         verify_lock(load_study(s.prereg))

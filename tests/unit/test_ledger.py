@@ -231,7 +231,7 @@ class _FakeExperiment:
 
 @pytest.mark.parametrize("shard", [None, (1, 2)])
 def test_eval_updates_the_ledger_only_for_a_whole_experiment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shard: tuple[int, int] | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard: tuple[int, int] | None
 ) -> None:
     from contextlib import nullcontext
 
@@ -246,11 +246,10 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
     monkeypatch.setattr(run, "Engine", lambda env: None)
     monkeypatch.setattr(run, "Experiment", lambda *a, **k: _FakeExperiment(result))
     monkeypatch.setattr(run, "_signals", lambda e: nullcontext())
-    code = run.evaluate(study, RunOptions(out=store.root, jobs=1, shard=shard, images=ImageOptions()))
-    assert code == 0
+    lines = run.evaluate(study, RunOptions(out=store.root, jobs=1, shard=shard, images=ImageOptions()))
     for name in ("report.md", "report.html", "junit.xml", "decision.json", "summary.txt"):
         assert (store.root / name).is_file()
-    out = capsys.readouterr().out
+    out = "\n".join(lines)
     assert "DECISION (point rule, preregistered): REJECT" in out and "report.html" in out
     ledger_file = study.root / ledger.LEDGER_NAME
     if shard is None:

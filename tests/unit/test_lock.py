@@ -52,7 +52,7 @@ def test_lock_writes_block(make_study: StudyFactory) -> None:
 
 def test_verify_passes_right_after_lock(locked: StudyFiles) -> None:
     study = load_study(locked.prereg)
-    assert verify_lock(study) == lock_block(locked.prereg)["sha256"]
+    assert verify_lock(study).sha256 == lock_block(locked.prereg)["sha256"]
 
 
 def test_lock_is_deterministic_for_the_same_inputs(make_study: StudyFactory) -> None:

@@ -6,14 +6,17 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from harness.experiment.experiment import sweep_known_roots, sweep_work_root
+from harness import cli
+from harness.host import paths as host_paths
 from harness.host import workroots
+from harness.host.paths import HostPaths
 from harness.host.workroots import OWNER_FILE
+from harness.sandbox.reaper import sweep_known_roots, sweep_work_root
+from tests.fakes import FakeRuntime
 
 
 def _killed_run(root: Path) -> Path:
@@ -26,25 +29,50 @@ def _killed_run(root: Path) -> Path:
     return run
 
 
-def test_gc_under_another_tmpdir_still_removes_a_killed_runs_key_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    registry = tmp_path / "registry"
-    monkeypatch.setattr(workroots, "registry_path", lambda: registry)
+@pytest.fixture
+def two_tmpdirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str], dict[str, str]]:
+    """The run's environment and gc's, with different TMPDIRs; the shared places in this test's own /tmp."""
+    shared = tmp_path / "shared-tmp"
+    shared.mkdir()
+    monkeypatch.setattr(host_paths, "SHARED_ROOT", shared)
     first, second = tmp_path / "tmp-a", tmp_path / "tmp-b"
     first.mkdir()
     second.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(first))
-    root = workroots.default_work_root()
-    root.mkdir(mode=0o700)
-    workroots.remember(root)  # what Experiment._work_root does
+    return {"TMPDIR": str(first)}, {"TMPDIR": str(second)}
+
+
+def test_gc_under_another_tmpdir_still_removes_a_killed_runs_key_file(
+    two_tmpdirs: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    run_env, gc_env = two_tmpdirs
+    run_paths = HostPaths.from_env(run_env)
+    root = workroots.prepare(run_paths)  # what every run does before it makes its directory
     run = _killed_run(root)
-    monkeypatch.setattr(tempfile, "tempdir", str(second))  # gc from a shell with another TMPDIR
-    assert workroots.default_work_root() != root
-    assert sweep_work_root(workroots.default_work_root()) == 0, "positive control: the default root misses it"
+    gc_paths = HostPaths.from_env(gc_env)  # gc from a shell with another TMPDIR
+    assert gc_paths.work_root != root and gc_paths.work_roots == run_paths.work_roots
+    assert sweep_work_root(gc_paths.work_root) == 0, "positive control: gc's own default root misses it"
     assert run.exists()
-    assert sweep_known_roots() == 1
+    assert sweep_known_roots(gc_paths) == 1
     assert not run.exists()
+
+
+def test_harness_gc_under_another_tmpdir_removes_a_killed_runs_trial_directories(
+    two_tmpdirs: tuple[dict[str, str], dict[str, str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_env, gc_env = two_tmpdirs
+    root = workroots.prepare(HostPaths.from_env(run_env))
+    run = _killed_run(root)
+    (run / "fix-mean.baseline.0" / "workspace").mkdir(parents=True)  # a trial's agent-written tree
+    alive = root / "cafe"  # a live run's directory stays
+    alive.mkdir()
+    (alive / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+    monkeypatch.setattr(cli, "_engine", lambda env: FakeRuntime())
+    assert cli.main(["gc"], env={**gc_env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 trial directory tree(s) of killed runs" in out, out
+    assert not run.exists() and alive.exists()
 
 
 def test_remember_records_a_root_once(tmp_path: Path) -> None:

@@ -1,0 +1,238 @@
+"""What one run sets up before its first trial and tears down after its last: one context manager.
+
+    run directory (0700) and owner file -> the gateway's key file -> the skill copy (and a library's
+      copies) -> the upstream route (its CA copy) -> the upstream network -> the scripted Messages API,
+      or, in a real run, the upstream preflight (one TLS handshake through the route, no request)
+
+:class:`RunResources` makes them in that order in ``__enter__`` and returns a :class:`RunSite` naming
+them. When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
+of cibuildwheel's ``OCIContainer.__enter__``), so a run that never started leaves nothing behind.
+``__exit__`` tears everything down on every path (success, an exception, an interrupt): it keeps the
+scripted model's log, removes every Docker object carrying the run's label (what the trials left
+included) or, when the engine cannot list them, what this run made by name; then the run directory
+(which holds the key file). Objects that cannot be removed are reported through
+:class:`~harness.experiment.events.Events`, never raised over the run's own outcome.
+
+What the run's containers share but nothing here makes (the hardening profile, the role uids, the start
+gate, the provenance) is decided before and passed in: :class:`RunSetup`. The run directory's owner
+file (``<pid> <host>``) is what lets a later start or ``harness gc`` remove it after a SIGKILL
+(:mod:`harness.sandbox.reaper`). The trial context is the experiment's to build from the site.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from harness.errors import HarnessError
+from harness.experiment import upstream
+from harness.experiment.events import Events
+from harness.experiment.upstream import Upstream
+from harness.host.trees import remove_tree
+from harness.host.workroots import OWNER_FILE
+from harness.plan import TrialSpec
+from harness.results.store import ExperimentDir
+from harness.sandbox import roles
+from harness.sandbox.labels import RUN
+from harness.sandbox.runtime import BindMount, DockerObject, Runtime
+from harness.study.config import Execution, Study
+from harness.study.lock import copy_locked_skill
+from harness.trial.gateway import wait_listening
+
+SCRIPTED_LOG = "scripted-api.log"
+SCRIPTED_LOG_CAP = 16 << 20
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """Everything a run's set-up makes its resources from (decided before any of them exists)."""
+
+    run_id: str
+    work_root: Path
+    """The run directory is made here (:func:`harness.host.workroots.prepare` made and recorded it)."""
+    labels: Mapping[str, str]
+    """The run's labels (with its expiry: :func:`run_ttl_s`) for every object it makes."""
+    profile: roles.Profile
+    """The hardening profile: the scripted API and the upstream preflight run under its sidecar user."""
+    key: str
+    """The key the gateways hold (scripted runs: a fake one)."""
+    key_owner: tuple[int, int]
+    """uid, gid of the sidecars: a root controller gives them the key file, no other host account."""
+    study: Study
+    """The locked study whose skill is copied (once, the copy checked against the lock)."""
+    route: Upstream
+    """Real runs: where the gateways send the model traffic (proxy, extra CA, the user's network)."""
+    scenario: bytes | None = None
+    """Scripted runs: the compiled scenario the scripted Messages API serves (then ``route`` is unused)."""
+    library_copies: Callable[[Path], Mapping[str, Path]] = field(default=lambda _root: {})
+    """Makes a library experiment's skill copies under the run directory (none for A/B)."""
+
+    @property
+    def scripted(self) -> bool:
+        return self.scenario is not None
+
+
+@dataclass(frozen=True)
+class RunSite:
+    """What the set-up made, for every trial of the run."""
+
+    root: Path
+    key_file: Path
+    skill_copy: Path
+    library_copies: Mapping[str, Path]
+    upstream: str
+    """The URL the gateways forward to (the scripted API's, or the route's)."""
+    upstream_network: str
+    """The network the gateways' upstream side joins (made here, or the user's own)."""
+    route_env: Mapping[str, str]
+    """The gateway's route settings (proxy, extra CA); empty for the scripted model."""
+    route_mounts: tuple[BindMount, ...]
+
+
+class RunResources:
+    """The run's resources as one context manager (see the module docstring)."""
+
+    def __init__(self, engine: Runtime, setup: RunSetup, store: ExperimentDir, events: Events) -> None:
+        self.engine = engine
+        self.setup = setup
+        self.store = store
+        """The experiment directory: the scripted model's log is kept there, redacted."""
+        self.events = events
+        self.root = setup.work_root / setup.run_id
+        self.network = f"hx-{setup.run_id}-up"
+        self.scripted_name = f"hx-{setup.run_id}-scripted"
+        self._made_root = False
+        self._made: list[DockerObject] = []
+        """Docker objects this set-up made (or began to make), for removal by name."""
+
+    # ------------------------------------------------------------------ protocol
+    def __enter__(self) -> RunSite:
+        try:
+            return self._set_up()
+        except BaseException:
+            self._tear_down()
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self._tear_down()
+
+    # ------------------------------------------------------------------- set-up
+    def _set_up(self) -> RunSite:
+        s = self.setup
+        self._make_run_dir()
+        key_file = self._write_key()
+        # copied once, the copy checked against the lock, only the copy mounted (issue 14)
+        skill_copy = copy_locked_skill(s.study, self.root / "skill")
+        library_copies = dict(s.library_copies(self.root))
+        mounts = upstream.stage_ca(s.route, self.root)
+        network = self._make_network()
+        if s.scenario is not None:
+            url = self._start_scripted(network, s.scenario)
+            route_env: Mapping[str, str] = {}
+            mounts = ()
+        else:
+            self._check_route(network, mounts)
+            url, route_env = s.route.url, s.route.gateway_env()
+        return RunSite(
+            root=self.root,
+            key_file=key_file,
+            skill_copy=skill_copy,
+            library_copies=library_copies,
+            upstream=url,
+            upstream_network=network,
+            route_env=route_env,
+            route_mounts=mounts,
+        )
+
+    def _make_run_dir(self) -> None:
+        self.root.mkdir(mode=0o700)  # never an existing directory: teardown removes what this made
+        self._made_root = True
+        (self.root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
+
+    def _write_key(self) -> Path:
+        secrets_dir = self.root / "secrets"
+        secrets_dir.mkdir(mode=0o700)
+        path = secrets_dir / "api-key"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.setup.key)
+        if os.getuid() == 0:
+            os.chown(path, *self.setup.key_owner)
+        return path
+
+    def _make_network(self) -> str:
+        """The gateways' upstream side: the run's own network, or the user's (their LLM gateway,
+        their proxy), which is used and never made or removed."""
+        s = self.setup
+        if not s.scripted and s.route.network:
+            return s.route.network
+        self._made.append(DockerObject("network", self.network))
+        self.engine.create_network(self.network, s.labels, internal=s.scripted)
+        return self.network
+
+    def _start_scripted(self, network: str, scenario: bytes) -> str:
+        scen_dir = self.root / "scenario"
+        scen_dir.mkdir(mode=0o755)
+        (scen_dir / "scenario.json").write_bytes(scenario)
+        os.chmod(scen_dir / "scenario.json", 0o444)
+        spec = roles.scripted_api_spec(
+            self.setup.profile,
+            name=self.scripted_name,
+            labels=self.setup.labels,
+            network=network,
+            scenario_dir=scen_dir,
+        )
+        self._made.append(DockerObject("container", self.scripted_name))  # before create: a create can half succeed
+        self.engine.create(spec)
+        self.engine.start(self.scripted_name)
+        wait_listening(self.engine, self.scripted_name)
+        return f"http://{self.scripted_name}:{roles.SCRIPTED_PORT}"
+
+    def _check_route(self, network: str, mounts: tuple[BindMount, ...]) -> None:
+        """Real runs: a wrong CA or a refusing proxy stops the run here, before any trial."""
+        s = self.setup
+        upstream.preflight(
+            self.engine,
+            s.route,
+            name=f"hx-{s.run_id}-preflight",
+            image=s.profile.sidecar_image,
+            user=s.profile.sidecar_user,
+            network=network,
+            labels=s.labels,
+            mounts=mounts,
+        )
+
+    # ----------------------------------------------------------------- teardown
+    def _tear_down(self) -> None:
+        if any(o.kind == "container" and o.name == self.scripted_name for o in self._made):
+            self._save_scripted_log()
+        # everything the run made carries its label: the trials' leftovers, the scripted API, the network
+        try:
+            _, errors = self.engine.remove_labelled({RUN: self.setup.run_id})
+        except HarnessError:  # cannot list: what this run made, by name (never the user's network)
+            _, errors = self.engine.remove_objects(self._made)
+        for error in errors:
+            self.events.message(f"cleanup: {error}")
+        if self._made_root:
+            remove_tree(self.root)
+
+    def _save_scripted_log(self) -> None:
+        """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
+        try:
+            data, _ = self.engine.logs(self.scripted_name, stdout=True, stderr=True, cap=SCRIPTED_LOG_CAP)
+        except HarnessError:
+            return
+        with open(self.store.root / SCRIPTED_LOG, "ab") as fh:
+            fh.write(self.store.redactor.data(data))
+
+
+def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:
+    """How long the run's own objects (scripted API, upstream network) must outlive a crash: the
+    plan's longest trial (per-task deadlines included) times its rounds, plus an hour. Past it,
+    another harness may reap them even while this process lives."""
+    longest = max((execution.trial_deadlines_s(s.task) for s in todo), default=0)
+    return (longest + 300) * (1 + len(todo) / max(1, jobs)) + 3600
