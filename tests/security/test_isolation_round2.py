@@ -20,6 +20,7 @@ import pytest
 
 from harness.errors import ConfigError, LockError
 from harness.experiment import experiment as experiment_mod
+from harness.experiment import resources as resources_mod
 from harness.reporting.ledger import shelve
 from harness.sandbox import uids
 from harness.sandbox.engine import Engine
@@ -135,7 +136,7 @@ def round2(
 
     try:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(experiment_mod, "copy_locked_skill", copy_then_swap)
+            mp.setattr(resources_mod, "copy_locked_skill", copy_then_swap)
             hooks = {"gateway": read_as_old_and_new, "agent": read_as_old_and_new}
             with Inspector(engine, hooks=hooks).running() as inspector:
                 result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=3, scripted_key=key)
