@@ -38,7 +38,7 @@ from typing import Any
 
 from harness.errors import InfraError
 from harness.records import Arm, SkillInvoked, SkillUse
-from harness.trial import claude
+from harness.sandbox.deadline import deadline_argv
 
 SETTING_SOURCES = "project"
 SKILLS_DIR = "/workspace/.claude/skills"
@@ -77,7 +77,7 @@ def agent_command(
     if session_id:
         common += ("--session-id", session_id)
     return (
-        *claude.deadline_argv(timeout_s),
+        *deadline_argv(timeout_s),
         "claude",
         "-p",
         prompt,

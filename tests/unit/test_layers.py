@@ -95,9 +95,6 @@ KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
         "failures_by_arm/report_notes are pure reductions over records: move them to analysis",
     ("harness.reporting", "harness.trial.samepatch"):
         "reuse_counts/reuse_notes are pure reductions over records: move them to analysis",
-    ("harness.sandbox.roles", "harness.trial.claude"):
-        "the role specs take the agent's env, deadline argv and gateway port from the trial layer: "
-        "move deadline_argv and GATEWAY_PORT into sandbox, or pass the env in",
     ("harness.experiment.upstream", "harness.sidecars.upstream_link"):
         "deliberate: the controller applies the gateway's own NO_PROXY rule (bypass_proxy) so both agree; "
         "the sidecars docstring says the controller never imports them: change one of the two",
