@@ -27,7 +27,7 @@ from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.plan import TrialSpec
+from harness.plan import TrialSpec, library_template_sha256
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
 from harness.results.attempts import latest_by_trial
@@ -37,7 +37,6 @@ from harness.results.store import atomic_write
 from harness.sandbox.engine import Engine
 from harness.study.config import Study
 from harness.study.lock import skill_files
-from harness.trial import delivery
 from harness.trial.workspace import copy_skill
 
 CONTRIBUTIONS_JSON = "contributions.json"
@@ -70,7 +69,7 @@ class LibraryExperiment(Experiment):
         return library.plan_trials(self.design, self.study.prereg.execution.seed)
 
     def prompt_template_sha256(self) -> str:
-        return delivery.template_sha256()
+        return library_template_sha256()
 
     def preflight(self, specs: Sequence[TrialSpec], records: Sequence[TrialRecord], provenance: Provenance) -> None:
         lib = self.study.prereg.library

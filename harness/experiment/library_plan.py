@@ -26,13 +26,12 @@ from typing import Any
 
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
-from harness.plan import TrialSpec, trial_id
+from harness.plan import TrialSpec, ordered_skills, trial_id
 from harness.records import Arm, PassRule, Provenance, TrialRecord, outcome
 from harness.results.attempts import final_attempts
 from harness.results.store import RESULTS, read_results
 from harness.study.config import TASK_ID, Study, Task
 from harness.study.lock import canonical_json, sha256_hex, skill_files
-from harness.trial import delivery
 
 BARE: Arm = "baseline"
 """The bare arm is the A/B baseline arm (no skill at all): same trial ids, same reuse mechanism."""
@@ -166,7 +165,7 @@ def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
             arms: list[Arm] = [BARE, MASKED]
             rng.shuffle(arms)
             for arm in arms:
-                skills = delivery.ordered(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
+                skills = ordered_skills(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
                 specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs), skills))
     return tuple(specs)
 
@@ -323,7 +322,7 @@ def audit_mounts(paired: Sequence[Paired], hashes: Mapping[str, str]) -> None:
     """The skills each container had (as recorded from its spec, with content hashes) equal its mask."""
     problems: list[str] = []
     for pr in paired:
-        for rec, want in ((pr.masked, delivery.ordered(pr.pair.skills)), (pr.bare, ())):
+        for rec, want in ((pr.masked, ordered_skills(pr.pair.skills)), (pr.bare, ())):
             got = rec.skills_mounted
             if got is None:
                 problems.append(f"{rec.trial_id}: the record does not say which skills the container had")

@@ -14,7 +14,7 @@ from harness.analysis import contributions
 from harness.analysis.masks import DesignError
 from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
-from harness.plan import shard_of
+from harness.plan import library_prefix, shard_of
 from harness.records import (
     AgentResult,
     JudgeResult,
@@ -152,10 +152,10 @@ def test_plan_has_one_bare_and_one_masked_trial_per_pair_on_the_same_shard(tmp_p
 
 
 def test_the_masked_prompt_names_each_skill_in_a_stable_order() -> None:
-    prefix = delivery.library_prefix(["gamma", "alpha"])
+    prefix = library_prefix(["gamma", "alpha"])
     assert prefix.index("/skills/alpha/SKILL.md") < prefix.index("/skills/gamma/SKILL.md")
-    assert prefix == delivery.library_prefix(["alpha", "gamma"])
-    assert "/skills/" not in delivery.library_prefix([])  # the all-zero mask: no skill named, still masked
+    assert prefix == library_prefix(["alpha", "gamma"])
+    assert "/skills/" not in library_prefix([])  # the all-zero mask: no skill named, still masked
 
 
 # ------------------------------------------------------------------------- delivery
