@@ -10,6 +10,7 @@ touches Docker, git or the clock.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -485,15 +486,36 @@ def parse_preregistration(path: Path, text: str) -> Preregistration:
     return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
 
 
+# The lock file's format (read here, where a preregistration is loaded; written by harness.study.lock).
+LOCK_SUFFIX = ".lock"
+MAX_LOCK_FILE = 1 << 20
+
+
+def lock_path(prereg_path: Path) -> Path:
+    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
+    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
+
+
+def read_lock_file(prereg_path: Path) -> LockBlock | None:
+    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
+    path = lock_path(prereg_path)
+    if not os.path.lexists(path):
+        return None
+    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
+    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
+
+
+def lock_file_bytes(block: LockBlock) -> bytes:
+    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
+
+
 def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
     """The preregistration, with its lock from the lock file beside it when there is one
-    (see :func:`harness.study.lock.lock_path`); a lock block inside the file (the earlier format) still counts.
+    (see :func:`lock_path`); a lock block inside the file (the earlier format) still counts.
     ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
     prereg = parse_preregistration(path, read_text(path))
     if not read_lock:
         return prereg
-    from harness.study.lock import read_lock_file  # lock imports this module
-
     block = read_lock_file(path)
     return prereg if block is None else prereg.model_copy(update={"lock": block})
 

@@ -12,7 +12,9 @@ The preregistration itself is never rewritten: appending a block as text broke
 valid YAML (flow style, JSON syntax, a ``...`` end marker, a ``|+`` scalar), and
 re-serialising would drop the author's comments. A preregistration locked by
 the earlier format (a ``lock:`` block at its end) still verifies; locking it
-again moves the lock into the lock file.
+again moves the lock into the lock file. The lock file's format (where it is, reading and
+writing a :class:`~harness.study.config.LockBlock`) is :mod:`harness.study.config`'s, which loads a
+preregistration together with its lock.
 """
 
 from __future__ import annotations
@@ -29,8 +31,16 @@ from typing import Any
 from harness.errors import ConfigError, LockError
 from harness.host.gitops import resolve_commit
 from harness.results.store import atomic_write
-from harness.study.config import LockBlock, Study, check_host_fits, load_study, parse_yaml, read_text, validate
-from harness.study.inputs import load_json, read_input
+from harness.study.config import (
+    LockBlock,
+    Study,
+    check_host_fits,
+    load_study,
+    lock_file_bytes,
+    lock_path,
+    parse_yaml,
+    read_text,
+)
 from harness.trial.workspace import copy_skill
 
 LOCK_KEY = re.compile(r"^lock\s*:")
@@ -178,28 +188,6 @@ def strip_lock_block(text: str) -> str:
         out.append(line)
     body = "".join(out)
     return body if body.endswith("\n") or not body else body + "\n"
-
-
-LOCK_SUFFIX = ".lock"
-MAX_LOCK_FILE = 1 << 20
-
-
-def lock_path(prereg_path: Path) -> Path:
-    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
-    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
-
-
-def read_lock_file(prereg_path: Path) -> LockBlock | None:
-    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
-    path = lock_path(prereg_path)
-    if not os.path.lexists(path):
-        return None
-    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
-    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
-
-
-def lock_file_bytes(block: LockBlock) -> bytes:
-    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
 
 
 def drop_legacy_lock_block(prereg_path: Path) -> None:

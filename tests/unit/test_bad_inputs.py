@@ -18,8 +18,8 @@ import yaml
 from harness import cli
 from harness.errors import ConfigError, LockError
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.study.config import load_study, parse_preregistration, parse_tasks
-from harness.study.lock import LOCK_COMMENT, lock, lock_digest, lock_path, verify_lock
+from harness.study.config import load_study, lock_path, parse_preregistration, parse_tasks
+from harness.study.lock import LOCK_COMMENT, lock, lock_digest, verify_lock
 from tests.factories import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
 
 HANG_BACKSTOP_S = 60  # not a timing assertion: a hang fails the test instead of blocking the suite

@@ -99,9 +99,6 @@ KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
 }  # fmt: skip
 
 KNOWN_CYCLES: Mapping[frozenset[str], str] = {
-    frozenset({"harness.study.config", "harness.study.lock"}):
-        "loading a preregistration reads its .lock through lock.read_lock_file (lazily), and lock builds on config: "
-        "move read_lock_file (and LockBlock's file format) into config or a module both import",
 }  # fmt: skip
 
 # ----------------------------------------------------------------------------- the import graph
