@@ -194,7 +194,7 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def write(root: Path, summary: dict[str, Any]) -> Path:
-    from harness.results.store import atomic_write
+    from harness.host.files import atomic_write
 
     path = root / CALIBRATION_JSON
     atomic_write(path, (json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))

@@ -27,17 +27,16 @@ from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, RunOptions
+from harness.host.files import atomic_write
 from harness.plan import TrialSpec, library_template_sha256
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
 from harness.results.attempts import latest_by_trial
 from harness.results.load import study_for
 from harness.results.meta import require_meta
-from harness.results.store import atomic_write
 from harness.sandbox.engine import Engine
 from harness.study.config import Study
-from harness.study.lock import skill_files
-from harness.trial.workspace import copy_skill
+from harness.study.lock import copy_skill, skill_files
 
 CONTRIBUTIONS_JSON = "contributions.json"
 REPORT_MD = "report.md"

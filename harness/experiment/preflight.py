@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import HarnessError, Interrupted, PrerequisiteError
 from harness.host import gitops
+from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
-from harness.results.store import atomic_write
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.study.config import Task

@@ -56,9 +56,9 @@ from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
-from harness.study.lock import skill_files
+from harness.study.lock import copy_skill, skill_files
 from harness.trial import gateway, installed
-from harness.trial.workspace import container_user, copy_skill
+from harness.trial.workspace import container_user
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 

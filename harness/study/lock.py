@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, LockError
+from harness.host.files import atomic_write
 from harness.host.gitops import resolve_commit
-from harness.results.store import atomic_write
 from harness.study.config import (
     LockBlock,
     Study,
@@ -41,7 +41,6 @@ from harness.study.config import (
     parse_yaml,
     read_text,
 )
-from harness.trial.workspace import copy_skill
 
 LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
@@ -108,6 +107,20 @@ def read_plain_file(path: Path) -> bytes:
     if len(data) > MAX_SKILL_FILE:
         raise ConfigError(path, f"is larger than {MAX_SKILL_FILE} bytes", field="skill_ref")
     return data
+
+
+def copy_skill(files: dict[str, bytes], dest: Path) -> Path:
+    """Write the locked skill files into a controller-owned, read-only folder (mounted at /skill)."""
+    dest.mkdir(mode=0o755, parents=True, exist_ok=False)
+    for rel, data in files.items():
+        target = dest / rel
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    for dirpath, _dirnames, _files in os.walk(dest):
+        os.chmod(dirpath, 0o555)
+    return dest
 
 
 CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")

@@ -26,8 +26,7 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.roles import GATEWAY_KEY_PATH
 from harness.study.config import load_study
-from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
-from harness.trial.workspace import copy_skill
+from harness.study.lock import copy_locked_skill, copy_skill, lock, skill_files, verify_lock
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, write_hostile
 

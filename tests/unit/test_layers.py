@@ -83,10 +83,6 @@ KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
         "check_library_folder validates an input folder: it belongs to study",
     ("harness.study.lock", "harness.experiment.library_plan"):
         "lock_entries hashes the library's skills for the lock: it belongs to study (the lock's own inputs)",
-    ("harness.study.lock", "harness.results.store"):
-        "atomic_write is a file helper, not results: move it to the foundation (or host)",
-    ("harness.study.lock", "harness.trial.workspace"):
-        "copy_skill copies the locked skill files: it belongs with the lock in study",
     ("harness.results.merge", "harness.experiment.library_plan"):
         "merge plans the library design to check completeness: pass the planned trial ids in instead",
     ("harness.reporting", "harness.trial.apihealth"):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResumeError
+from harness.host.files import atomic_write
 from harness.records import AgentResult, TrialRecord
 from harness.redact import REDACTED, Redactor
 from harness.results.store import (
@@ -16,7 +17,6 @@ from harness.results.store import (
     ArtifactStore,
     ExperimentDir,
     ResultsLog,
-    atomic_write,
     read_results,
     repair_torn_tail,
 )
