@@ -11,19 +11,19 @@ only for pass or fail, and with the verify exit code in the key.
 
 Trials run in threads: the first trial with a key computes, later ones with the same key wait for
 it (one flight per key) instead of racing to compute the same thing. Every shared result names
-the trial it came from (``reused_from``), and the reports count them.
+the trial it came from (``reused_from``), and the reports count them
+(:func:`harness.analysis.runnotes.reuse_counts`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from harness.records import JudgeResult, TrialRecord, VerifyResult
-from harness.results.attempts import latest_by_trial
+from harness.records import JudgeResult, VerifyResult
 from harness.study.config import Task
 
 T = TypeVar("T")
@@ -123,22 +123,3 @@ class SamePatch:
     judge_reuse: bool = False
     verify: OnceByKey[VerifyResult] = field(default_factory=lambda: OnceByKey(verify_shareable))
     judge: OnceByKey[JudgeResult] = field(default_factory=lambda: OnceByKey(judge_shareable))
-
-
-def reuse_counts(records: Iterable[TrialRecord]) -> dict[str, int]:
-    """How many trials' verify and judge results came from an identical earlier patch (final attempts)."""
-    final = latest_by_trial(records).values()
-    return {
-        "verify": sum(1 for r in final if r.verify is not None and r.verify.reused_from is not None),
-        "judge": sum(1 for r in final if r.judge is not None and r.judge.reused_from is not None),
-    }
-
-
-def reuse_notes(records: Iterable[TrialRecord]) -> list[str]:
-    counts = reuse_counts(records)
-    if not any(counts.values()):
-        return []
-    text = f"verify reused on byte-identical patches: {counts['verify']} trial(s)"
-    if counts["judge"]:
-        text += f"; judge verdict reused (judge.reuse_identical): {counts['judge']} trial(s), not paid again"
-    return [text]

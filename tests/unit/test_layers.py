@@ -85,10 +85,6 @@ KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
         "lock_entries hashes the library's skills for the lock: it belongs to study (the lock's own inputs)",
     ("harness.results.merge", "harness.experiment.library_plan"):
         "merge plans the library design to check completeness: pass the planned trial ids in instead",
-    ("harness.reporting", "harness.trial.apihealth"):
-        "failures_by_arm/report_notes are pure reductions over records: move them to analysis",
-    ("harness.reporting", "harness.trial.samepatch"):
-        "reuse_counts/reuse_notes are pure reductions over records: move them to analysis",
     ("harness.experiment.upstream", "harness.sidecars.upstream_link"):
         "deliberate: the controller applies the gateway's own NO_PROXY rule (bypass_proxy) so both agree; "
         "the sidecars docstring says the controller never imports them: change one of the two",
