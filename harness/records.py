@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 1
+RESULTS = "results.jsonl"
+"""The file of result lines in an experiment directory (written by :mod:`harness.results.store`)."""
 
 Arm = Literal["baseline", "skill", "masked"]
 """A/B: baseline and skill. Library experiments: baseline (the bare arm) and masked."""

@@ -35,7 +35,7 @@ from harness.results.attempts import latest_by_trial
 from harness.results.load import study_for
 from harness.results.meta import require_meta
 from harness.sandbox.engine import Engine
-from harness.study.config import Study
+from harness.study.config import Study, baseline_dir
 from harness.study.lock import copy_skill, skill_files
 
 CONTRIBUTIONS_JSON = "contributions.json"
@@ -88,7 +88,7 @@ class LibraryExperiment(Experiment):
                 problems.append(f"{spec.trial_id}: the bare trial is not final and scorable ({outcome(rec, rule)})")
             elif rec.provenance != provenance:
                 problems.append(f"{spec.trial_id}: provenance differs from this experiment's")
-        library._refuse(problems, f"before any model call, the reused baseline {library.baseline_dir(self.study)}")
+        library._refuse(problems, f"before any model call, the reused baseline {baseline_dir(self.study)}")
 
     def library_copies(self, run_root: Path) -> dict[str, Path]:
         root = self.study.skill_dir
@@ -109,7 +109,7 @@ def evaluate_library(study: Study, options: RunOptions, events: Events | None = 
             field="library.baseline_from",
         )
     if lib.baseline_from is not None:
-        options = dataclasses.replace(options, reuse_from=(library.baseline_dir(study),))
+        options = dataclasses.replace(options, reuse_from=(baseline_dir(study),))
     experiment = LibraryExperiment(study, Engine(options.env), options, events, design=design)
     with _signals(experiment):
         result = experiment.run()

@@ -21,16 +21,15 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
 from harness.plan import TrialSpec, ordered_skills, trial_id
-from harness.records import Arm, PassRule, Provenance, TrialRecord, outcome
+from harness.records import RESULTS, Arm, PassRule, Provenance, TrialRecord, outcome
 from harness.results.attempts import final_attempts
-from harness.results.store import RESULTS, read_results
-from harness.study.config import TASK_ID, Study, Task
+from harness.results.store import read_results
+from harness.study.config import Study, Task, baseline_dir, library_skills
 from harness.study.lock import canonical_json, sha256_hex, skill_files
 
 BARE: Arm = "baseline"
@@ -46,47 +45,6 @@ class LibraryCheckError(HarnessError):
 
 
 # ----------------------------------------------------------------------------- the library
-
-
-def library_skills(study: Study) -> tuple[str, ...]:
-    """The library's skills: every subfolder of ``library.path`` holding a SKILL.md, sorted by name."""
-    root = study.skill_dir
-    out = []
-    for child in sorted(root.iterdir()) if root.is_dir() else ():
-        if child.is_dir() and not child.is_symlink() and child.name not in (".git", "__pycache__"):
-            out.append(child.name)
-    return tuple(out)
-
-
-def check_library_folder(study: Study) -> None:
-    """Bad input in the library folder, named by file and field, before anything is locked or run."""
-    root = study.skill_dir
-    field = "library.path"
-    if not root.is_dir():
-        raise ConfigError(study.prereg_path, f"library folder {root} does not exist", field=field)
-    names = library_skills(study)
-    if not names:
-        raise ConfigError(study.prereg_path, f"library folder {root} holds no skill folders", field=field)
-    for name in names:
-        if not TASK_ID.match(name):
-            raise ConfigError(
-                root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field
-            )
-        md = root / name / "SKILL.md"
-        if md.is_symlink() or not md.is_file():
-            raise ConfigError(md, "is missing or not a regular file", field=field)
-    lib = study.prereg.library
-    assert lib is not None
-    if lib.baseline_from is not None and not (baseline_dir(study) / RESULTS).is_file():
-        raise ConfigError(
-            study.prereg_path, f"{baseline_dir(study)} holds no {RESULTS} to reuse", field="library.baseline_from"
-        )
-
-
-def baseline_dir(study: Study) -> Path:
-    lib = study.prereg.library
-    assert lib is not None and lib.baseline_from is not None
-    return (study.root / lib.baseline_from).resolve()
 
 
 def files_sha256(files: Mapping[str, bytes]) -> str:

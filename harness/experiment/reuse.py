@@ -33,9 +33,9 @@ from typing import Any
 
 from harness import plan
 from harness.host.files import atomic_write
-from harness.records import Provenance, ReusedFrom, TrialRecord
+from harness.records import RESULTS, Provenance, ReusedFrom, TrialRecord
 from harness.results.attempts import latest_by_trial
-from harness.results.store import RESULTS, read_results
+from harness.results.store import read_results
 from harness.study.config import Execution, Task
 from harness.study.lock import canonical_json, sha256_hex
 from harness.trial import judge

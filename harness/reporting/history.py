@@ -16,12 +16,12 @@ from pathlib import Path
 
 from harness import fmt
 from harness.errors import HarnessError
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.reporting.gate import fresh_decision
 from harness.reporting.model import load_experiment
 from harness.results.attempts import final_attempts
 from harness.results.meta import META, require_meta
-from harness.results.store import RESULTS, read_results
+from harness.results.store import read_results
 
 DEFAULT_GLOBS = ("harness-results/*", "demo-output/results-*")
 

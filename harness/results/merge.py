@@ -29,12 +29,12 @@ from typing import NamedTuple
 
 from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
 from harness.results.attempts import is_final, latest_by_trial
 from harness.results.load import PREFLIGHT_JSON, study_for
 from harness.results.meta import META, ExperimentMeta, require_meta, write_meta
-from harness.results.store import RESULTS, ExperimentDir, read_results
+from harness.results.store import ExperimentDir, read_results
 from harness.study.config import Study
 
 

@@ -3,7 +3,7 @@
 Layout of an experiment directory::
 
     experiment.json        what was locked and how the run was set up (see harness.results.meta)
-    results.jsonl          one TrialRecord per attempt, append-only, never rewritten
+    results.jsonl          one TrialRecord per attempt, append-only, never rewritten (harness.records.RESULTS)
     artifacts/ab/abcd...   patch, verify output, agent and judge JSON, by sha256
     report.md, report.html, junit.xml, decision.json   (rendered from results.jsonl)
 
@@ -28,10 +28,8 @@ from pydantic import ValidationError
 
 from harness.errors import ResumeError
 from harness.host.files import atomic_write, write_all
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
-
-RESULTS = "results.jsonl"
 
 
 @dataclass

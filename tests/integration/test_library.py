@@ -21,8 +21,8 @@ from harness.errors import LockError
 from harness.experiment import library_plan as library
 from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
-from harness.records import MountedSkill, TrialRecord
-from harness.results.store import RESULTS, read_results
+from harness.records import RESULTS, MountedSkill, TrialRecord
+from harness.results.store import read_results
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.study.config import load_study

@@ -16,6 +16,7 @@ from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
 from harness.plan import library_prefix, shard_of
 from harness.records import (
+    RESULTS,
     AgentResult,
     JudgeResult,
     MountedSkill,
@@ -23,9 +24,8 @@ from harness.records import (
     TrialStatus,
     VerifyResult,
 )
-from harness.results.store import RESULTS
 from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
-from harness.study.config import load_study
+from harness.study.config import library_skills, load_study
 from harness.study.lock import lock, skill_files, verify_lock
 from harness.trial import delivery
 from tests.factories import PROV, init_repo, trial_record, write_experiment_dir
@@ -69,7 +69,7 @@ def test_a_library_preregistration_loads_and_names_its_skills(tmp_path: Path) ->
     study = load_study(make_library(tmp_path))
     assert study.prereg.library is not None
     assert study.prereg.library.masks.inclusion_probability == 0.5
-    assert library.library_skills(study) == SKILLS
+    assert library_skills(study) == SKILLS
 
 
 def test_library_and_skill_ref_together_are_refused(tmp_path: Path) -> None:

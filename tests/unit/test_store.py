@@ -10,10 +10,9 @@ import pytest
 
 from harness.errors import ResumeError
 from harness.host.files import atomic_write
-from harness.records import AgentResult, TrialRecord
+from harness.records import RESULTS, AgentResult, TrialRecord
 from harness.redact import REDACTED, Redactor
 from harness.results.store import (
-    RESULTS,
     ArtifactStore,
     ExperimentDir,
     ResultsLog,
