@@ -37,6 +37,7 @@ from harness import __version__, plan
 from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
+from harness.experiment.library_plan import lock_entries
 from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
@@ -184,7 +185,7 @@ class Experiment:
 
     def _run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
-        lock = verify_lock(self.study)
+        lock = verify_lock(self.study, lock_entries)
         lock_hash = lock.sha256
         self._check_runtime()
         specs = plan.select_shard(self.plan_specs(), self.options.shard)

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +166,29 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def lock_digest(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
-    """The lock hash and the per-file digests it covers."""
+LibraryEntries = Callable[[Study], Mapping[str, str]]
+"""What a library experiment adds to its lock: the estimator, the drawn masks and the reused baseline data
+(:func:`harness.experiment.library_plan.lock_entries`). Computing them takes the analysis and the results
+layers, which sit above this one, so every caller that may lock or verify a library preregistration passes
+the function in; without it a library preregistration is refused (a lock without them would not cover
+what the run depends on)."""
+
+
+def _library_entries(study: Study, entries: LibraryEntries | None) -> Mapping[str, str]:
+    if study.prereg.library is None:
+        return {}
+    if entries is None:
+        raise TypeError(
+            f"{study.prereg_path} is a library preregistration: its lock covers the library's design, so pass "
+            "library_entries=harness.experiment.library_plan.lock_entries"
+        )
+    return entries(study)
+
+
+def lock_digest(
+    study: Study, base_sha: str, library_entries: LibraryEntries | None = None
+) -> tuple[str, dict[str, str]]:
+    """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`)."""
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
     if not prereg["execution"].get("prices"):
         prereg["execution"].pop("prices", None)  # no per-model prices: locks made before the field stay valid
@@ -178,10 +200,7 @@ def lock_digest(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     }
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
-    if study.prereg.library is not None:  # the estimator, the drawn masks and the reused baseline data
-        from harness.experiment.library_plan import lock_entries
-
-        files.update(lock_entries(study))
+    files.update(_library_entries(study, library_entries))  # the estimator, the drawn masks, the reused baseline
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return whole, files
 
@@ -225,7 +244,9 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
     _write(prereg_path, stripped.encode("utf-8"))
 
 
-def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str]:
+def lock(
+    prereg_path: Path, *, now: dt.datetime | None = None, library_entries: LibraryEntries | None = None
+) -> tuple[str, str]:
     """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
 
     Every input is checked before anything is written; the preregistration is left as it is
@@ -233,7 +254,7 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
     study = load_study(prereg_path, read_lock=False)
     check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
-    digest, files = lock_digest(study, base_sha)
+    digest, files = lock_digest(study, base_sha, library_entries)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
     target = lock_path(study.prereg_path)
@@ -251,7 +272,7 @@ def _write(path: Path, data: bytes) -> None:
         raise ConfigError(path, f"cannot be written: {e.strerror}") from None
 
 
-def verify_lock(study: Study) -> LockBlock:
+def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> LockBlock:
     """The study's lock (its ``sha256`` is the lock hash), after checking that nothing it covers has changed."""
     block = study.prereg.lock
     if block is None:
@@ -259,7 +280,7 @@ def verify_lock(study: Study) -> LockBlock:
             f"{study.prereg_path} is not locked",
             hint=f"run `harness lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
         )
-    digest, files = lock_digest(study, block.base_sha)
+    digest, files = lock_digest(study, block.base_sha, library_entries)
     if digest != block.sha256:
         changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
         if not changed:
@@ -294,7 +315,7 @@ class _StudyOnCopy(Study):
         return self._copy
 
 
-def copy_locked_skill(study: Study, dest: Path) -> Path:
+def copy_locked_skill(study: Study, dest: Path, library_entries: LibraryEntries | None = None) -> Path:
     """Copy the skill's files once into the controller-owned ``dest``, then check *the copy*
     against the lock; only the copy is mounted. A file swapped in the user's folder after eval's
     first lock check either lands in the copy (and fails this check) or is never seen.
@@ -302,7 +323,7 @@ def copy_locked_skill(study: Study, dest: Path) -> Path:
     both what the lock hash covers and what the run uses."""
     copy = copy_skill(study_skill_files(study), dest)
     try:
-        verify_lock(_StudyOnCopy(study, copy))
+        verify_lock(_StudyOnCopy(study, copy), library_entries)
     except LockError as e:
         raise LockError(
             f"{study.skill_dir} changed after eval checked its lock: {e.message}",

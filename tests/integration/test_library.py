@@ -69,7 +69,7 @@ def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) 
     }
     path = lib / f"prereg-{name}.yaml"
     path.write_text(yaml.safe_dump(prereg, sort_keys=False))
-    lock(path)
+    lock(path, library_entries=library.lock_entries)
     scenario = yaml.safe_load((lib / "scenario.yaml").read_text())
     scenario["seed"] = 11
     scenario["tasks"] = {t: v for t, v in scenario["tasks"].items() if t in TASKS}

@@ -193,22 +193,33 @@ def test_mounted_skills_are_read_from_the_container_spec_with_content_hashes(tmp
 
 def test_the_lock_covers_the_estimator_and_the_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None
     assert {"library/estimator", "library/masks", "skill/alpha/SKILL.md"} <= set(study.prereg.lock.files)
-    verify_lock(study)
+    verify_lock(study, library.lock_entries)
     monkeypatch.setattr(contributions, "ESTIMATOR", "some-other-estimator/v2")
     with pytest.raises(LockError, match="library/estimator"):
-        verify_lock(study)
+        verify_lock(study, library.lock_entries)
+
+
+def test_a_library_preregistration_is_not_locked_without_its_design(tmp_path: Path) -> None:
+    """The library's lock entries come from layers above the lock, passed in: a caller that forgets them is
+    refused, never given a lock that leaves out the masks and the estimator."""
+    prereg = make_library(tmp_path)
+    with pytest.raises(TypeError, match="library_entries"):
+        lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
+    with pytest.raises(TypeError, match="library_entries"):
+        verify_lock(load_study(prereg))
 
 
 def test_a_changed_skill_file_breaks_the_lock(tmp_path: Path) -> None:
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     (tmp_path / "skills" / "beta" / "SKILL.md").write_text("changed\n")
     with pytest.raises(LockError, match=re.escape("skill/beta/SKILL.md")):
-        verify_lock(load_study(prereg))
+        verify_lock(load_study(prereg), library.lock_entries)
 
 
 def _bare_dir(root: Path, verdicts: dict[str, bool]) -> Path:
@@ -227,16 +238,16 @@ def test_a_changed_baseline_breaks_the_lock(tmp_path: Path) -> None:
     verdicts = {f"t{i}.baseline.{s}": True for i in range(4) for s in range(3)}
     base = _bare_dir(tmp_path, verdicts)
     prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None and "library/baseline" in study.prereg.lock.files
-    verify_lock(study)
+    verify_lock(study, library.lock_entries)
     verdicts["t2.baseline.1"] = False  # the baseline data changes after the lock
     (base / RESULTS).unlink()
     base.rmdir()
     _bare_dir(tmp_path, verdicts)
     with pytest.raises(LockError, match="library/baseline"):
-        verify_lock(load_study(prereg))
+        verify_lock(load_study(prereg), library.lock_entries)
 
 
 # ------------------------------------------------------------------ pairing and audits
@@ -465,7 +476,7 @@ def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one
     from harness.cli import main
 
     prereg = make_library(tmp_path / "lib")
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     d = library.design(study)
     records = complete_records(study, d)
@@ -517,7 +528,7 @@ def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> No
     from harness.experiment.library import evaluate_library
 
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     options = RunOptions(out=tmp_path / "out", jobs=1, reuse_from=(tmp_path / "elsewhere",))
     with pytest.raises(ConfigError) as e:
         evaluate_library(load_study(prereg), options)
@@ -529,7 +540,7 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
     from harness.plan import shard_of
 
     prereg = make_library(tmp_path / "lib")
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None
     d = library.design(study)
