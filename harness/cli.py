@@ -598,11 +598,12 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) 
 
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.library_plan import planned_trials
     from harness.reporting import write_reports
     from harness.reporting.model import analyze_records
     from harness.results.merge import merge
 
-    merged = merge(args.out, args.shards, prereg_path=args.prereg)
+    merged = merge(args.out, args.shards, prereg_path=args.prereg, library_plan=planned_trials)
     if merged.study.prereg.library is not None:
         from harness.experiment.library import report_library
 

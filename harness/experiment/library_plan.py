@@ -128,6 +128,11 @@ def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
     return tuple(specs)
 
 
+def planned_trials(study: Study) -> tuple[TrialSpec, ...]:
+    """The trials a library preregistration plans: its design (:func:`design`), in rounds by its seed."""
+    return plan_trials(design(study), study.prereg.execution.seed)
+
+
 def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> list[Task]:
     """A seeded shuffle of ``tasks`` whose first tasks are not the previous round's last ones, so the
     trials of one task in consecutive rounds never start back to back (a model server that tells

@@ -79,8 +79,6 @@ RENDERER_REUSE = frozenset({("junit", "text")})  # JUnit's failure messages are 
 
 KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
     # (importing module or package, imported module or package): why it is wrong and the move that fixes it
-    ("harness.results.merge", "harness.experiment.library_plan"):
-        "merge plans the library design to check completeness: pass the planned trial ids in instead",
     ("harness.experiment.upstream", "harness.sidecars.upstream_link"):
         "deliberate: the controller applies the gateway's own NO_PROXY rule (bypass_proxy) so both agree; "
         "the sidecars docstring says the controller never imports them: change one of the two",

@@ -558,3 +558,7 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
     assert body["selection"]["selected"][0] == "alpha" and body["components"]["pass"]["n"] == len(d.pairs)
     assert main(["merge", str(tmp_path / "half"), str(dirs[0])]) != 0  # one shard alone is incomplete
     assert "no final record" in capsys.readouterr().err
+    from harness.results.merge import merge
+
+    with pytest.raises(TypeError, match="library_plan"):  # the planner is passed in (it sits above results)
+        merge(tmp_path / "unplanned", dirs)
