@@ -464,9 +464,9 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     from harness.experiment.library_plan import plan_lines
     from harness.study.config import load_study
 
-    lines, ok = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
-    print("\n".join(lines))
-    return 0 if ok else 4
+    plan = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
+    print("\n".join(plan.lines))
+    return 0 if plan.identifiable else 4
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:

@@ -17,6 +17,7 @@ import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from harness.records import ARMS, Arm
 from harness.study.config import Task
@@ -107,8 +108,19 @@ def plan_trials(tasks: Sequence[Task], runs_per_arm: int, seed: int) -> tuple[Tr
     return tuple(specs)
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """'2/4' -> (2, 4); shards are 1-based."""
+class ShardRef(NamedTuple):
+    """One part of a split run: ``harness eval --shard number/total``."""
+
+    number: int
+    """1-based."""
+    total: int
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.total}"
+
+
+def parse_shard(text: str) -> ShardRef:
+    """'2/4' -> ShardRef(2, 4); shards are 1-based."""
     try:
         i_s, n_s = text.split("/", 1)
         i, n = int(i_s), int(n_s)
@@ -116,7 +128,7 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise ValueError(f"shard must look like i/n (for example 1/4), got {text!r}") from None
     if not (1 <= i <= n):
         raise ValueError(f"shard {text!r}: need 1 <= i <= n")
-    return i, n
+    return ShardRef(i, n)
 
 
 def shard_of(trial: TrialSpec, n: int) -> int:
@@ -130,8 +142,7 @@ def shard_of(trial: TrialSpec, n: int) -> int:
     return int.from_bytes(digest[:8], "big") % n + 1
 
 
-def select_shard(specs: Sequence[TrialSpec], shard: tuple[int, int] | None) -> tuple[TrialSpec, ...]:
+def select_shard(specs: Sequence[TrialSpec], shard: ShardRef | None) -> tuple[TrialSpec, ...]:
     if shard is None:
         return tuple(specs)
-    i, n = shard
-    return tuple(s for s in specs if shard_of(s, n) == i)
+    return tuple(s for s in specs if shard_of(s, shard.total) == shard.number)

@@ -75,7 +75,7 @@ class RunOptions:
     """A scenario file: run against the scripted Messages API (offline, no key)."""
     api_key: str | None = None
     upstream: str = REAL_UPSTREAM
-    shard: tuple[int, int] | None = None
+    shard: plan.ShardRef | None = None
     runtime: str | None = None
     images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
@@ -157,7 +157,7 @@ class Experiment:
 
     @property
     def shard_text(self) -> str | None:
-        return f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None
+        return str(self.options.shard) if self.options.shard else None
 
     # ------------------------------------------------- hooks (library experiments override them)
     def plan_specs(self) -> tuple[TrialSpec, ...]:
@@ -384,9 +384,9 @@ class Experiment:
     def _fingerprints(self, provenance: Provenance, images: ImageSet, compiled: bytes | None) -> dict[str, str]:
         views: dict[str, object] = {}
         if compiled is not None:
-            global_sha, views_ = reuse.scripted_views(compiled)
-            server = f"scripted:{global_sha}"
-            views = dict(views_)
+            scripted = reuse.scripted_views(compiled)
+            server = f"scripted:{scripted.global_sha256}"
+            views = dict(scripted.tasks)
         else:
             server = self._route().url
         settings = reuse.baseline_settings(

@@ -114,7 +114,7 @@ def evaluate_library(study: Study, options: RunOptions, events: Events | None = 
     with _signals(experiment):
         result = experiment.run()
     if options.shard is not None:
-        return [f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse"]
+        return [f"shard {options.shard} done: merge the shards, then analyse"]
     return analyze_and_write(
         study,
         design,

@@ -21,7 +21,7 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
@@ -153,7 +153,7 @@ def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> 
 def bare_records_for(study: Study, records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """The final bare records of the planned (task, sample) pairs, in trial-id order."""
     wanted = {trial_id(t.id, BARE, s) for t in study.target_tasks() for s in range(study.prereg.execution.runs_per_arm)}
-    finals, _ = final_attempts(records)
+    finals = final_attempts(records).finals
     return sorted((r for r in finals if r.trial_id in wanted and r.arm == BARE), key=lambda r: r.trial_id)
 
 
@@ -253,7 +253,7 @@ def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule)
             problems.append(f"{r.trial_id}: no planned (task, sample) pair {r.task_id}/{r.run_index}")
     problems += [f"{t}: {n} completed records for one episode" for t, n in sorted(outcomes.items()) if n > 1]
     _refuse(problems, "the records do not pair one to one")
-    finals = {r.trial_id: r for r in final_attempts(records)[0]}
+    finals = {r.trial_id: r for r in final_attempts(records).finals}
     out: list[Paired] = []
     for p in d.pairs:
         m = finals.get(trial_id(p.task_id, MASKED, p.sample))
@@ -361,9 +361,15 @@ def baseline_info(study: Study, lock_files: Mapping[str, str]) -> dict[str, Any]
 # ------------------------------------------------------------------------------ sizing
 
 
-def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> tuple[list[str], bool]:
+class PlanLines(NamedTuple):
+    lines: list[str]
+    identifiable: bool
+    """The design and the masks its seed draws can identify every skill (``harness plan`` exits 0)."""
+
+
+def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> PlanLines:
     """What ``harness plan`` prints: the sizing (expected SE per coefficient) and the identifiability
-    verdict of the preregistered design and of the masks its seed actually draws. (lines, identifiable)"""
+    verdict of the preregistered design and of the masks its seed actually draws."""
     import numpy as np
 
     lib = study.prereg.library
@@ -376,12 +382,12 @@ def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> 
     sizing = masks.plan_library(len(tasks), samples, p, len(skills), sigma_delta=sigma_delta, balanced=balanced)
     lines = sizing.lines()
     if not sizing.identifiable:
-        return lines, False
+        return PlanLines(lines, False)
     try:
         d = design(study)
     except masks.DesignError as e:
         lines.append(f"NOT IDENTIFIABLE with mask seed {lib.masks.seed}: {e.message}")
-        return lines, False
+        return PlanLines(lines, False)
     x = np.asarray(d.masks, dtype=float)
     exact = np.sqrt(np.diag(np.linalg.inv(x.T @ x))) * sigma_delta
     lines.append(
@@ -398,4 +404,4 @@ def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> 
         f"a full 2^{k} factorial would need {2**k} arms = {2**k * len(tasks) * samples} trials; this design runs "
         f"{2 * len(d.masks)} ({len(d.masks)} masked + {len(d.masks)} bare)"
     )
-    return lines, True
+    return PlanLines(lines, True)

@@ -63,7 +63,7 @@ def discover_in(roots: Iterable[Path]) -> list[Path]:
 
 def _values(records: Iterable[TrialRecord], pick: str) -> str:
     """The models or CLI versions of the trials that reached an outcome (final attempts only)."""
-    ran = [r for r in final_attempts(records)[0] if r.is_outcome]
+    ran = [r for r in final_attempts(records).finals if r.is_outcome]
     if pick == "model":
         aliases = sorted({r.provenance.model for r in ran})
         resolved = sorted({r.agent.resolved_model for r in ran if r.agent and r.agent.resolved_model})

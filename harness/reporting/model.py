@@ -79,7 +79,7 @@ class ReportInput:
     @property
     def final_records(self) -> tuple[TrialRecord, ...]:
         """The last attempt of every trial (what the analysis counted)."""
-        return tuple(runstate.final_attempts(self.records)[0])
+        return tuple(runstate.final_attempts(self.records).finals)
 
 
 # ========================================================================= building

@@ -27,7 +27,7 @@ import re
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import ConfigError, LockError
 from harness.host.files import atomic_write
@@ -185,9 +185,14 @@ def _library_entries(study: Study, entries: LibraryEntries | None) -> Mapping[st
     return entries(study)
 
 
-def lock_digest(
-    study: Study, base_sha: str, library_entries: LibraryEntries | None = None
-) -> tuple[str, dict[str, str]]:
+class LockDigest(NamedTuple):
+    sha256: str
+    """The lock hash: over ``files``, the base commit and the lock format."""
+    files: dict[str, str]
+    """What it covers, by name (``preregistration``, ``tasks``, ``analysis``, ``skill/<path>``, ``library/...``)."""
+
+
+def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | None = None) -> LockDigest:
     """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`)."""
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
     if not prereg["execution"].get("prices"):
@@ -202,7 +207,7 @@ def lock_digest(
         files[f"skill/{rel}"] = sha256_hex(data)
     files.update(_library_entries(study, library_entries))  # the estimator, the drawn masks, the reused baseline
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
-    return whole, files
+    return LockDigest(whole, files)
 
 
 def strip_lock_block(text: str) -> str:
@@ -244,10 +249,15 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
     _write(prereg_path, stripped.encode("utf-8"))
 
 
-def lock(
-    prereg_path: Path, *, now: dt.datetime | None = None, library_entries: LibraryEntries | None = None
-) -> tuple[str, str]:
-    """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
+class Locked(NamedTuple):
+    sha256: str
+    """The lock hash every result line will carry."""
+    base_sha: str
+    """The commit the trials start from."""
+
+
+def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: LibraryEntries | None = None) -> Locked:
+    """Write the lock file beside the preregistration (see :func:`~harness.study.config.lock_path`).
 
     Every input is checked before anything is written; the preregistration is left as it is
     (except that a lock block of the earlier format is moved out of it). A damaged lock file is replaced."""
@@ -262,7 +272,7 @@ def lock(
         raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
     drop_legacy_lock_block(study.prereg_path)
     _write(target, lock_file_bytes(block))
-    return digest, base_sha
+    return Locked(digest, base_sha)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -21,12 +21,18 @@ import hashlib
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from harness.records import JudgeResult, VerifyResult
 from harness.study.config import Task
 
 T = TypeVar("T")
+
+
+class Shared(NamedTuple, Generic[T]):
+    value: T
+    source: str | None
+    """The trial the value came from; None when this call computed it."""
 
 
 @dataclass
@@ -54,7 +60,7 @@ class OnceByKey(Generic[T]):
                 flight.done.set()
                 self._flights[key] = flight
 
-    def get(self, key: Hashable, trial_id: str, compute: Callable[[], T]) -> tuple[T, str | None]:
+    def get(self, key: Hashable, trial_id: str, compute: Callable[[], T]) -> Shared[T]:
         """The value for ``key`` and the trial it came from (``None`` when this call computed it)."""
         while True:
             with self._lock:
@@ -69,7 +75,7 @@ class OnceByKey(Generic[T]):
                 break
             flight.done.wait()
             if flight.value is not None and flight.source is not None:
-                return flight.value, flight.source
+                return Shared(flight.value, flight.source)
             # the computing trial failed or produced nothing shareable: it left; try to be the one
         try:
             value = compute()
@@ -84,7 +90,7 @@ class OnceByKey(Generic[T]):
             else:
                 del self._flights[key]
         flight.done.set()
-        return value, None
+        return Shared(value, None)
 
 
 def verify_key(task: Task, base_sha: str, verify_image: str, patch_sha256: str, timeout_s: int) -> Hashable:

@@ -21,6 +21,7 @@ from harness.errors import LockError
 from harness.experiment import library_plan as library
 from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
+from harness.plan import ShardRef
 from harness.records import RESULTS, MountedSkill, TrialRecord
 from harness.results.store import read_results
 from harness.sandbox.engine import Engine
@@ -206,7 +207,7 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
     study = load_study(prereg)
     out = library_run["root"] / "results-second"
     # run one shard of the second experiment: its bare trials are all reused, only masked ones run
-    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4)))
+    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=ShardRef(1, 4)))
     records = read_results(out / RESULTS).records
     assert records and all(r.reused_from is not None for r in records if r.arm == "baseline")
     assert any(r.arm == "baseline" for r in records)
@@ -220,5 +221,5 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
 
     _rewrite(base / RESULTS, flip)
     with pytest.raises(LockError, match="library/baseline"):
-        evaluate_library(load_study(prereg), _options(out, scen, library_run["work"], shard=(1, 4)))
+        evaluate_library(load_study(prereg), _options(out, scen, library_run["work"], shard=ShardRef(1, 4)))
     assert read_results(out / RESULTS).records == records  # nothing ran
