@@ -226,11 +226,12 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths
     from harness.experiment.calibrate import calibrate
     from harness.experiment.evaluate import default_jobs
     from harness.experiment.experiment import RunOptions
+    from harness.experiment.library_plan import lock_entries
     from harness.study.config import load_study
     from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
-    lock_hash = verify_lock(study).sha256
+    lock_hash = verify_lock(study, lock_entries).sha256
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
         raise PrerequisiteError("ANTHROPIC_API_KEY is not set; a real calibration calls the Anthropic API",
@@ -367,9 +368,10 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
 
 def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.library_plan import lock_entries
     from harness.study.lock import lock
 
-    digest, base = lock(args.prereg)
+    digest, base = lock(args.prereg, library_entries=lock_entries)
     print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
     from harness.study.config import load_study
     from harness.study.prices import missing_notes
@@ -392,6 +394,7 @@ def _find_prereg(args: argparse.Namespace) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.library_plan import lock_entries
     from harness.plan import parse_shard
     from harness.study.config import check_host_fits, load_study
     from harness.study.lock import verify_lock
@@ -404,7 +407,7 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
             f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
             field="skill_ref",
         )
-    lock_hash = verify_lock(study).sha256
+    lock_hash = verify_lock(study, lock_entries).sha256
     try:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as e:
@@ -461,9 +464,9 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     from harness.experiment.library_plan import plan_lines
     from harness.study.config import load_study
 
-    lines, ok = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
-    print("\n".join(lines))
-    return 0 if ok else 4
+    plan = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
+    print("\n".join(plan.lines))
+    return 0 if plan.identifiable else 4
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
@@ -595,11 +598,12 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) 
 
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.library_plan import planned_trials
     from harness.reporting import write_reports
     from harness.reporting.model import analyze_records
     from harness.results.merge import merge
 
-    merged = merge(args.out, args.shards, prereg_path=args.prereg)
+    merged = merge(args.out, args.shards, prereg_path=args.prereg, library_plan=planned_trials)
     if merged.study.prereg.library is not None:
         from harness.experiment.library import report_library
 

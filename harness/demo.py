@@ -64,7 +64,9 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
         preregs[skill] = path
     library = setup_root / "library" / "preregistration.yaml"
     if library.is_file():
-        lock(library)
+        from harness.experiment.library_plan import lock_entries  # numpy and scipy: only for the library demo
+
+        lock(library, library_entries=lock_entries)
     return DemoSetup(
         setup_root,
         preregs,

@@ -5,6 +5,10 @@ load, model rollouts, prompt caching) does not line up with one arm: the plan
 is built in rounds (one trial per task and arm per round), the arm order is
 shuffled within each task, and the tasks are shuffled within each round.
 Rounds also make early stopping and partial results balanced.
+
+Every trial's prompt is decided here: the skill arm's :data:`SKILL_PREFIX`, and a library experiment's
+masked arm's :func:`library_prefix`, which names the skills :mod:`harness.trial.delivery` mounts under
+:data:`SKILLS_ROOT`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from harness.records import ARMS, Arm
 from harness.study.config import Task
@@ -25,11 +30,42 @@ SKILL_PREFIX = (
 
 BASELINE_PREFIX = ""
 
+SKILLS_ROOT = "/skills"
+"""Where a library experiment's masked arm finds its skills: ``/skills/<name>/`` (read-only copies)."""
+LIBRARY_PREFIX_HEAD = (
+    "Before you start, read these skill files and follow their guidance where it applies to this task:\n"
+)
+LIBRARY_PREFIX_TAIL = "Do not ask questions: when something is unclear, state your assumption and continue.\n\n"
+
+
+def ordered_skills(skills: Sequence[str]) -> tuple[str, ...]:
+    """The stable delivery order: sorted by name (a mask's order never depends on the plan)."""
+    return tuple(sorted(set(skills)))
+
+
+def skill_path(name: str) -> str:
+    return f"{SKILLS_ROOT}/{name}/SKILL.md"
+
+
+def library_prefix(skills: Sequence[str]) -> str:
+    """The masked arm's prompt prefix; names each skill of the mask. An empty mask: no skill line, so the
+    masked arm's instructions differ from the bare arm's only by the skills."""
+    names = ordered_skills(skills)
+    if not names:
+        return LIBRARY_PREFIX_TAIL
+    lines = "".join(f"- {skill_path(n)}\n" for n in names)
+    return LIBRARY_PREFIX_HEAD + lines + LIBRARY_PREFIX_TAIL
+
+
+def library_template_sha256() -> str:
+    """Identity of the library prompt template (provenance of both arms of a library experiment)."""
+    return hashlib.sha256(
+        f"\x00{LIBRARY_PREFIX_HEAD}\x00{skill_path('{name}')}\x00{LIBRARY_PREFIX_TAIL}".encode()
+    ).hexdigest()
+
 
 def prompt_for(arm: Arm, task_prompt: str, skills: Sequence[str] = ()) -> str:
     if arm == "masked":
-        from harness.trial.delivery import library_prefix
-
         return library_prefix(skills) + task_prompt
     return (SKILL_PREFIX if arm == "skill" else BASELINE_PREFIX) + task_prompt
 
@@ -72,8 +108,19 @@ def plan_trials(tasks: Sequence[Task], runs_per_arm: int, seed: int) -> tuple[Tr
     return tuple(specs)
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """'2/4' -> (2, 4); shards are 1-based."""
+class ShardRef(NamedTuple):
+    """One part of a split run: ``harness eval --shard number/total``."""
+
+    number: int
+    """1-based."""
+    total: int
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.total}"
+
+
+def parse_shard(text: str) -> ShardRef:
+    """'2/4' -> ShardRef(2, 4); shards are 1-based."""
     try:
         i_s, n_s = text.split("/", 1)
         i, n = int(i_s), int(n_s)
@@ -81,7 +128,7 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise ValueError(f"shard must look like i/n (for example 1/4), got {text!r}") from None
     if not (1 <= i <= n):
         raise ValueError(f"shard {text!r}: need 1 <= i <= n")
-    return i, n
+    return ShardRef(i, n)
 
 
 def shard_of(trial: TrialSpec, n: int) -> int:
@@ -95,8 +142,7 @@ def shard_of(trial: TrialSpec, n: int) -> int:
     return int.from_bytes(digest[:8], "big") % n + 1
 
 
-def select_shard(specs: Sequence[TrialSpec], shard: tuple[int, int] | None) -> tuple[TrialSpec, ...]:
+def select_shard(specs: Sequence[TrialSpec], shard: ShardRef | None) -> tuple[TrialSpec, ...]:
     if shard is None:
         return tuple(specs)
-    i, n = shard
-    return tuple(s for s in specs if shard_of(s, n) == i)
+    return tuple(s for s in specs if shard_of(s, shard.total) == shard.number)

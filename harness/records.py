@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 1
+RESULTS = "results.jsonl"
+"""The file of result lines in an experiment directory (written by :mod:`harness.results.store`)."""
 
 Arm = Literal["baseline", "skill", "masked"]
 """A/B: baseline and skill. Library experiments: baseline (the bare arm) and masked."""
@@ -96,11 +98,30 @@ class GatewayMeter(FrozenModel):
     upstream_statuses: tuple[str, ...] = ()
     """What the gateway got from upstream for each forwarded request, in order: the HTTP status,
     ``cut`` (a stream that ended before message_stop) or ``unreachable`` (no answer at all).
-    The authority on whether the API failed (see :mod:`harness.trial.apihealth`), not the agent's stdout."""
+    The authority on whether the API failed (:func:`is_upstream_failure`, :mod:`harness.trial.apihealth`),
+    not the agent's stdout."""
     upstream_errors: tuple[str, ...] = ()
     """Distinct descriptions of failed upstream connections (a certificate, a proxy refusing)."""
     retry_after_s: float | None = None
     """The last ``retry-after`` the upstream sent with a failure (seconds)."""
+
+
+UPSTREAM_CUT = "cut"
+UPSTREAM_UNREACHABLE = "unreachable"
+UPSTREAM_FAILURE_CODES = frozenset({401, 408, 429})
+
+
+def is_upstream_failure(status: str) -> bool:
+    """Whether one of :attr:`GatewayMeter.upstream_statuses` is the API failing: 401 (the controller's key),
+    408, 429, any 5xx, a cut stream or no answer. A 400 or 413 is the request's fault, not the API's.
+    The trial (was this attempt an API failure?) and the report (failures per arm) read it alike."""
+    if status in (UPSTREAM_CUT, UPSTREAM_UNREACHABLE):
+        return True
+    try:
+        code = int(status)
+    except ValueError:
+        return False
+    return code >= 500 or code in UPSTREAM_FAILURE_CODES
 
 
 class PatchInfo(FrozenModel):

@@ -33,6 +33,7 @@ import yaml
 
 from harness.plan import TrialSpec
 from harness.records import (
+    RESULTS,
     AgentResult,
     Arm,
     GatewayMeter,
@@ -49,7 +50,6 @@ from harness.records import (
     VerifyResult,
 )
 from harness.results.meta import META
-from harness.results.store import RESULTS
 from harness.study.config import Task
 
 # ----------------------------------------------------------------------------- provenance

@@ -16,7 +16,8 @@ go: through the spec's bind mounts (:func:`host_path`), and into its own log or 
 Modelled: containers (created, running, exited), networks and their members (a network with a member
 cannot be removed), labels and the owner filter, deadlines (simulated run time, or real time held until
 a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), a
-fault at any call (:meth:`FakeRuntime.fail`), and a record of every call (:attr:`FakeRuntime.calls`).
+fault at any call (:meth:`FakeRuntime.fail`; a create may fail after making its container), and a record
+of every call (:attr:`FakeRuntime.calls`).
 Not modelled: hardening, isolation, processes. Nothing here proves the sandbox holds; the Docker suites do.
 """
 
@@ -89,6 +90,7 @@ class _Fault:
     target: str | None
     error: BaseException
     times: int | None
+    after: bool = False
 
 
 @dataclass
@@ -167,13 +169,26 @@ class FakeRuntime:
 
     # ------------------------------------------------------------- scripting
     def fail(
-        self, method: str, target: str | None = None, error: BaseException | None = None, *, times: int | None = 1
+        self,
+        method: str,
+        target: str | None = None,
+        error: BaseException | None = None,
+        *,
+        times: int | None = 1,
+        after: bool = False,
     ) -> None:
         """Make ``method`` raise ``error`` (default an InfraError) for ``target`` (a name, a role, an
-        image ref; None: any), ``times`` times (None: every time)."""
+        image ref; None: any), ``times`` times (None: every time). ``method="*"``: every call (a
+        tripwire for code that must not touch the engine at all).
+
+        ``after`` (``create`` only): the call takes effect and then raises, as when the daemon made the
+        container but its answer was lost and :meth:`Engine.create <harness.sandbox.engine.Engine.create>`'s
+        own clean-up could not remove it: a failed create that leaves its container behind."""
+        if after and method != "create":
+            raise ValueError("after=True is modelled for create only")
         error = error or InfraError(f"{method} {target or ''} failed: the fake engine was told to fail")
         with self._lock:
-            self._faults.append(_Fault(method, target, error, times))
+            self._faults.append(_Fault(method, target, error, times, after))
 
     def behave(self, key: str, behaviour: Behaviour) -> None:
         """Script the containers named or with the role ``key``."""
@@ -221,8 +236,17 @@ class FakeRuntime:
     def _call(self, method: str, target: str = "", role: str = "") -> None:
         with self._lock:
             self.calls.append(Call(method, target))
+            self._raise_fault(method, target, role, after=False)
+
+    def _raise_fault(self, method: str, target: str, role: str, *, after: bool) -> None:
+        with self._lock:
             for fault in self._faults:
-                if fault.method == method and fault.target in (None, target, role) and fault.times != 0:
+                if (
+                    fault.method in (method, "*")
+                    and fault.after == after
+                    and fault.target in (None, target, role)
+                    and fault.times != 0
+                ):
                     if fault.times is not None:
                         fault.times -= 1
                     raise fault.error
@@ -271,6 +295,7 @@ class FakeRuntime:
                 raise InfraError(f"creating container {spec.name} failed: network {missing[0]} not found")
             container_id = f"{next(self._ids):064x}"
             self.containers[spec.name] = FakeContainer(spec, container_id, nets)
+            self._raise_fault("create", spec.name, spec.labels.get(ROLE, ""), after=True)
         return container_id
 
     def start(self, name: str) -> None:

@@ -7,7 +7,8 @@ From records to a verdict, one concept per module, each usable on its own:
 :mod:`~harness.analysis.reasons` (reason codes and reasons),
 :mod:`~harness.analysis.decide` (the gates in front of the rule: ``decide``),
 :mod:`~harness.analysis.curtail` (the exact early-stopping check), with :mod:`~harness.analysis.stats`
-beneath them all; the skill-library and skill-use analyses sit beside them.
+beneath them all; the skill-library and skill-use analyses sit beside them, and
+:mod:`~harness.analysis.runnotes` (what the reports note beside the decision: API failures, reused results).
 
 May import only :mod:`harness.records`, :mod:`harness.study` (settings models), :mod:`harness.fmt`,
 :mod:`harness.errors` and the pure :mod:`harness.results.attempts`.

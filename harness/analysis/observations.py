@@ -168,7 +168,7 @@ def context_from_records(
     is included beside the requested alias, so an alias that moved mid-run is
     caught.
     """
-    finals, _ = final_attempts(records)
+    finals = final_attempts(records).finals
     by_arm: dict[str, set[ProvenanceKey]] = {arm: set() for arm in ARMS}
     for rec in finals:
         if not rec.is_outcome:

@@ -39,7 +39,7 @@ DEFAULT_RESAMPLES = 400
 
 def judge_agreement(records: Sequence[TrialRecord]) -> dict[str, Any]:
     """Agreement of the judge's pass/fail with verify's exit code over final records that have both."""
-    finals, _ = final_attempts(records)
+    finals = final_attempts(records).finals
     pairs: list[tuple[bool, bool]] = []
     for r in finals:
         if r.verify is None or r.verify.exit_code is None or r.judge is None or r.judge.verdict == "unknown":
@@ -113,7 +113,7 @@ def summarize(
     runs = study.prereg.execution.runs_per_arm
     obs = observations_from_records(records, settings.pass_rule)
     a = analyze(obs, settings)
-    finals, _ = final_attempts(records)
+    finals = final_attempts(records).finals
     outcome_records = [r for r in finals if r.is_outcome]
     models = sorted({r.provenance.model for r in outcome_records})
     resolved = sorted({r.agent.resolved_model for r in outcome_records if r.agent and r.agent.resolved_model})
@@ -194,7 +194,7 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def write(root: Path, summary: dict[str, Any]) -> Path:
-    from harness.results.store import atomic_write
+    from harness.host.files import atomic_write
 
     path = root / CALIBRATION_JSON
     atomic_write(path, (json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))

@@ -37,6 +37,7 @@ from harness import __version__, plan
 from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
+from harness.experiment.library_plan import lock_entries
 from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
@@ -74,7 +75,7 @@ class RunOptions:
     """A scenario file: run against the scripted Messages API (offline, no key)."""
     api_key: str | None = None
     upstream: str = REAL_UPSTREAM
-    shard: tuple[int, int] | None = None
+    shard: plan.ShardRef | None = None
     runtime: str | None = None
     images: ImageOptions = field(default_factory=ImageOptions)
     host_slots: int | None = None
@@ -156,7 +157,7 @@ class Experiment:
 
     @property
     def shard_text(self) -> str | None:
-        return f"{self.options.shard[0]}/{self.options.shard[1]}" if self.options.shard else None
+        return str(self.options.shard) if self.options.shard else None
 
     # ------------------------------------------------- hooks (library experiments override them)
     def plan_specs(self) -> tuple[TrialSpec, ...]:
@@ -184,7 +185,7 @@ class Experiment:
 
     def _run(self) -> ExperimentResult:
         ex = self.study.prereg.execution
-        lock = verify_lock(self.study)
+        lock = verify_lock(self.study, lock_entries)
         lock_hash = lock.sha256
         self._check_runtime()
         specs = plan.select_shard(self.plan_specs(), self.options.shard)
@@ -383,9 +384,9 @@ class Experiment:
     def _fingerprints(self, provenance: Provenance, images: ImageSet, compiled: bytes | None) -> dict[str, str]:
         views: dict[str, object] = {}
         if compiled is not None:
-            global_sha, views_ = reuse.scripted_views(compiled)
-            server = f"scripted:{global_sha}"
-            views = dict(views_)
+            scripted = reuse.scripted_views(compiled)
+            server = f"scripted:{scripted.global_sha256}"
+            views = dict(scripted.tasks)
         else:
             server = self._route().url
         settings = reuse.baseline_settings(

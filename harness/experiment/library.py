@@ -27,18 +27,16 @@ from harness.experiment import library_plan as library
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.plan import TrialSpec
+from harness.host.files import atomic_write
+from harness.plan import TrialSpec, library_template_sha256
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
 from harness.results.attempts import latest_by_trial
 from harness.results.load import study_for
 from harness.results.meta import require_meta
-from harness.results.store import atomic_write
 from harness.sandbox.engine import Engine
-from harness.study.config import Study
-from harness.study.lock import skill_files
-from harness.trial import delivery
-from harness.trial.workspace import copy_skill
+from harness.study.config import Study, baseline_dir
+from harness.study.lock import copy_skill, skill_files
 
 CONTRIBUTIONS_JSON = "contributions.json"
 REPORT_MD = "report.md"
@@ -70,7 +68,7 @@ class LibraryExperiment(Experiment):
         return library.plan_trials(self.design, self.study.prereg.execution.seed)
 
     def prompt_template_sha256(self) -> str:
-        return delivery.template_sha256()
+        return library_template_sha256()
 
     def preflight(self, specs: Sequence[TrialSpec], records: Sequence[TrialRecord], provenance: Provenance) -> None:
         lib = self.study.prereg.library
@@ -90,7 +88,7 @@ class LibraryExperiment(Experiment):
                 problems.append(f"{spec.trial_id}: the bare trial is not final and scorable ({outcome(rec, rule)})")
             elif rec.provenance != provenance:
                 problems.append(f"{spec.trial_id}: provenance differs from this experiment's")
-        library._refuse(problems, f"before any model call, the reused baseline {library.baseline_dir(self.study)}")
+        library._refuse(problems, f"before any model call, the reused baseline {baseline_dir(self.study)}")
 
     def library_copies(self, run_root: Path) -> dict[str, Path]:
         root = self.study.skill_dir
@@ -111,12 +109,12 @@ def evaluate_library(study: Study, options: RunOptions, events: Events | None = 
             field="library.baseline_from",
         )
     if lib.baseline_from is not None:
-        options = dataclasses.replace(options, reuse_from=(library.baseline_dir(study),))
+        options = dataclasses.replace(options, reuse_from=(baseline_dir(study),))
     experiment = LibraryExperiment(study, Engine(options.env), options, events, design=design)
     with _signals(experiment):
         result = experiment.run()
     if options.shard is not None:
-        return [f"shard {options.shard[0]}/{options.shard[1]} done: merge the shards, then analyse"]
+        return [f"shard {options.shard} done: merge the shards, then analyse"]
     return analyze_and_write(
         study,
         design,

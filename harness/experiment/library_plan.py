@@ -21,18 +21,16 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
-from harness.plan import TrialSpec, trial_id
-from harness.records import Arm, PassRule, Provenance, TrialRecord, outcome
+from harness.plan import TrialSpec, ordered_skills, trial_id
+from harness.records import RESULTS, Arm, PassRule, Provenance, TrialRecord, outcome
 from harness.results.attempts import final_attempts
-from harness.results.store import RESULTS, read_results
-from harness.study.config import TASK_ID, Study, Task
+from harness.results.store import read_results
+from harness.study.config import Study, Task, baseline_dir, library_skills
 from harness.study.lock import canonical_json, sha256_hex, skill_files
-from harness.trial import delivery
 
 BARE: Arm = "baseline"
 """The bare arm is the A/B baseline arm (no skill at all): same trial ids, same reuse mechanism."""
@@ -47,47 +45,6 @@ class LibraryCheckError(HarnessError):
 
 
 # ----------------------------------------------------------------------------- the library
-
-
-def library_skills(study: Study) -> tuple[str, ...]:
-    """The library's skills: every subfolder of ``library.path`` holding a SKILL.md, sorted by name."""
-    root = study.skill_dir
-    out = []
-    for child in sorted(root.iterdir()) if root.is_dir() else ():
-        if child.is_dir() and not child.is_symlink() and child.name not in (".git", "__pycache__"):
-            out.append(child.name)
-    return tuple(out)
-
-
-def check_library_folder(study: Study) -> None:
-    """Bad input in the library folder, named by file and field, before anything is locked or run."""
-    root = study.skill_dir
-    field = "library.path"
-    if not root.is_dir():
-        raise ConfigError(study.prereg_path, f"library folder {root} does not exist", field=field)
-    names = library_skills(study)
-    if not names:
-        raise ConfigError(study.prereg_path, f"library folder {root} holds no skill folders", field=field)
-    for name in names:
-        if not TASK_ID.match(name):
-            raise ConfigError(
-                root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field
-            )
-        md = root / name / "SKILL.md"
-        if md.is_symlink() or not md.is_file():
-            raise ConfigError(md, "is missing or not a regular file", field=field)
-    lib = study.prereg.library
-    assert lib is not None
-    if lib.baseline_from is not None and not (baseline_dir(study) / RESULTS).is_file():
-        raise ConfigError(
-            study.prereg_path, f"{baseline_dir(study)} holds no {RESULTS} to reuse", field="library.baseline_from"
-        )
-
-
-def baseline_dir(study: Study) -> Path:
-    lib = study.prereg.library
-    assert lib is not None and lib.baseline_from is not None
-    return (study.root / lib.baseline_from).resolve()
 
 
 def files_sha256(files: Mapping[str, bytes]) -> str:
@@ -166,9 +123,14 @@ def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:
             arms: list[Arm] = [BARE, MASKED]
             rng.shuffle(arms)
             for arm in arms:
-                skills = delivery.ordered(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
+                skills = ordered_skills(by_pair[(task.id, rnd)].skills) if arm == MASKED else ()
                 specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs), skills))
     return tuple(specs)
+
+
+def planned_trials(study: Study) -> tuple[TrialSpec, ...]:
+    """The trials a library preregistration plans: its design (:func:`design`), in rounds by its seed."""
+    return plan_trials(design(study), study.prereg.execution.seed)
 
 
 def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> list[Task]:
@@ -191,7 +153,7 @@ def _spaced(tasks: list[Task], previous: Sequence[Task], rng: random.Random) -> 
 def bare_records_for(study: Study, records: Sequence[TrialRecord]) -> list[TrialRecord]:
     """The final bare records of the planned (task, sample) pairs, in trial-id order."""
     wanted = {trial_id(t.id, BARE, s) for t in study.target_tasks() for s in range(study.prereg.execution.runs_per_arm)}
-    finals, _ = final_attempts(records)
+    finals = final_attempts(records).finals
     return sorted((r for r in finals if r.trial_id in wanted and r.arm == BARE), key=lambda r: r.trial_id)
 
 
@@ -291,7 +253,7 @@ def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule)
             problems.append(f"{r.trial_id}: no planned (task, sample) pair {r.task_id}/{r.run_index}")
     problems += [f"{t}: {n} completed records for one episode" for t, n in sorted(outcomes.items()) if n > 1]
     _refuse(problems, "the records do not pair one to one")
-    finals = {r.trial_id: r for r in final_attempts(records)[0]}
+    finals = {r.trial_id: r for r in final_attempts(records).finals}
     out: list[Paired] = []
     for p in d.pairs:
         m = finals.get(trial_id(p.task_id, MASKED, p.sample))
@@ -323,7 +285,7 @@ def audit_mounts(paired: Sequence[Paired], hashes: Mapping[str, str]) -> None:
     """The skills each container had (as recorded from its spec, with content hashes) equal its mask."""
     problems: list[str] = []
     for pr in paired:
-        for rec, want in ((pr.masked, delivery.ordered(pr.pair.skills)), (pr.bare, ())):
+        for rec, want in ((pr.masked, ordered_skills(pr.pair.skills)), (pr.bare, ())):
             got = rec.skills_mounted
             if got is None:
                 problems.append(f"{rec.trial_id}: the record does not say which skills the container had")
@@ -399,9 +361,15 @@ def baseline_info(study: Study, lock_files: Mapping[str, str]) -> dict[str, Any]
 # ------------------------------------------------------------------------------ sizing
 
 
-def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> tuple[list[str], bool]:
+class PlanLines(NamedTuple):
+    lines: list[str]
+    identifiable: bool
+    """The design and the masks its seed draws can identify every skill (``harness plan`` exits 0)."""
+
+
+def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> PlanLines:
     """What ``harness plan`` prints: the sizing (expected SE per coefficient) and the identifiability
-    verdict of the preregistered design and of the masks its seed actually draws. (lines, identifiable)"""
+    verdict of the preregistered design and of the masks its seed actually draws."""
     import numpy as np
 
     lib = study.prereg.library
@@ -414,12 +382,12 @@ def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> 
     sizing = masks.plan_library(len(tasks), samples, p, len(skills), sigma_delta=sigma_delta, balanced=balanced)
     lines = sizing.lines()
     if not sizing.identifiable:
-        return lines, False
+        return PlanLines(lines, False)
     try:
         d = design(study)
     except masks.DesignError as e:
         lines.append(f"NOT IDENTIFIABLE with mask seed {lib.masks.seed}: {e.message}")
-        return lines, False
+        return PlanLines(lines, False)
     x = np.asarray(d.masks, dtype=float)
     exact = np.sqrt(np.diag(np.linalg.inv(x.T @ x))) * sigma_delta
     lines.append(
@@ -436,4 +404,4 @@ def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> 
         f"a full 2^{k} factorial would need {2**k} arms = {2**k * len(tasks) * samples} trials; this design runs "
         f"{2 * len(d.masks)} ({len(d.masks)} masked + {len(d.masks)} bare)"
     )
-    return lines, True
+    return PlanLines(lines, True)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from harness import retry
 from harness.analysis.curtail import early_stop_verdict
@@ -74,17 +75,24 @@ class LoopPolicy:
     early_stop: EarlyStop | None = None
 
 
-def stop_reason(policy: LoopPolicy, spent: float, early_reason: str | None) -> tuple[StopReason, str] | None:
+class Halt(NamedTuple):
+    """Why no new attempt may start: the kind (a skipped record's ``stopped_by``) and the words."""
+
+    kind: StopReason
+    why: str
+
+
+def stop_reason(policy: LoopPolicy, spent: float, early_reason: str | None) -> Halt | None:
     """Why no new attempt may start (None: go on), from what is spent and an early stop already found."""
     cap = policy.total_usd
     if cap is not None and spent >= cap:
-        return "budget", f"the cumulative budget of ${cap:g} is reached (${spent:.4f} spent)"
+        return Halt("budget", f"the cumulative budget of ${cap:g} is reached (${spent:.4f} spent)")
     if early_reason is not None:
-        return "early_stop", early_reason
+        return Halt("early_stop", early_reason)
     return None
 
 
-def stop_before_start(policy: LoopPolicy, finals: Sequence[TrialRecord], spent: float) -> tuple[StopReason, str] | None:
+def stop_before_start(policy: LoopPolicy, finals: Sequence[TrialRecord], spent: float) -> Halt | None:
     """Whether a stop applies before any trial of this invocation starts (the loop's own rule, over the
     final records and the spend a resumed or reusing run starts with): then nothing needs setting up."""
     early = policy.early_stop(list(finals)) if policy.early_stop is not None else None
@@ -152,7 +160,7 @@ class TrialLoop:
             if record.reused_from is None:
                 self.spent += record.total_cost_usd
 
-    def stop_reason(self) -> tuple[StopReason, str] | None:
+    def stop_reason(self) -> Halt | None:
         """Why no new attempt may start now (None: go on)."""
         with self._lock:
             spent = self.spent
@@ -171,7 +179,7 @@ class TrialLoop:
         out = LoopOutcome()
         self.check_early_stop()
         pending = deque(todo)
-        halted: tuple[StopReason, str] | None = None
+        halted: Halt | None = None
         jobs = max(1, self.policy.jobs)
         with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trial") as pool:
             running: dict[Future[TrialRecord | None], TrialSpec] = {}
@@ -218,7 +226,7 @@ class TrialLoop:
             out.budget_stopped = "budget" in kinds
             if "early_stop" in kinds:
                 out.early_stop = self.early_reason
-            self.events.trials_skipped(out.skipped, halted[1] if halted else out.skipped[0].error or "stopped")
+            self.events.trials_skipped(out.skipped, halted.why if halted else out.skipped[0].error or "stopped")
         return out
 
     def _attempts(self, spec: TrialSpec) -> TrialRecord | None:

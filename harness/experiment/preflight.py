@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import HarnessError, Interrupted, PrerequisiteError
 from harness.host import gitops
+from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
-from harness.results.store import atomic_write
+from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.study.config import Task
 from harness.study.lock import canonical_json, sha256_hex
-from harness.trial import claude
 from harness.trial.workspace import container_user
 
 if TYPE_CHECKING:  # the reports read preflight.json without importing the Docker layer
@@ -229,7 +229,7 @@ class Preflight:
                 verify_cmd=task.verify_cmd,
                 timeout_s=self.timeout_s,
             ),
-            deadline_s=claude.host_deadline_s(self.timeout_s),
+            deadline_s=host_deadline_s(self.timeout_s),
             output_cap=TAIL,
         )
         seconds = time.monotonic() - t0

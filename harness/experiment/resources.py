@@ -31,6 +31,7 @@ from types import TracebackType
 from harness.errors import HarnessError
 from harness.experiment import upstream
 from harness.experiment.events import Events
+from harness.experiment.library_plan import lock_entries
 from harness.experiment.upstream import Upstream
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
@@ -126,7 +127,7 @@ class RunResources:
         self._make_run_dir()
         key_file = self._write_key()
         # copied once, the copy checked against the lock, only the copy mounted (issue 14)
-        skill_copy = copy_locked_skill(s.study, self.root / "skill")
+        skill_copy = copy_locked_skill(s.study, self.root / "skill", lock_entries)
         library_copies = dict(s.library_copies(self.root))
         mounts = upstream.stage_ca(s.route, self.root)
         network = self._make_network()

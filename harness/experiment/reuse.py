@@ -29,12 +29,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness import plan
-from harness.records import Provenance, ReusedFrom, TrialRecord
+from harness.host.files import atomic_write
+from harness.records import RESULTS, Provenance, ReusedFrom, TrialRecord
 from harness.results.attempts import latest_by_trial
-from harness.results.store import RESULTS, atomic_write, read_results
+from harness.results.store import read_results
 from harness.study.config import Execution, Task
 from harness.study.lock import canonical_json, sha256_hex
 from harness.trial import judge
@@ -97,12 +98,18 @@ def baseline_fingerprint(settings: Mapping[str, Any], task: Task, upstream_task:
     )
 
 
-def scripted_views(compiled: bytes) -> tuple[str, dict[str, Any]]:
+class ScriptedViews(NamedTuple):
+    global_sha256: str
+    """A hash of the scenario's settings outside any task."""
+    tasks: dict[str, Any]
+    """Task id -> what its baseline trial sees of the scenario."""
+
+
+def scripted_views(compiled: bytes) -> ScriptedViews:
     """Split a compiled scenario into what a baseline trial depends on.
 
-    Returns ``(global_sha256, {task_id: baseline view})``: the skill arm's
-    behaviour and the skill marker are left out, so scenarios that differ only
-    in the skill under evaluation give equal fingerprints.
+    The skill arm's behaviour and the skill marker are left out, so scenarios
+    that differ only in the skill under evaluation give equal fingerprints.
     """
     data = json.loads(compiled)
     tasks = data.pop("tasks", {})
@@ -115,7 +122,7 @@ def scripted_views(compiled: bytes) -> tuple[str, dict[str, Any]]:
         view = {k: v for k, v in script.items() if k not in ("skill_marker", "arms")}
         view["baseline"] = (script.get("arms") or {}).get("baseline")
         views[task_id] = view
-    return sha256_hex(canonical_json(data)), views
+    return ScriptedViews(sha256_hex(canonical_json(data)), views)
 
 
 # ------------------------------------------------------------------------- selection

@@ -50,14 +50,15 @@ from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox import roles as sandbox
+from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
-from harness.study.lock import skill_files
-from harness.trial import claude, gateway, installed
-from harness.trial.workspace import container_user, copy_skill
+from harness.study.lock import copy_skill, skill_files
+from harness.trial import gateway, installed
+from harness.trial.workspace import container_user
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 
@@ -381,7 +382,7 @@ def _one_run(
             command=command,
             skill_target=installed.skill_target(prereg.skill),
         )
-        engine.run(agent, deadline_s=claude.host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
+        engine.run(agent, deadline_s=host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
         evts = gateway.events(engine, gw.name)
         meter = gateway.meter(evts)
         outcome, reason, extra = verdict(evts, prereg.skill)

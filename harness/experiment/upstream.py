@@ -4,7 +4,7 @@ A user in a company rarely talks to ``api.anthropic.com`` directly: there is an
 LLM gateway (their own ``ANTHROPIC_BASE_URL``), an egress proxy (``HTTPS_PROXY``
 / ``NO_PROXY``) and a company CA. All of it applies to **the gateway sidecar's
 upstream connection only**: the agent container gets none of these variables
-(its only peer is the trial's gateway, see :func:`harness.trial.claude.claude_env`).
+(its only peer is the trial's gateway, see :func:`harness.sandbox.roles.claude_env`).
 
     url       --upstream, else the user's ANTHROPIC_BASE_URL, else the public API
     proxy     HTTPS_PROXY (HTTP_PROXY for an http:// upstream), unless NO_PROXY covers the host

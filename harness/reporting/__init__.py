@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.host.files import atomic_write
 from harness.redact import Redactor
 from harness.reporting import html
 from harness.reporting.decision_json import DECISION_JSON, decision_json, dumps
@@ -26,7 +27,6 @@ from harness.reporting.junit import junit_xml
 from harness.reporting.markdown import markdown
 from harness.reporting.model import ReportInput
 from harness.reporting.text import terminal_summary
-from harness.results.store import atomic_write
 
 __all__ = ["DECISION_JSON", "JUNIT_XML", "REPORT_FILES", "REPORT_HTML", "REPORT_MD", "SUMMARY_TXT", "write_reports"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from harness import fmt
 from harness.analysis import skilluse as skillreport
+from harness.analysis.runnotes import failures_by_arm, reuse_counts
 from harness.reporting.model import ReportInput, run_dates, run_provenance
-from harness.trial import apihealth, samepatch
 
 DECISION_JSON = "decision.json"
 
@@ -73,8 +73,8 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "spent_usd": r.spent_usd,
         "skipped_tasks": list(r.skipped_tasks),
         "flagged_trials": [{"trial": t.trial_id, "flags": list(t.flags)} for t in r.flagged],
-        "identical_patch_reuse": samepatch.reuse_counts(r.records),
-        "api_failures": {arm: dict(c) for arm, c in apihealth.failures_by_arm(r.records).items()},
+        "identical_patch_reuse": reuse_counts(r.records),
+        "api_failures": {arm: dict(c) for arm, c in failures_by_arm(r.records).items()},
         "skill_invocation": skillreport.summary(r.final_records, r.prereg.decision.pass_rule),
     }
 

@@ -15,12 +15,12 @@ from typing import Any, get_args
 
 from harness.analysis.reasons import Reason, ReasonCode, ReasonKind
 from harness.errors import HarnessError, ResultsUnavailable
+from harness.records import RESULTS
 from harness.reporting.decision_json import DECISION_JSON
 from harness.reporting.escape import clean
 from harness.reporting.model import load_experiment
 from harness.results.load import read_records
 from harness.results.meta import ExperimentMeta, require_meta
-from harness.results.store import RESULTS
 
 GATE_CODES: dict[str, int] = {"adopt": 0, "reject": 1, "inconclusive": 2, "invalid": 3}
 """``harness gate`` exit codes; 3 is also every case where no verdict can be read or computed."""

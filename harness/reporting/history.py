@@ -16,12 +16,12 @@ from pathlib import Path
 
 from harness import fmt
 from harness.errors import HarnessError
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.reporting.gate import fresh_decision
 from harness.reporting.model import load_experiment
 from harness.results.attempts import final_attempts
 from harness.results.meta import META, require_meta
-from harness.results.store import RESULTS, read_results
+from harness.results.store import read_results
 
 DEFAULT_GLOBS = ("harness-results/*", "demo-output/results-*")
 
@@ -63,7 +63,7 @@ def discover_in(roots: Iterable[Path]) -> list[Path]:
 
 def _values(records: Iterable[TrialRecord], pick: str) -> str:
     """The models or CLI versions of the trials that reached an outcome (final attempts only)."""
-    ran = [r for r in final_attempts(records)[0] if r.is_outcome]
+    ran = [r for r in final_attempts(records).finals if r.is_outcome]
     if pick == "model":
         aliases = sorted({r.provenance.model for r in ran})
         resolved = sorted({r.agent.resolved_model for r in ran if r.agent and r.agent.resolved_model})

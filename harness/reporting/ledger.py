@@ -257,7 +257,7 @@ def dumps(ledger: Ledger) -> str:
 
 
 def save(path: Path, ledger: Ledger) -> None:
-    from harness.results.store import atomic_write
+    from harness.host.files import atomic_write
 
     try:
         atomic_write(path, dumps(ledger).encode("utf-8"))

@@ -24,13 +24,13 @@ from harness.analysis.decide import DecisionResult, decide
 from harness.analysis.estimates import Analysis, TaskRow, analyze
 from harness.analysis.observations import context_from_records, observations_from_records
 from harness.analysis.reasons import Reason
+from harness.analysis.runnotes import api_notes, reuse_notes
 from harness.records import PassRule, TrialRecord, outcome
 from harness.results import attempts as runstate
 from harness.results.load import read_experiment
 from harness.results.meta import read_meta
 from harness.study import prices
 from harness.study.config import Preregistration, Study
-from harness.trial import apihealth, samepatch
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class ReportInput:
     @property
     def final_records(self) -> tuple[TrialRecord, ...]:
         """The last attempt of every trial (what the analysis counted)."""
-        return tuple(runstate.final_attempts(self.records)[0])
+        return tuple(runstate.final_attempts(self.records).finals)
 
 
 # ========================================================================= building
@@ -140,8 +140,8 @@ def build_input(
         records=tuple(records),
         notes=(
             *notes,
-            *samepatch.reuse_notes(records),
-            *apihealth.report_notes(records),
+            *reuse_notes(records),
+            *api_notes(records),
             *prices.missing_notes(prereg.execution),
         ),
         skip_reasons=tuple(sorted((skip_reasons or {}).items())),

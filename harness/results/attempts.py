@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from harness.errors import HarnessError
 from harness.records import TrialRecord
@@ -42,7 +43,14 @@ def check_unique_attempts(records: Iterable[TrialRecord], source: object = "resu
         seen[key] = rec
 
 
-def final_attempts(records: Iterable[TrialRecord]) -> tuple[list[TrialRecord], dict[str, list[TrialRecord]]]:
+class FinalAttempts(NamedTuple):
+    finals: list[TrialRecord]
+    """The last attempt of every trial id, in first-seen order."""
+    superseded: dict[str, list[TrialRecord]]
+    """Trial id -> its earlier attempts (trials attempted once are not keys)."""
+
+
+def final_attempts(records: Iterable[TrialRecord]) -> FinalAttempts:
     """The last attempt of every trial id, in first-seen order, and the superseded attempts per trial.
 
     Two records with the same trial id and attempt number are refused
@@ -60,12 +68,12 @@ def final_attempts(records: Iterable[TrialRecord]) -> tuple[list[TrialRecord], d
             last[rec.trial_id] = rec
         else:
             earlier[rec.trial_id].append(rec)
-    return list(last.values()), dict(earlier)
+    return FinalAttempts(list(last.values()), dict(earlier))
 
 
 def latest_by_trial(records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
     """The last attempt of each trial id (see :func:`final_attempts`)."""
-    return {r.trial_id: r for r in final_attempts(records)[0]}
+    return {r.trial_id: r for r in final_attempts(records).finals}
 
 
 def is_final(record: TrialRecord, max_retries: int) -> bool:
@@ -78,8 +86,15 @@ def spent_usd(records: Iterable[TrialRecord]) -> float:
     return sum(r.total_cost_usd for r in records if r.reused_from is None)
 
 
-def stops(records: Sequence[TrialRecord]) -> tuple[bool, bool]:
-    """(budget stopped, early stopped), from the skipped final attempts.
+class Stops(NamedTuple):
+    budget: bool
+    """A trial was skipped because the cumulative budget ran out."""
+    early: bool
+    """A trial was skipped by the preregistered early stop."""
+
+
+def stops(records: Sequence[TrialRecord]) -> Stops:
+    """Whether the run was stopped by the budget and by the early stop, from the skipped final attempts.
 
     A skipped record without ``stopped_by`` (written before the field existed)
     counts as a budget stop, as it did then.
@@ -87,7 +102,7 @@ def stops(records: Sequence[TrialRecord]) -> tuple[bool, bool]:
     finals = latest_by_trial(records).values()
     budget = any(r.status == "skipped" and r.stopped_by in ("budget", None) for r in finals)
     early = any(r.status == "skipped" and r.stopped_by == "early_stop" for r in finals)
-    return budget, early
+    return Stops(budget, early)
 
 
 def max_cost_per_trial(prereg: Preregistration) -> float:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, LockError, ResultsUnavailable
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.results.attempts import check_unique_attempts
 from harness.results.meta import META, ExperimentMeta, require_meta
-from harness.results.store import RESULTS, read_results
+from harness.results.store import read_results
 from harness.study.config import Study, load_preregistration, load_tasks
 
 PREFLIGHT_JSON = "preflight.json"

@@ -22,20 +22,24 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
-from harness.records import TrialRecord
+from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
 from harness.results.attempts import is_final, latest_by_trial
 from harness.results.load import PREFLIGHT_JSON, study_for
 from harness.results.meta import META, ExperimentMeta, require_meta, write_meta
-from harness.results.store import RESULTS, ExperimentDir, read_results
+from harness.results.store import ExperimentDir, read_results
 from harness.study.config import Study
+
+LibraryPlan = Callable[[Study], Sequence[plan.TrialSpec]]
+"""A library experiment's planned trials (:func:`harness.experiment.library_plan.planned_trials`): its masks
+are drawn by the analysis layer, above this one, so the caller passes the planner in."""
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,9 @@ def _load_study(meta: ExperimentMeta, prereg_path: Path | None, where: Path) -> 
         raise MergeError(f"the shards' preregistration: {e.message}", hint="pass it with --prereg") from None
 
 
-def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> Checked:
-    """Every check of the module docstring; returns the study and the lock hash."""
+def check(shards: Sequence[Shard], prereg_path: Path | None = None, library_plan: LibraryPlan | None = None) -> Checked:
+    """Every check of the module docstring; returns the study and the lock hash. ``library_plan`` is
+    required for a library experiment's shards (see :data:`LibraryPlan`)."""
     if not shards:
         raise MergeError("no shard directories given", hint="harness merge OUT SHARD_DIR...")
     first = shards[0]
@@ -131,9 +136,12 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> Checked:
     study = _load_study(first.meta, prereg_path, first.root)
     ex = study.prereg.execution
     if study.prereg.library is not None:  # a library experiment: bare and masked trials per pair
-        from harness.experiment import library_plan as library
-
-        planned = library.plan_trials(library.design(study), ex.seed)
+        if library_plan is None:
+            raise TypeError(
+                f"{study.prereg_path} is a library preregistration: pass "
+                "library_plan=harness.experiment.library_plan.planned_trials to merge its shards"
+            )
+        planned = library_plan(study)
     else:
         planned = plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)
     specs = {s.trial_id: s for s in planned}
@@ -169,10 +177,12 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None) -> Checked:
     return Checked(study, lock_hash)
 
 
-def merge(out: Path, shard_dirs: Sequence[Path], *, prereg_path: Path | None = None) -> Merged:
+def merge(
+    out: Path, shard_dirs: Sequence[Path], *, prereg_path: Path | None = None, library_plan: LibraryPlan | None = None
+) -> Merged:
     """Check the shards, then write the merged experiment directory (results, artifacts, meta)."""
     shards = tuple(read_shard(d) for d in shard_dirs)
-    study, lock_hash = check(shards, prereg_path)
+    study, lock_hash = check(shards, prereg_path, library_plan)
     if (out / RESULTS).exists() or (out / META).exists():
         raise MergeError(f"{out} already holds an experiment", hint="merge into a new directory")
     resolved = {d.resolve() for d in shard_dirs}

@@ -23,8 +23,8 @@ from pydantic import model_validator
 
 from harness import __version__
 from harness.errors import ConfigError
+from harness.host.files import atomic_write
 from harness.records import FrozenModel
-from harness.results.store import atomic_write
 from harness.study.config import validate
 
 META = "experiment.json"

@@ -3,7 +3,7 @@
 Layout of an experiment directory::
 
     experiment.json        what was locked and how the run was set up (see harness.results.meta)
-    results.jsonl          one TrialRecord per attempt, append-only, never rewritten
+    results.jsonl          one TrialRecord per attempt, append-only, never rewritten (harness.records.RESULTS)
     artifacts/ab/abcd...   patch, verify output, agent and judge JSON, by sha256
     report.md, report.html, junit.xml, decision.json   (rendered from results.jsonl)
 
@@ -20,7 +20,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +27,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.errors import ResumeError
-from harness.records import TrialRecord
+from harness.host.files import atomic_write, write_all
+from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
-
-RESULTS = "results.jsonl"
 
 
 @dataclass
@@ -39,34 +37,6 @@ class ReadReport:
     records: list[TrialRecord] = field(default_factory=list)
     bad_lines: list[tuple[int, str]] = field(default_factory=list)
     torn_tail: bool = False
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """tmp -> fsync -> rename -> fsync(dir): readers see the old or the new file, never half."""
-    # unique per writer: concurrent trials of one process may store the same blob at the same time
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def repair_torn_tail(path: Path) -> bool:
@@ -121,7 +91,7 @@ class ResultsLog:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

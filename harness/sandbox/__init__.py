@@ -1,5 +1,6 @@
 """Everything that talks to the container engine: the runtime interface, the Docker engine (the only
-``import docker`` in the project), one container spec per role, labels and reaping, uids, images, doctor.
+``import docker`` in the project), one container spec per role (with the CLI containers' environment), a
+container's two deadlines, labels and reaping, uids, images, doctor.
 
 May import :mod:`harness.errors`, :mod:`harness.retry`, :mod:`harness.host`, :mod:`harness.study` and
 :mod:`harness.records`; never the trial, experiment, analysis or reporting layers above it.

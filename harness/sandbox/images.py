@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from harness.errors import InfraError, PrerequisiteError
 from harness.host.slots import host_lock
@@ -109,6 +110,13 @@ def slim(rootfs: Path) -> None:
         (rootfs / log).unlink(missing_ok=True)
 
 
+class Pruned(NamedTuple):
+    removed: list[str]
+    """Image tags (and build stages, with their size) removed."""
+    kept: list[str]
+    """The current set, and earlier images a container still uses."""
+
+
 class ImageBuilder:
     def __init__(
         self, engine: ImageStore, options: ImageOptions | None = None, on_line: Callable[[str], None] | None = None
@@ -184,10 +192,10 @@ class ImageBuilder:
             out["trial"] = (trial, self.engine.image_id(trial) is not None)
         return out
 
-    def prune(self) -> tuple[list[str], list[str]]:
+    def prune(self) -> Pruned:
         """Remove harness images other than the current set (earlier builds), and the untagged npm
         stages every trial-image build leaves behind (about 2 GB each; a rebuild of the same CLI
-        version then runs npm again). Returns (removed, kept)."""
+        version then runs npm again)."""
         current = {tag for tag, present in self.planned().values() if present}
         removed: list[str] = []
         kept: list[str] = []
@@ -202,7 +210,7 @@ class ImageBuilder:
             # listed after the untagging above, which can leave more stages dangling
             if self.engine.remove_image(image_id):
                 removed.append(f"{image_id.removeprefix('sha256:')[:12]} (build stage, {size / 1e9:.2f} GB)")
-        return removed, kept
+        return Pruned(removed, kept)
 
     # ---------------------------------------------------------------- build
     def ensure(self) -> ImageSet:

@@ -28,13 +28,16 @@ from pathlib import Path
 
 from harness.errors import HarnessError, PrerequisiteError
 from harness.sandbox import uids
+from harness.sandbox.deadline import deadline_argv
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
 from harness.study.config import Resources, parse_size
-from harness.trial import claude
 
 GATEWAY_KEY_PATH = "/run/harness/api-key"
+GATEWAY_PORT = 8080
 SCRIPTED_PORT = 8080
+PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
+"""The only credential an agent container ever holds."""
 
 
 def collect_script() -> str:
@@ -89,6 +92,23 @@ def make_profile(
     )
 
 
+def claude_env(gateway_ip: str) -> dict[str, str]:
+    """The complete environment of a CLI container: nothing is inherited from the host."""
+    return {
+        "HOME": "/home/agent",
+        "CLAUDE_CONFIG_DIR": "/home/agent/.claude",
+        "ANTHROPIC_BASE_URL": f"http://{gateway_ip}:{GATEWAY_PORT}",
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+    }
+
+
 def container_name(run_id: str, trial_key: str, role: str) -> str:
     return f"hx-{run_id}-{trial_key}-{role}"
 
@@ -112,7 +132,7 @@ def _claude_spec(
         command=tuple(command),
         labels=labels,
         user=p.user,
-        env=claude.claude_env(gateway_ip),
+        env=claude_env(gateway_ip),
         mounts=mounts,
         network=network,
         limits=p.limits,
@@ -194,7 +214,7 @@ def verify_spec(
     return ContainerSpec(
         name=name,
         image=p.trial_image,
-        command=(*claude.deadline_argv(timeout_s), "sh", "-c", verify_cmd),
+        command=(*deadline_argv(timeout_s), "sh", "-c", verify_cmd),
         labels={**labels, ROLE: "verify"},
         user=p.user,
         env={
@@ -246,7 +266,7 @@ def gateway_spec(
     env = {
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
         "GATEWAY_BUDGET_USD": f"{budget_usd:g}",
-        "GATEWAY_PORT": str(claude.GATEWAY_PORT),
+        "GATEWAY_PORT": str(GATEWAY_PORT),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
         **(route_env or {}),

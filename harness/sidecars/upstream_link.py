@@ -1,7 +1,8 @@
 """The gateway's upstream connection: TLS trust, an HTTP CONNECT proxy, and what went wrong.
 
 Runs in the gateway sidecar next to ``gateway.py`` (stdlib only, no harness
-imports). Settings come from the gateway's own environment, written by the
+imports). :func:`bypass_proxy` is also the controller's (``harness.experiment.upstream``
+records whether the gateway will use the proxy): it stays a pure function. Settings come from the gateway's own environment, written by the
 controller; the agent never sees any of them:
 
     GATEWAY_UPSTREAM   the Messages API base URL (https://api.anthropic.com, a company gateway, ...)

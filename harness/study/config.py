@@ -3,13 +3,14 @@
 Models are frozen and strict (``extra="forbid"`` catches typos). Everything is
 loaded through :func:`load_tasks` and :func:`load_preregistration`, which turn
 every problem (missing file, bad JSON/YAML, unknown or wrong field, a target
-task that does not exist, an empty ``verify_cmd``) into one
-:class:`~harness.errors.ConfigError` naming the file and the field. Nothing here
-touches Docker, git or the clock.
+task that does not exist, an empty ``verify_cmd``, a library folder without skills)
+into one :class:`~harness.errors.ConfigError` naming the file and the field. Nothing
+here touches Docker, git or the clock.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic import Strict as StrictType
 
 from harness.errors import ConfigError
-from harness.records import FrozenModel
+from harness.records import RESULTS, FrozenModel
 from harness.study.inputs import load_json, load_yaml, read_input
 
 # matched with fullmatch: '$' would accept a trailing newline
@@ -485,15 +486,36 @@ def parse_preregistration(path: Path, text: str) -> Preregistration:
     return validate(path, Preregistration, parse_yaml(path, text), "a mapping of fields (skill, skill_ref, ...)")
 
 
+# The lock file's format (read here, where a preregistration is loaded; written by harness.study.lock).
+LOCK_SUFFIX = ".lock"
+MAX_LOCK_FILE = 1 << 20
+
+
+def lock_path(prereg_path: Path) -> Path:
+    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
+    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
+
+
+def read_lock_file(prereg_path: Path) -> LockBlock | None:
+    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
+    path = lock_path(prereg_path)
+    if not os.path.lexists(path):
+        return None
+    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
+    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
+
+
+def lock_file_bytes(block: LockBlock) -> bytes:
+    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
+
+
 def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
     """The preregistration, with its lock from the lock file beside it when there is one
-    (see :func:`harness.study.lock.lock_path`); a lock block inside the file (the earlier format) still counts.
+    (see :func:`lock_path`); a lock block inside the file (the earlier format) still counts.
     ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
     prereg = parse_preregistration(path, read_text(path))
     if not read_lock:
         return prereg
-    from harness.study.lock import read_lock_file  # lock imports this module
-
     block = read_lock_file(path)
     return prereg if block is None else prereg.model_copy(update={"lock": block})
 
@@ -597,8 +619,6 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
             prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"
         )
     if prereg.library is not None:
-        from harness.experiment.library_plan import check_library_folder
-
         check_library_folder(study)
         return study
     skill = study.skill_dir
@@ -608,6 +628,50 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     if skill_md.is_symlink() or not skill_md.is_file():
         raise ConfigError(prereg_path, f"{skill_md} is missing or not a regular file", field="skill_ref")
     return study
+
+
+# ------------------------------------------------------------------------- a library's folder
+
+
+def library_skills(study: Study) -> tuple[str, ...]:
+    """The library's skills: every subfolder of ``library.path`` holding a SKILL.md, sorted by name."""
+    root = study.skill_dir
+    out = []
+    for child in sorted(root.iterdir()) if root.is_dir() else ():
+        if child.is_dir() and not child.is_symlink() and child.name not in (".git", "__pycache__"):
+            out.append(child.name)
+    return tuple(out)
+
+
+def check_library_folder(study: Study) -> None:
+    """Bad input in the library folder, named by file and field, before anything is locked or run."""
+    root = study.skill_dir
+    field = "library.path"
+    if not root.is_dir():
+        raise ConfigError(study.prereg_path, f"library folder {root} does not exist", field=field)
+    names = library_skills(study)
+    if not names:
+        raise ConfigError(study.prereg_path, f"library folder {root} holds no skill folders", field=field)
+    for name in names:
+        if not TASK_ID.match(name):
+            raise ConfigError(
+                root / name, "a skill folder's name must be letters, digits, '.', '_' or '-'", field=field
+            )
+        md = root / name / "SKILL.md"
+        if md.is_symlink() or not md.is_file():
+            raise ConfigError(md, "is missing or not a regular file", field=field)
+    lib = study.prereg.library
+    assert lib is not None
+    if lib.baseline_from is not None and not (baseline_dir(study) / RESULTS).is_file():
+        raise ConfigError(
+            study.prereg_path, f"{baseline_dir(study)} holds no {RESULTS} to reuse", field="library.baseline_from"
+        )
+
+
+def baseline_dir(study: Study) -> Path:
+    lib = study.prereg.library
+    assert lib is not None and lib.baseline_from is not None
+    return (study.root / lib.baseline_from).resolve()
 
 
 def check_host_fits(study: Study, cpu_count: int | None = None) -> None:

@@ -12,7 +12,9 @@ The preregistration itself is never rewritten: appending a block as text broke
 valid YAML (flow style, JSON syntax, a ``...`` end marker, a ``|+`` scalar), and
 re-serialising would drop the author's comments. A preregistration locked by
 the earlier format (a ``lock:`` block at its end) still verifies; locking it
-again moves the lock into the lock file.
+again moves the lock into the lock file. The lock file's format (where it is, reading and
+writing a :class:`~harness.study.config.LockBlock`) is :mod:`harness.study.config`'s, which loads a
+preregistration together with its lock.
 """
 
 from __future__ import annotations
@@ -23,15 +25,23 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import ConfigError, LockError
+from harness.host.files import atomic_write
 from harness.host.gitops import resolve_commit
-from harness.results.store import atomic_write
-from harness.study.config import LockBlock, Study, check_host_fits, load_study, parse_yaml, read_text, validate
-from harness.study.inputs import load_json, read_input
-from harness.trial.workspace import copy_skill
+from harness.study.config import (
+    LockBlock,
+    Study,
+    check_host_fits,
+    load_study,
+    lock_file_bytes,
+    lock_path,
+    parse_yaml,
+    read_text,
+)
 
 LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
@@ -100,6 +110,20 @@ def read_plain_file(path: Path) -> bytes:
     return data
 
 
+def copy_skill(files: dict[str, bytes], dest: Path) -> Path:
+    """Write the locked skill files into a controller-owned, read-only folder (mounted at /skill)."""
+    dest.mkdir(mode=0o755, parents=True, exist_ok=False)
+    for rel, data in files.items():
+        target = dest / rel
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    for dirpath, _dirnames, _files in os.walk(dest):
+        os.chmod(dirpath, 0o555)
+    return dest
+
+
 CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
 
 
@@ -142,8 +166,34 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def lock_digest(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
-    """The lock hash and the per-file digests it covers."""
+LibraryEntries = Callable[[Study], Mapping[str, str]]
+"""What a library experiment adds to its lock: the estimator, the drawn masks and the reused baseline data
+(:func:`harness.experiment.library_plan.lock_entries`). Computing them takes the analysis and the results
+layers, which sit above this one, so every caller that may lock or verify a library preregistration passes
+the function in; without it a library preregistration is refused (a lock without them would not cover
+what the run depends on)."""
+
+
+def _library_entries(study: Study, entries: LibraryEntries | None) -> Mapping[str, str]:
+    if study.prereg.library is None:
+        return {}
+    if entries is None:
+        raise TypeError(
+            f"{study.prereg_path} is a library preregistration: its lock covers the library's design, so pass "
+            "library_entries=harness.experiment.library_plan.lock_entries"
+        )
+    return entries(study)
+
+
+class LockDigest(NamedTuple):
+    sha256: str
+    """The lock hash: over ``files``, the base commit and the lock format."""
+    files: dict[str, str]
+    """What it covers, by name (``preregistration``, ``tasks``, ``analysis``, ``skill/<path>``, ``library/...``)."""
+
+
+def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | None = None) -> LockDigest:
+    """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`)."""
     prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
     if not prereg["execution"].get("prices"):
         prereg["execution"].pop("prices", None)  # no per-model prices: locks made before the field stay valid
@@ -155,12 +205,9 @@ def lock_digest(study: Study, base_sha: str) -> tuple[str, dict[str, str]]:
     }
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
-    if study.prereg.library is not None:  # the estimator, the drawn masks and the reused baseline data
-        from harness.experiment.library_plan import lock_entries
-
-        files.update(lock_entries(study))
+    files.update(_library_entries(study, library_entries))  # the estimator, the drawn masks, the reused baseline
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
-    return whole, files
+    return LockDigest(whole, files)
 
 
 def strip_lock_block(text: str) -> str:
@@ -178,28 +225,6 @@ def strip_lock_block(text: str) -> str:
         out.append(line)
     body = "".join(out)
     return body if body.endswith("\n") or not body else body + "\n"
-
-
-LOCK_SUFFIX = ".lock"
-MAX_LOCK_FILE = 1 << 20
-
-
-def lock_path(prereg_path: Path) -> Path:
-    """Where the lock of ``prereg_path`` is written: the same name with ``.lock`` appended."""
-    return prereg_path.with_name(prereg_path.name + LOCK_SUFFIX)
-
-
-def read_lock_file(prereg_path: Path) -> LockBlock | None:
-    """The lock in the lock file beside ``prereg_path``, or None when there is none."""
-    path = lock_path(prereg_path)
-    if not os.path.lexists(path):
-        return None
-    data = load_json(path, read_input(path, limit=MAX_LOCK_FILE))
-    return validate(path, LockBlock, data, 'an object like {"sha256": ..., "base_sha": ...}')
-
-
-def lock_file_bytes(block: LockBlock) -> bytes:
-    return (json.dumps(block.model_dump(mode="json"), indent=2, ensure_ascii=True) + "\n").encode()
 
 
 def drop_legacy_lock_block(prereg_path: Path) -> None:
@@ -224,15 +249,22 @@ def drop_legacy_lock_block(prereg_path: Path) -> None:
     _write(prereg_path, stripped.encode("utf-8"))
 
 
-def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str]:
-    """Write the lock file beside the preregistration (see :func:`lock_path`). Returns (sha256, base_sha).
+class Locked(NamedTuple):
+    sha256: str
+    """The lock hash every result line will carry."""
+    base_sha: str
+    """The commit the trials start from."""
+
+
+def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: LibraryEntries | None = None) -> Locked:
+    """Write the lock file beside the preregistration (see :func:`~harness.study.config.lock_path`).
 
     Every input is checked before anything is written; the preregistration is left as it is
     (except that a lock block of the earlier format is moved out of it). A damaged lock file is replaced."""
     study = load_study(prereg_path, read_lock=False)
     check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
-    digest, files = lock_digest(study, base_sha)
+    digest, files = lock_digest(study, base_sha, library_entries)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
     target = lock_path(study.prereg_path)
@@ -240,7 +272,7 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None) -> tuple[str, str
         raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
     drop_legacy_lock_block(study.prereg_path)
     _write(target, lock_file_bytes(block))
-    return digest, base_sha
+    return Locked(digest, base_sha)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -250,7 +282,7 @@ def _write(path: Path, data: bytes) -> None:
         raise ConfigError(path, f"cannot be written: {e.strerror}") from None
 
 
-def verify_lock(study: Study) -> LockBlock:
+def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> LockBlock:
     """The study's lock (its ``sha256`` is the lock hash), after checking that nothing it covers has changed."""
     block = study.prereg.lock
     if block is None:
@@ -258,7 +290,7 @@ def verify_lock(study: Study) -> LockBlock:
             f"{study.prereg_path} is not locked",
             hint=f"run `harness lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
         )
-    digest, files = lock_digest(study, block.base_sha)
+    digest, files = lock_digest(study, block.base_sha, library_entries)
     if digest != block.sha256:
         changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
         if not changed:
@@ -293,7 +325,7 @@ class _StudyOnCopy(Study):
         return self._copy
 
 
-def copy_locked_skill(study: Study, dest: Path) -> Path:
+def copy_locked_skill(study: Study, dest: Path, library_entries: LibraryEntries | None = None) -> Path:
     """Copy the skill's files once into the controller-owned ``dest``, then check *the copy*
     against the lock; only the copy is mounted. A file swapped in the user's folder after eval's
     first lock check either lands in the copy (and fails this check) or is never seen.
@@ -301,7 +333,7 @@ def copy_locked_skill(study: Study, dest: Path) -> Path:
     both what the lock hash covers and what the run uses."""
     copy = copy_skill(study_skill_files(study), dest)
     try:
-        verify_lock(_StudyOnCopy(study, copy))
+        verify_lock(_StudyOnCopy(study, copy), library_entries)
     except LockError as e:
         raise LockError(
             f"{study.skill_dir} changed after eval checked its lock: {e.message}",

@@ -11,35 +11,23 @@ finish and the **last** upstream answer the gateway forwarded was a failure:
     included), ``cut`` (a stream that ended before ``message_stop``: a reset or a
     dropped connection), ``unreachable`` (no answer: TLS, proxy, DNS, refused)
 
-A 400 or 413 is the request's fault (the agent's context), not the API's. The
-same record gives the run its backoff (the upstream's ``retry-after``) and the
-report its per-arm counts.
+A 400 or 413 is the request's fault (the agent's context), not the API's (the
+rule is :func:`harness.records.is_upstream_failure`). The same record gives the run
+its backoff (the upstream's ``retry-after``) and the report its per-arm counts
+(:mod:`harness.analysis.runnotes`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from harness.records import ARMS, GatewayMeter, TrialRecord
+from harness.records import UPSTREAM_CUT, UPSTREAM_UNREACHABLE, GatewayMeter, TrialRecord, is_upstream_failure
 
-FAILURE_CODES = frozenset({401, 408, 429})
-CUT = "cut"
-UNREACHABLE = "unreachable"
 RETRY_AFTER_CAP_S = 300.0
 """A retry-after beyond this is not waited for in one go (the run would look hung)."""
 MAX_ERROR_DETAILS = 5
-
-
-def is_failure(outcome: str) -> bool:
-    if outcome in (CUT, UNREACHABLE):
-        return True
-    try:
-        status = int(outcome)
-    except ValueError:
-        return False
-    return status >= 500 or status in FAILURE_CODES
 
 
 def _retry_after(value: Any) -> float | None:
@@ -60,12 +48,12 @@ def annotate(meter: GatewayMeter, events: Sequence[dict[str, Any]]) -> GatewayMe
         if kind == "forwarded":
             status = str(e.get("status", ""))
             if status == "200" and e.get("stream") and e.get("complete") is False and not e.get("broken"):
-                status = CUT
+                status = UPSTREAM_CUT
             outcomes.append(status)
-            if is_failure(status) and e.get("retry_after") is not None:
+            if is_upstream_failure(status) and e.get("retry_after") is not None:
                 retry_after = _retry_after(e.get("retry_after"))
         elif kind == "upstream_error":
-            outcomes.append(UNREACHABLE)
+            outcomes.append(UPSTREAM_UNREACHABLE)
             detail = str(e.get("detail") or e.get("error") or "no answer")[:300]
             if detail not in details and len(details) < MAX_ERROR_DETAILS:
                 details.append(detail)
@@ -76,9 +64,9 @@ def annotate(meter: GatewayMeter, events: Sequence[dict[str, Any]]) -> GatewayMe
 
 def api_failure(meter: GatewayMeter | None) -> str | None:
     """A description when the gateway's last upstream answer was a failure, else None."""
-    if meter is None or not meter.upstream_statuses or not is_failure(meter.upstream_statuses[-1]):
+    if meter is None or not meter.upstream_statuses or not is_upstream_failure(meter.upstream_statuses[-1]):
         return None
-    failed = Counter(o for o in meter.upstream_statuses if is_failure(o))
+    failed = Counter(o for o in meter.upstream_statuses if is_upstream_failure(o))
     seen = ", ".join(f"{k} x{v}" for k, v in sorted(failed.items()))
     text = f"the gateway's last upstream answer was {meter.upstream_statuses[-1]} ({seen} of {len(meter.upstream_statuses)})"
     if meter.upstream_errors:
@@ -91,32 +79,3 @@ def backoff_s(record: TrialRecord) -> float:
     if record.status != "infra_error" or record.gateway is None or record.gateway.retry_after_s is None:
         return 0.0
     return min(RETRY_AFTER_CAP_S, record.gateway.retry_after_s)
-
-
-def failures_by_arm(records: Iterable[TrialRecord]) -> dict[str, Counter[str]]:
-    """Every failed upstream answer of every attempt (retries included), per arm: ``{arm: {"529": 3}}``."""
-    out: dict[str, Counter[str]] = {arm: Counter() for arm in ARMS}
-    for r in records:
-        if r.gateway is not None:
-            out[r.arm].update(o for o in r.gateway.upstream_statuses if is_failure(o))
-    return out
-
-
-def summary(records: Iterable[TrialRecord]) -> str | None:
-    """One line for the report ("API failures seen upstream: baseline 529 x3; skill none"), None when there were none."""
-    counts = failures_by_arm(records)
-    if not any(counts.values()):
-        return None
-    parts = [
-        f"{arm} " + (", ".join(f"{k} x{v}" for k, v in sorted(c.items())) if c else "none") for arm, c in counts.items()
-    ]
-    return "API failures the gateway saw upstream (every attempt): " + "; ".join(parts)
-
-
-def report_notes(records: Iterable[TrialRecord]) -> list[str]:
-    """What the report says about the API's health and pricing (per arm), where there is something to say."""
-    notes: list[str] = []
-    line = summary(records)
-    if line:
-        notes.append(line)
-    return notes

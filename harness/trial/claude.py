@@ -1,7 +1,8 @@
-"""The Claude Code CLI as the harness runs it: argv, environment, and its JSON result.
+"""The Claude Code CLI as the harness runs it: its argv and its JSON result.
 
 Pure functions: what to run and how to read what came back. Where it runs
-(container, network, mounts) is :mod:`harness.sandbox`'s business.
+(container, network, mounts, its environment: :func:`harness.sandbox.roles.claude_env`) is
+:mod:`harness.sandbox`'s business.
 """
 
 from __future__ import annotations
@@ -11,42 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.records import AgentResult
-
-PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
-"""The only credential an agent container ever holds."""
-GATEWAY_PORT = 8080
-KILL_GRACE_S = 10
-"""Seconds between the in-container SIGTERM and SIGKILL (timeout -k)."""
-HOST_BACKSTOP_S = 20
-"""Beyond the in-container deadline and its grace, how long the controller waits before ``docker kill``."""
-
-
-def deadline_argv(timeout_s: int) -> tuple[str, ...]:
-    """The in-container deadline: SIGTERM at ``timeout_s``, SIGKILL after the grace."""
-    return ("timeout", "-k", str(KILL_GRACE_S), str(timeout_s))
-
-
-def host_deadline_s(timeout_s: float) -> float:
-    """The controller's deadline for a container whose command runs under :func:`deadline_argv`:
-    it fires only when the in-container timer was stopped or killed."""
-    return timeout_s + KILL_GRACE_S + HOST_BACKSTOP_S
-
-
-def claude_env(gateway_ip: str) -> dict[str, str]:
-    """The complete environment of a CLI container: nothing is inherited from the host."""
-    return {
-        "HOME": "/home/agent",
-        "CLAUDE_CONFIG_DIR": "/home/agent/.claude",
-        "ANTHROPIC_BASE_URL": f"http://{gateway_ip}:{GATEWAY_PORT}",
-        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "LANG": "C.UTF-8",
-        "TZ": "UTC",
-    }
+from harness.sandbox.deadline import deadline_argv
 
 
 def _claude(

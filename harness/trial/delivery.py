@@ -1,12 +1,12 @@
-"""How a library experiment's masked arm is given its skills: the one place that decides it.
+"""How a library experiment's masked arm is given its skills: the mounts, and reading back what was mounted.
 
 ``prompt`` delivery (the article's mechanism, extended to several skills): each skill of the
 mask is a read-only, controller-owned copy mounted at ``/skills/<name>/``, and the prompt
-starts with a prefix naming every one of them, in a stable (sorted) order. An empty mask gets
-the same prefix without any skill line, so the masked arm's instructions differ from the bare
-arm's only by the skills. Another delivery (``installed``: real project skills under
-``.claude/skills``) plugs in here: :func:`mounts` and :func:`prompt_prefix` are the only things
-the trial asks of a delivery.
+starts with a prefix naming every one of them, in a stable (sorted) order. The prompt, like
+every trial's, is the plan's (:func:`harness.plan.library_prefix`, pure); this module mounts
+what it names and reads back what was mounted. Another delivery (``installed``: real project
+skills under ``.claude/skills``) plugs in here: :func:`mounts` and the plan's prefix are the
+only things the trial asks of a delivery.
 
 Pure: no Docker, no I/O except :func:`tree_sha256`, which hashes a mounted copy.
 """
@@ -18,46 +18,16 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.plan import SKILLS_ROOT, ordered_skills
 from harness.records import MountedSkill
 from harness.sandbox.runtime import BindMount, ContainerSpec
 
-SKILLS_ROOT = "/skills"
 DELIVERIES = ("prompt",)
-
-LIBRARY_PREFIX_HEAD = (
-    "Before you start, read these skill files and follow their guidance where it applies to this task:\n"
-)
-LIBRARY_PREFIX_TAIL = "Do not ask questions: when something is unclear, state your assumption and continue.\n\n"
-
-
-def ordered(skills: Sequence[str]) -> tuple[str, ...]:
-    """The stable delivery order: sorted by name (a mask's order never depends on the plan)."""
-    return tuple(sorted(set(skills)))
-
-
-def skill_path(name: str) -> str:
-    return f"{SKILLS_ROOT}/{name}/SKILL.md"
-
-
-def library_prefix(skills: Sequence[str]) -> str:
-    """The masked arm's prompt prefix; names each skill of the mask. An empty mask: no skill line."""
-    names = ordered(skills)
-    if not names:
-        return LIBRARY_PREFIX_TAIL
-    lines = "".join(f"- {skill_path(n)}\n" for n in names)
-    return LIBRARY_PREFIX_HEAD + lines + LIBRARY_PREFIX_TAIL
-
-
-def template_sha256() -> str:
-    """Identity of the library prompt template (provenance of both arms of a library experiment)."""
-    return hashlib.sha256(
-        f"\x00{LIBRARY_PREFIX_HEAD}\x00{skill_path('{name}')}\x00{LIBRARY_PREFIX_TAIL}".encode()
-    ).hexdigest()
 
 
 def mounts(skills: Sequence[str], copies: Mapping[str, Path]) -> tuple[BindMount, ...]:
     """Read-only bind mounts of the controller-owned copies of exactly ``skills``."""
-    return tuple(BindMount(copies[n], f"{SKILLS_ROOT}/{n}", read_only=True) for n in ordered(skills))
+    return tuple(BindMount(copies[n], f"{SKILLS_ROOT}/{n}", read_only=True) for n in ordered_skills(skills))
 
 
 def tree_sha256(root: Path) -> str:

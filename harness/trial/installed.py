@@ -34,11 +34,11 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.errors import InfraError
 from harness.records import Arm, SkillInvoked, SkillUse
-from harness.trial import claude
+from harness.sandbox.deadline import deadline_argv
 
 SETTING_SOURCES = "project"
 SKILLS_DIR = "/workspace/.claude/skills"
@@ -77,7 +77,7 @@ def agent_command(
     if session_id:
         common += ("--session-id", session_id)
     return (
-        *claude.deadline_argv(timeout_s),
+        *deadline_argv(timeout_s),
         "claude",
         "-p",
         prompt,
@@ -151,9 +151,16 @@ def listing_sha256(lines: Sequence[str], skill: str) -> str:
     return hashlib.sha256("\n".join(rest).encode()).hexdigest()
 
 
-def observe(
-    evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: str
-) -> tuple[SkillUse, dict[str, str | None], list[str]]:
+class Observed(NamedTuple):
+    """What the gateway's log says about the skill in one trial."""
+
+    use: SkillUse
+    provenance: dict[str, str | None]
+    """Additions to the record's provenance: the delivery, its check, the listing's hash."""
+    flags: list[str]
+
+
+def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: str) -> Observed:
     """The trial's :class:`SkillUse`, its provenance additions and flags, from the gateway's log.
 
     A trigger is a ``Skill`` tool_use naming the skill anywhere in the turn (not a mention in
@@ -178,7 +185,7 @@ def observe(
     flags: list[str] = []
     if delivery != "installed":
         invoked: SkillInvoked = "forced" if arm == "skill" else ("yes" if called else "no")
-        return (
+        return Observed(
             SkillUse(delivery=delivery, invoked=invoked, tool_uses=tuple(uses), loaded=loaded, request_bytes=sizes),
             {"delivery": delivery},
             flags,
@@ -186,7 +193,7 @@ def observe(
     firsts = [r for r in requests if r.get("turn") == 0]
     if not firsts:
         use = SkillUse(delivery=delivery, tool_uses=tuple(uses), reason="the gateway saw no request from the CLI")
-        return use, {"delivery": delivery, "delivery_check": "could not measure: no request seen"}, flags
+        return Observed(use, {"delivery": delivery, "delivery_check": "could not measure: no request seen"}, flags)
     first = firsts[0]
     names = [str(n) for n in first.get("listed") or []]
     lines = [str(x) for x in first.get("listing") or []]
@@ -226,4 +233,4 @@ def observe(
         "listing_sha256": listing_sha256(lines, skill),
         "delivery_check": check,
     }
-    return use, prov, flags
+    return Observed(use, prov, flags)

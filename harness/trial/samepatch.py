@@ -11,22 +11,28 @@ only for pass or fail, and with the verify exit code in the key.
 
 Trials run in threads: the first trial with a key computes, later ones with the same key wait for
 it (one flight per key) instead of racing to compute the same thing. Every shared result names
-the trial it came from (``reused_from``), and the reports count them.
+the trial it came from (``reused_from``), and the reports count them
+(:func:`harness.analysis.runnotes.reuse_counts`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
-from harness.records import JudgeResult, TrialRecord, VerifyResult
-from harness.results.attempts import latest_by_trial
+from harness.records import JudgeResult, VerifyResult
 from harness.study.config import Task
 
 T = TypeVar("T")
+
+
+class Shared(NamedTuple, Generic[T]):
+    value: T
+    source: str | None
+    """The trial the value came from; None when this call computed it."""
 
 
 @dataclass
@@ -54,7 +60,7 @@ class OnceByKey(Generic[T]):
                 flight.done.set()
                 self._flights[key] = flight
 
-    def get(self, key: Hashable, trial_id: str, compute: Callable[[], T]) -> tuple[T, str | None]:
+    def get(self, key: Hashable, trial_id: str, compute: Callable[[], T]) -> Shared[T]:
         """The value for ``key`` and the trial it came from (``None`` when this call computed it)."""
         while True:
             with self._lock:
@@ -69,7 +75,7 @@ class OnceByKey(Generic[T]):
                 break
             flight.done.wait()
             if flight.value is not None and flight.source is not None:
-                return flight.value, flight.source
+                return Shared(flight.value, flight.source)
             # the computing trial failed or produced nothing shareable: it left; try to be the one
         try:
             value = compute()
@@ -84,7 +90,7 @@ class OnceByKey(Generic[T]):
             else:
                 del self._flights[key]
         flight.done.set()
-        return value, None
+        return Shared(value, None)
 
 
 def verify_key(task: Task, base_sha: str, verify_image: str, patch_sha256: str, timeout_s: int) -> Hashable:
@@ -123,22 +129,3 @@ class SamePatch:
     judge_reuse: bool = False
     verify: OnceByKey[VerifyResult] = field(default_factory=lambda: OnceByKey(verify_shareable))
     judge: OnceByKey[JudgeResult] = field(default_factory=lambda: OnceByKey(judge_shareable))
-
-
-def reuse_counts(records: Iterable[TrialRecord]) -> dict[str, int]:
-    """How many trials' verify and judge results came from an identical earlier patch (final attempts)."""
-    final = latest_by_trial(records).values()
-    return {
-        "verify": sum(1 for r in final if r.verify is not None and r.verify.reused_from is not None),
-        "judge": sum(1 for r in final if r.judge is not None and r.judge.reused_from is not None),
-    }
-
-
-def reuse_notes(records: Iterable[TrialRecord]) -> list[str]:
-    counts = reuse_counts(records)
-    if not any(counts.values()):
-        return []
-    text = f"verify reused on byte-identical patches: {counts['verify']} trial(s)"
-    if counts["judge"]:
-        text += f"; judge verdict reused (judge.reuse_identical): {counts['judge']} trial(s), not paid again"
-    return [text]

@@ -39,6 +39,7 @@ from harness.records import (
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
+from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.runtime import BindMount, ContainerRuntime, DockerObject, ExitInfo
 from harness.study.config import Execution, Task
@@ -205,7 +206,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             with dog:
                 run = ctx.engine.run(
                     agent,
-                    deadline_s=claude.host_deadline_s(timeout_s),
+                    deadline_s=host_deadline_s(timeout_s),
                     output_cap=AGENT_OUTPUT_CAP,
                     on_started=lambda _name: dog.start(),
                     gate=ctx.starts.starting,
@@ -464,7 +465,7 @@ def _verify(
                 verify_cmd=task.verify_cmd,
                 timeout_s=timeout_s,
             ),
-            deadline_s=claude.host_deadline_s(timeout_s),
+            deadline_s=host_deadline_s(timeout_s),
             output_cap=VERIFY_TAIL,
             gate=ctx.starts.starting,
         )
@@ -515,7 +516,7 @@ def _judge(
                 gateway_ip=gateway_ip,
                 command=command,
             ),
-            deadline_s=claude.host_deadline_s(timeout_s),
+            deadline_s=host_deadline_s(timeout_s),
             output_cap=1 << 20,
             gate=ctx.starts.starting,
         )

@@ -130,17 +130,3 @@ def read_capped(path: Path, cap: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def copy_skill(files: dict[str, bytes], dest: Path) -> Path:
-    """Write the locked skill files into a controller-owned, read-only folder (mounted at /skill)."""
-    dest.mkdir(mode=0o755, parents=True, exist_ok=False)
-    for rel, data in files.items():
-        target = dest / rel
-        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    for dirpath, _dirnames, _files in os.walk(dest):
-        os.chmod(dirpath, 0o555)
-    return dest

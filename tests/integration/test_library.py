@@ -21,8 +21,9 @@ from harness.errors import LockError
 from harness.experiment import library_plan as library
 from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
-from harness.records import MountedSkill, TrialRecord
-from harness.results.store import RESULTS, read_results
+from harness.plan import ShardRef
+from harness.records import RESULTS, MountedSkill, TrialRecord
+from harness.results.store import read_results
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
@@ -69,7 +70,7 @@ def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) 
     }
     path = lib / f"prereg-{name}.yaml"
     path.write_text(yaml.safe_dump(prereg, sort_keys=False))
-    lock(path)
+    lock(path, library_entries=library.lock_entries)
     scenario = yaml.safe_load((lib / "scenario.yaml").read_text())
     scenario["seed"] = 11
     scenario["tasks"] = {t: v for t, v in scenario["tasks"].items() if t in TASKS}
@@ -206,7 +207,7 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
     study = load_study(prereg)
     out = library_run["root"] / "results-second"
     # run one shard of the second experiment: its bare trials are all reused, only masked ones run
-    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=(1, 4)))
+    assert evaluate_library(study, _options(out, scen, library_run["work"], shard=ShardRef(1, 4)))
     records = read_results(out / RESULTS).records
     assert records and all(r.reused_from is not None for r in records if r.arm == "baseline")
     assert any(r.arm == "baseline" for r in records)
@@ -220,5 +221,5 @@ def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str,
 
     _rewrite(base / RESULTS, flip)
     with pytest.raises(LockError, match="library/baseline"):
-        evaluate_library(load_study(prereg), _options(out, scen, library_run["work"], shard=(1, 4)))
+        evaluate_library(load_study(prereg), _options(out, scen, library_run["work"], shard=ShardRef(1, 4)))
     assert read_results(out / RESULTS).records == records  # nothing ran

@@ -23,7 +23,7 @@ from harness.experiment.experiment import ExperimentResult
 from harness.records import outcome
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
-from harness.trial.claude import PLACEHOLDER_KEY
+from harness.sandbox.roles import PLACEHOLDER_KEY
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -11,6 +11,7 @@ import pytest
 from harness.analysis.reasons import ReasonCode
 from harness.cli import main
 from harness.demo import DemoSetup
+from harness.plan import ShardRef
 from harness.reporting.gate import gate
 from harness.reporting.model import analyze_records
 from harness.results.store import read_results
@@ -117,7 +118,7 @@ def test_shards_run_apart_and_merge_into_one_gated_experiment(
     dirs = []
     for i in (1, 2):
         out = tmp_path / f"shard{i}"
-        result = run_experiment(engine, prereg, scen, out, work_root, jobs=2, shard=(i, 2))
+        result = run_experiment(engine, prereg, scen, out, work_root, jobs=2, shard=ShardRef(i, 2))
         assert result.ran == 2 and {r.shard for r in result.records} == {f"{i}/2"}
         dirs.append(out)
     assert main(["merge", str(tmp_path / "merged"), *map(str, dirs)]) == 0

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.runnotes import reuse_counts
 from harness.demo import DemoSetup
 from harness.records import JudgeResult, TrialRecord, VerifyResult
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
-from harness.trial.samepatch import reuse_counts
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -99,9 +99,9 @@ def test_rate_limits_and_resets_as_the_real_api_produces_them_are_infra(
 
 
 def test_the_report_counts_api_failures_per_arm(forged: dict[str, Any]) -> None:
-    from harness.trial import apihealth
+    from harness.analysis.runnotes import failures_by_arm
 
-    counts = apihealth.failures_by_arm(forged["_all"])
+    counts = failures_by_arm(forged["_all"])
     assert set(counts["skill"]) == {"529", "429", "cut"} and not counts["baseline"], counts
 
 

@@ -25,11 +25,10 @@ from harness.errors import ConfigError, LockError
 from harness.sandbox import engine as engine_mod
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
-from harness.sandbox.roles import GATEWAY_KEY_PATH
+from harness.sandbox.roles import GATEWAY_KEY_PATH, PLACEHOLDER_KEY, claude_env
 from harness.sandbox.runtime import ContainerSpec
 from harness.study.config import load_study
 from harness.study.lock import lock, verify_lock
-from harness.trial.claude import PLACEHOLDER_KEY, claude_env
 from tests.integration.helpers import latest, run_experiment
 from tests.security.helpers import (
     HostileTask,

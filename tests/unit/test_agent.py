@@ -1,4 +1,5 @@
-"""harness.trial.claude: the CLI's argv and environment, and reading its JSON result defensively."""
+"""harness.trial.claude: the CLI's argv and reading its JSON result defensively; the CLI container's environment
+(harness.sandbox.roles.claude_env) and deadline (harness.sandbox.deadline)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from typing import Any
 import pytest
 
 from harness.records import AgentResult
+from harness.sandbox.deadline import KILL_GRACE_S
+from harness.sandbox.roles import GATEWAY_PORT, PLACEHOLDER_KEY, claude_env
 from harness.trial.claude import (
-    GATEWAY_PORT,
-    KILL_GRACE_S,
-    PLACEHOLDER_KEY,
     agent_command,
-    claude_env,
     cli_says_budget_exceeded,
     find_result,
     judge_command,

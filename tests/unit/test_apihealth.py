@@ -1,4 +1,5 @@
-"""harness.trial.apihealth and harness.experiment.upstream: the API's health from the gateway's record, and the real run's route."""
+"""harness.trial.apihealth, harness.analysis.runnotes and harness.experiment.upstream: the API's health from the
+gateway's record, its per-arm counts, and the real run's route."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Any
 import pytest
 
 from harness import retry
+from harness.analysis import runnotes
 from harness.errors import ConfigError
 from harness.experiment import upstream
 from harness.experiment.loop import LoopPolicy, TrialLoop
 from harness.plan import TrialSpec, plan_trials
-from harness.records import GatewayMeter, TrialRecord
+from harness.records import GatewayMeter, TrialRecord, is_upstream_failure
 from harness.trial import apihealth
 from tests.factories import TASKS, make_record, skipped
 
@@ -44,7 +46,7 @@ def test_old_gateway_logs_without_complete_are_not_cuts() -> None:
 @pytest.mark.parametrize(("outcome", "failed"), [("529", True), ("500", True), ("429", True), ("401", True),
                                                  ("400", False), ("413", False), ("200", False), ("cut", True)])  # fmt: skip
 def test_what_counts_as_the_api_failing(outcome: str, failed: bool) -> None:
-    assert apihealth.is_failure(outcome) is failed
+    assert is_upstream_failure(outcome) is failed
 
 
 SPECS = plan_trials(TASKS, 1, seed=1)
@@ -68,12 +70,12 @@ def test_summary_counts_failures_per_arm_over_every_attempt() -> None:
         _infra("skill", ("200", "429")),
         _infra("skill", ("cut", "200"), task=1),
     ]
-    counts = apihealth.failures_by_arm(records)
+    counts = runnotes.failures_by_arm(records)
     assert counts["baseline"] == {"529": 2} and counts["skill"] == {"429": 1, "cut": 1}
-    assert apihealth.summary(records) == (
+    assert runnotes.api_summary(records) == (
         "API failures the gateway saw upstream (every attempt): baseline 529 x2; skill 429 x1, cut x1"
     )
-    assert apihealth.summary([]) is None
+    assert runnotes.api_summary([]) is None
 
 
 def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:

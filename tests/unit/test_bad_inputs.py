@@ -18,9 +18,10 @@ import yaml
 from harness import cli
 from harness.errors import ConfigError, LockError
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.study.config import load_study, parse_preregistration, parse_tasks
-from harness.study.lock import LOCK_COMMENT, lock, lock_digest, lock_path, verify_lock
+from harness.study.config import load_study, lock_path, parse_preregistration, parse_tasks
+from harness.study.lock import LOCK_COMMENT, lock, lock_digest, verify_lock
 from tests.factories import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
+from tests.fakes import FakeRuntime
 
 HANG_BACKSTOP_S = 60  # not a timing assertion: a hang fails the test instead of blocking the suite
 
@@ -372,19 +373,18 @@ def test_a_refused_scenario_leaves_no_experiment_json(make_study: StudyFactory, 
     scenario.write_text("tasks:\n  nope: {}\n")
     out = tmp_path / "out"
 
-    class NoEngine:
-        def __getattr__(self, name: str) -> Any:
-            raise AssertionError(f"the engine was used ({name}) before the scenario was checked")
-
+    runtime = FakeRuntime()
+    runtime.fail("*", error=AssertionError("the engine was used before the scenario was checked"), times=None)
     options = RunOptions(out=out, jobs=1, scripted=scenario)
     with pytest.raises(ConfigError) as info:
-        Experiment(load_study(s.prereg), NoEngine(), options).run()
+        Experiment(load_study(s.prereg), runtime, options).run()
     assert info.value.field == "tasks.nope"
-    assert not (out / "experiment.json").exists()
+    assert not (out / "experiment.json").exists() and runtime.calls == []
     # positive control: the same check runs on a scenario that is fine and gets past it to the engine
     scenario.write_text("tasks:\n  t1: {}\n")
     with pytest.raises(AssertionError, match="the engine was used"):
-        Experiment(load_study(s.prereg), NoEngine(), options).run()
+        Experiment(load_study(s.prereg), runtime, options).run()
+    assert runtime.calls
 
 
 # ----------------------------------------------------------------- 4. the lock format

@@ -1,12 +1,13 @@
 """RunResources without Docker: each set-up step fails in turn and nothing made before it stays behind.
 
-The engine here is a small test double of exactly the runtime methods RunResources calls, over an
-in-memory set of labelled objects. (Keep it minimal: it should become tests/fakes.py's FakeRuntime.)
+The engine is :class:`tests.fakes.FakeRuntime`: every container and network the set-up makes is in it
+until removed, so "nothing stays behind" is checked against what the runtime still holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,69 +20,39 @@ from harness.experiment.upstream import Upstream
 from harness.redact import Redactor
 from harness.results.store import ExperimentDir
 from harness.sandbox import roles
-from harness.sandbox.labels import RUN, make_labels
-from harness.sandbox.runtime import ContainerSpec, DockerObject, ExitInfo, ObjectKind, Removal
+from harness.sandbox.labels import make_labels
 from harness.sandbox.uids import RoleUsers
 from harness.study.config import Resources, load_study
 from harness.study.lock import lock
+from tests.fakes import FakeRuntime, Outcome, listening
 
 KEY = "sk-ant-test-resources"
 RUN_ID = "cafe0001"
+IMAGES = ("trial:test", "sidecar:test")
+SCRIPTED_OK = Outcome(stdout=listening(), hold_s=math.inf)
+PREFLIGHT_OK = Outcome(stdout=b'{"ok": true}\n')
 
 
-class FakeEngine:
-    """What RunResources calls on the runtime; ``fail`` names the call that raises (InfraError)."""
+def _runtime(fail: str | None = None) -> FakeRuntime:
+    """The run's engine: a scripted API that listens, a preflight that passes, and ``fail``: the runtime
+    call that raises (InfraError), or ``listening`` (the scripted API exits before it listens) or
+    ``preflight`` (the upstream handshake fails). A failed ``create`` leaves its container, the worst
+    case teardown must handle (see :meth:`FakeRuntime.fail`)."""
+    runtime = FakeRuntime({"scripted-api": SCRIPTED_OK, "preflight": PREFLIGHT_OK}, images=IMAGES)
+    if fail == "listening":
+        runtime.behave("scripted-api", Outcome(exit_code=1, stdout=b"Traceback: the scenario is not JSON\n"))
+    elif fail == "preflight":
+        runtime.behave("preflight", Outcome(exit_code=1, stdout=b'{"ok": false, "error": "the proxy refused"}\n'))
+    elif fail == "create":
+        runtime.fail("create", after=True)
+    elif fail is not None:
+        runtime.fail(fail, times=None)
+    return runtime
 
-    def __init__(self, fail: str | None = None) -> None:
-        self.fail = fail
-        self.objects: dict[tuple[ObjectKind, str], dict[str, str]] = {}
-        self.calls: list[str] = []
 
-    def _call(self, name: str) -> None:
-        self.calls.append(name)
-        if self.fail == name:
-            raise InfraError(f"injected: {name} failed")
-
-    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
-        self._call("create_network")
-        self.objects[("network", name)] = dict(labels)
-
-    def create(self, spec: ContainerSpec, *, extra_networks: Iterable[str] = ()) -> str:
-        self.objects[("container", spec.name)] = dict(spec.labels)  # a failed create can leave the container
-        self._call("create")
-        return spec.name
-
-    def start(self, name: str) -> None:
-        self._call("start")
-
-    def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 0) -> tuple[bytes, bool]:
-        self.calls.append("logs")
-        if self.fail == "listening":
-            return b"Traceback: the scenario is not JSON\n", False
-        return b'{"event": "listening", "port": 8080}\n', False
-
-    def is_running(self, name: str) -> bool:
-        return self.fail != "listening"
-
-    def run(self, spec: ContainerSpec, *, deadline_s: float, output_cap: int) -> ExitInfo:
-        self._call("run")  # like Engine.run, removes its container on every path
-        ok = self.fail != "preflight"
-        out = b'{"ok": true}\n' if ok else b'{"ok": false, "error": "the proxy refused the tunnel"}\n'
-        return ExitInfo(0 if ok else 1, False, False, out, b"", False, 0.1)
-
-    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
-        self._call("remove_labelled")
-        return self.remove_objects(
-            [
-                DockerObject(kind, name, labels)
-                for (kind, name), labels in self.objects.items()
-                if all(labels.get(k) == v for k, v in selector.items())
-            ]
-        )
-
-    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        self.calls.append("remove_objects")
-        return Removal([o for o in objects if self.objects.pop((o.kind, o.name), None) is not None], [])
+def _objects(runtime: FakeRuntime) -> set[tuple[str, str]]:
+    """Every container and network still there, labelled or not."""
+    return {(o.kind, o.name) for o in runtime.left()}
 
 
 @pytest.fixture
@@ -115,14 +86,14 @@ def _store(tmp_path: Path) -> ExperimentDir:
     return ExperimentDir(tmp_path / "out", Redactor([KEY]))
 
 
-def _resources(engine: FakeEngine, s: RunSetup, tmp_path: Path, store: ExperimentDir | None = None) -> RunResources:
-    return RunResources(engine, s, store or _store(tmp_path), NullEvents())  # type: ignore[arg-type]
+def _resources(runtime: FakeRuntime, s: RunSetup, tmp_path: Path, store: ExperimentDir | None = None) -> RunResources:
+    return RunResources(runtime, s, store or _store(tmp_path), NullEvents())
 
 
 Snapshot = tuple[list[str], set[tuple[str, str]]]
 
 
-def _watch_teardown(monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> list[Snapshot]:
+def _watch_teardown(monkeypatch: pytest.MonkeyPatch, runtime: FakeRuntime) -> list[Snapshot]:
     """What existed when teardown began (files under the run directory, Docker objects): the positive
     control that the steps before the failure really made something."""
     seen: list[Snapshot] = []
@@ -130,7 +101,7 @@ def _watch_teardown(monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> list
 
     def spy(self: RunResources) -> None:
         files = sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*")) if self.root.exists() else []
-        seen.append((files, set(engine.objects)))
+        seen.append((files, _objects(runtime)))
         real(self)
 
     monkeypatch.setattr(RunResources, "_tear_down", spy)
@@ -179,17 +150,17 @@ def test_a_failed_step_undoes_every_step_before_it(
     files: set[str],
     objects: set[tuple[str, str]],
 ) -> None:
-    engine = FakeEngine(fail=fail)
-    seen = _watch_teardown(monkeypatch, engine)
+    runtime = _runtime(fail)
+    seen = _watch_teardown(monkeypatch, runtime)
     inject(monkeypatch)
     s = setup()
-    with pytest.raises((HarnessError, OSError, KeyboardInterrupt)), _resources(engine, s, tmp_path):
+    with pytest.raises((HarnessError, OSError, KeyboardInterrupt)), _resources(runtime, s, tmp_path):
         raise AssertionError("the body must not run when set-up fails")
     [(made_files, made_objects)] = seen
     assert files <= set(made_files), made_files
     assert made_objects == objects
     assert not (s.work_root / RUN_ID).exists(), "the run directory (and the key file in it) is gone"
-    assert engine.objects == {}, "every Docker object the set-up made is gone"
+    assert runtime.left() == [], "every Docker object the set-up made is gone"
 
 
 def test_a_skill_changed_after_the_lock_check_undoes_the_key_file(
@@ -197,12 +168,12 @@ def test_a_skill_changed_after_the_lock_check_undoes_the_key_file(
 ) -> None:
     s = setup()
     (s.study.skill_dir / "SKILL.md").write_text("# Tidy\nSwapped after the lock check.\n")
-    engine = FakeEngine()
-    seen = _watch_teardown(monkeypatch, engine)
-    with pytest.raises(LockError, match="changed after eval checked its lock"), _resources(engine, s, tmp_path):
+    runtime = _runtime()
+    seen = _watch_teardown(monkeypatch, runtime)
+    with pytest.raises(LockError, match="changed after eval checked its lock"), _resources(runtime, s, tmp_path):
         pass
     assert "secrets/api-key" in seen[0][0]
-    assert not (s.work_root / RUN_ID).exists() and engine.objects == {}
+    assert not (s.work_root / RUN_ID).exists() and runtime.left() == []
 
 
 def test_a_failed_library_copy_undoes_the_copies_made_before_it(
@@ -212,13 +183,13 @@ def test_a_failed_library_copy_undoes_the_copies_made_before_it(
         (root / "library" / "first").mkdir(parents=True)
         raise OSError("the second copy failed")
 
-    engine = FakeEngine()
-    seen = _watch_teardown(monkeypatch, engine)
+    runtime = _runtime()
+    seen = _watch_teardown(monkeypatch, runtime)
     s = setup(library_copies=copies)
-    with pytest.raises(OSError, match="second copy"), _resources(engine, s, tmp_path):
+    with pytest.raises(OSError, match="second copy"), _resources(runtime, s, tmp_path):
         pass
     assert "library/first" in seen[0][0]
-    assert not (s.work_root / RUN_ID).exists() and engine.objects == {}
+    assert not (s.work_root / RUN_ID).exists() and runtime.left() == []
 
 
 @pytest.mark.parametrize(
@@ -236,12 +207,12 @@ def test_a_real_runs_route_failure_undoes_the_run(
     fail: str | None,
     error: type[Exception],
 ) -> None:
-    engine = FakeEngine(fail=fail)
+    runtime = _runtime(fail)
     s = setup(scenario=None, route=Upstream(url="https://api.example", **route_kw))
-    with pytest.raises(error), _resources(engine, s, tmp_path):
+    with pytest.raises(error), _resources(runtime, s, tmp_path):
         pass
-    assert not (s.work_root / RUN_ID).exists() and engine.objects == {}
-    assert ("create_network" in engine.calls) == (step == "upstream preflight")
+    assert not (s.work_root / RUN_ID).exists() and runtime.left() == []
+    assert bool(runtime.targets("create_network")) == (step == "upstream preflight")
 
 
 def test_an_existing_run_directory_is_never_taken_over_or_removed(
@@ -251,52 +222,59 @@ def test_an_existing_run_directory_is_never_taken_over_or_removed(
     theirs = s.work_root / RUN_ID
     theirs.mkdir()
     (theirs / "keep").write_text("not this run's")
-    engine = FakeEngine()
-    with pytest.raises(FileExistsError), _resources(engine, s, tmp_path):
+    runtime = _runtime()
+    with pytest.raises(FileExistsError), _resources(runtime, s, tmp_path):
         pass
     assert (theirs / "keep").read_text() == "not this run's"
-    assert not [c for c in engine.calls if not c.startswith("remove_")], engine.calls
+    # teardown only: it lists what carries the run's label (nothing) and makes nothing
+    assert {c.method for c in runtime.calls} <= {"labelled"}, runtime.calls
 
 
 def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[..., RunSetup], tmp_path: Path) -> None:
-    engine = FakeEngine()
+    runtime = _runtime()
     store = _store(tmp_path)
     s = setup()
-    with _resources(engine, s, tmp_path, store) as site:
+    with _resources(runtime, s, tmp_path, store) as site:
         assert site.key_file.read_text() == KEY and site.key_file.stat().st_mode & 0o777 == 0o400
         assert (site.skill_copy / "SKILL.md").is_file() and site.route_env == {} and site.route_mounts == ()
         assert site.upstream == f"http://hx-{RUN_ID}-scripted:{roles.SCRIPTED_PORT}"
-        assert site.upstream_network == NETWORK[1] and set(engine.objects) == {NETWORK, SCRIPTED}
-        engine.objects[("container", f"hx-{RUN_ID}-t1-agent")] = {RUN: RUN_ID}  # what a trial left
-    assert not site.root.exists() and engine.objects == {}
+        assert site.upstream_network == NETWORK[1] and _objects(runtime) == {NETWORK, SCRIPTED}
+        left = roles.verify_spec(
+            s.profile, name=f"hx-{RUN_ID}-t1-verify", labels=make_labels(RUN_ID, role="trial", ttl_s=60),
+            verify_tree=tmp_path, verify_cmd="true", timeout_s=1,
+        )  # fmt: skip
+        runtime.create(left)  # what a trial left
+    assert not site.root.exists() and runtime.left() == []
     assert b"listening" in (store.root / SCRIPTED_LOG).read_bytes()
 
 
 def test_teardown_runs_when_the_trials_raise(setup: Callable[..., RunSetup], tmp_path: Path) -> None:
-    engine = FakeEngine()
+    runtime = _runtime()
     s = setup()
-    with pytest.raises(KeyboardInterrupt), _resources(engine, s, tmp_path):
+    with pytest.raises(KeyboardInterrupt), _resources(runtime, s, tmp_path):
         raise KeyboardInterrupt
-    assert not (s.work_root / RUN_ID).exists() and engine.objects == {}
+    assert not (s.work_root / RUN_ID).exists() and runtime.left() == []
 
 
 def test_when_the_engine_cannot_list_what_the_run_made_is_removed_by_name(
     setup: Callable[..., RunSetup], tmp_path: Path
 ) -> None:
-    engine = FakeEngine(fail="remove_labelled")
+    runtime = _runtime("labelled")
     s = setup()
-    with _resources(engine, s, tmp_path):
+    with _resources(runtime, s, tmp_path):
         pass
-    assert engine.objects == {} and "remove_objects" in engine.calls
+    assert runtime.left() == []
+    assert runtime.targets("remove_container") == [SCRIPTED[1]] and runtime.targets("remove_network") == [NETWORK[1]]
 
 
 def test_the_users_own_upstream_network_is_used_and_never_removed(
     setup: Callable[..., RunSetup], tmp_path: Path
 ) -> None:
-    engine = FakeEngine(fail="remove_labelled")  # the by-name fallback must not name it either
-    engine.objects[("network", "corp-net")] = {}
+    runtime = _runtime("labelled")  # the by-name fallback must not name it either
+    runtime.create_network("corp-net", {}, internal=False)  # the user's, unlabelled
+    runtime.calls.clear()
     s = setup(scenario=None, route=Upstream(url="https://llm.corp.example", network="corp-net"))
-    with _resources(engine, s, tmp_path) as site:
+    with _resources(runtime, s, tmp_path) as site:
         assert site.upstream_network == "corp-net" and site.upstream == "https://llm.corp.example"
-    assert "create_network" not in engine.calls
-    assert set(engine.objects) == {("network", "corp-net")}
+    assert not runtime.targets("create_network")
+    assert _objects(runtime) == {("network", "corp-net")}

@@ -13,7 +13,7 @@ from harness.errors import ResumeError
 from harness.experiment.experiment import Experiment, RunOptions
 from harness.experiment.resume import SkippedRecords, plan_remaining
 from harness.host.workroots import OWNER_FILE
-from harness.plan import plan_trials
+from harness.plan import ShardRef, plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
 from harness.sandbox.reaper import sweep_work_root
@@ -51,7 +51,7 @@ def test_another_shard_refuses_to_resume(make_study: Any, tmp_path: Path) -> Non
     out = tmp_path / "out"
     _write_meta(out, lock_hash=digest, shard="1/2", mode="real")
     with pytest.raises(ResumeError, match="was run as shard 1/2, not 2/2"):
-        _run(files, out, shard=(2, 2))
+        _run(files, out, shard=ShardRef(2, 2))
 
 
 def test_scripted_and_real_trials_never_share_a_directory(make_study: Any, tmp_path: Path) -> None:

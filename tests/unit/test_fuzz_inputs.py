@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from harness import cli
-from harness.study.config import load_study
-from harness.study.lock import lock_path, verify_lock
+from harness.study.config import load_study, lock_path
+from harness.study.lock import verify_lock
 from tests.factories import DEFAULT_TASKS, init_repo, run_git
 
 EXAMPLES = int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "300"))

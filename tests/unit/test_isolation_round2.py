@@ -19,7 +19,9 @@ from harness.study.config import load_study
 from harness.study.lock import copy_locked_skill, lock, skill_files, verify_lock
 from tests.factories import StudyFactory
 
-REFERENCE = Path("/work/shared/reference")
+CLI_REQUESTS = sorted((Path(__file__).parent / "data").glob("claude-code-*-request-*.json"))
+"""Request bodies the real Claude Code CLI (2.1.332) sent, captured for reference (tool and system texts
+trimmed): the first request, and the second one carrying a tool_result."""
 GATEWAY = Path(__file__).resolve().parents[2] / "harness" / "sidecars" / "gateway.py"
 
 
@@ -136,12 +138,10 @@ def test_shelving_through_a_linked_parent_is_refused(tmp_path: Path) -> None:
 # ----------------------------------------------------------- 4. gateway allow-list
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference requests not on this machine")
 def test_the_clis_real_requests_pass_the_policy() -> None:
     gw = _gateway()
-    bodies = sorted(REFERENCE.glob("*request*.json"))
-    assert bodies
-    for path in bodies:
+    assert len(CLI_REQUESTS) == 2, CLI_REQUESTS
+    for path in CLI_REQUESTS:
         assert gw.policy_violation(json.loads(path.read_text())) is None, path
 
 

@@ -15,10 +15,11 @@ is given its place here. The layers, bottom up (each may import what is below it
 
 plus: analysis is pure (no I/O, no processes, no sockets, no rendering); sandbox sees nothing above it;
 only ``python -m harness`` imports the CLI; renderers do not import each other (junit may reuse the
-terminal text) nor the reporting package itself; sidecars are standalone, standard-library programs.
+terminal text) nor the reporting package itself; sidecars are standalone, standard-library programs, of which
+the controller imports only the pure functions :data:`SIDECAR_FUNCTIONS` names.
 
-What breaks a rule today is listed in :data:`KNOWN_VIOLATIONS` and :data:`KNOWN_CYCLES`, each with the move
-that would fix it. The test fails on any violation not listed there *and* on any listed one that no longer
+What breaks a rule is listed in :data:`KNOWN_VIOLATIONS` and :data:`KNOWN_CYCLES`, each with the move
+that would fix it (both are empty: keep them so, or give an entry a reason a reviewer accepts). The test fails on any violation not listed there *and* on any listed one that no longer
 happens, so the lists only shrink: when a fix lands, delete its entry.
 """
 
@@ -79,34 +80,18 @@ RENDERER_REUSE = frozenset({("junit", "text")})  # JUnit's failure messages are 
 
 KNOWN_VIOLATIONS: Mapping[tuple[str, str], str] = {
     # (importing module or package, imported module or package): why it is wrong and the move that fixes it
-    ("harness.plan", "harness.trial.delivery"):
-        "the masked arm's prompt prefix: move library_prefix (a pure string function) into plan beside SKILL_PREFIX",
-    ("harness.study.config", "harness.experiment.library_plan"):
-        "check_library_folder validates an input folder: it belongs to study",
-    ("harness.study.lock", "harness.experiment.library_plan"):
-        "lock_entries hashes the library's skills for the lock: it belongs to study (the lock's own inputs)",
-    ("harness.study.lock", "harness.results.store"):
-        "atomic_write is a file helper, not results: move it to the foundation (or host)",
-    ("harness.study.lock", "harness.trial.workspace"):
-        "copy_skill copies the locked skill files: it belongs with the lock in study",
-    ("harness.results.merge", "harness.experiment.library_plan"):
-        "merge plans the library design to check completeness: pass the planned trial ids in instead",
-    ("harness.reporting", "harness.trial.apihealth"):
-        "failures_by_arm/report_notes are pure reductions over records: move them to analysis",
-    ("harness.reporting", "harness.trial.samepatch"):
-        "reuse_counts/reuse_notes are pure reductions over records: move them to analysis",
-    ("harness.sandbox.roles", "harness.trial.claude"):
-        "the role specs take the agent's env, deadline argv and gateway port from the trial layer: "
-        "move deadline_argv and GATEWAY_PORT into sandbox, or pass the env in",
-    ("harness.experiment.upstream", "harness.sidecars.upstream_link"):
-        "deliberate: the controller applies the gateway's own NO_PROXY rule (bypass_proxy) so both agree; "
-        "the sidecars docstring says the controller never imports them: change one of the two",
 }  # fmt: skip
 
+SIDECAR_FUNCTIONS: Mapping[tuple[str, str], frozenset[str]] = {
+    # the provenance's upstream_proxy must be the gateway's own NO_PROXY decision: one rule, not two copies
+    ("harness.experiment.upstream", "harness.sidecars.upstream_link"): frozenset({"bypass_proxy"}),
+}
+"""(controller module, sidecar module) -> the names it may import from it: pure functions the gateway
+itself applies, so the controller and the container decide alike. Nothing else of the sidecars is
+imported (the controller reads ``collect.sh`` as a package resource)."""
+
 KNOWN_CYCLES: Mapping[frozenset[str], str] = {
-    frozenset({"harness.study.config", "harness.study.lock"}):
-        "loading a preregistration reads its .lock through lock.read_lock_file (lazily), and lock builds on config: "
-        "move read_lock_file (and LockBlock's file format) into config or a module both import",
+    # frozenset of the modules of one cycle: why it is there and the move that breaks it
 }  # fmt: skip
 
 # ----------------------------------------------------------------------------- the import graph
@@ -199,8 +184,8 @@ def _under(name: str, prefix: str) -> bool:
 def allowed(imp: Import) -> bool:
     """The import goes down the layers (or stays inside its own)."""
     source, target = layer(imp.source), layer(imp.target)
-    if source == target:
-        return True
+    if source == target or (imp.source, imp.target) in SIDECAR_FUNCTIONS:
+        return True  # the names such an import takes: test_the_controller_imports_only_pure_sidecar_functions
     return any(
         _under(imp.target, rule) if rule.startswith("harness") else rule == target for rule in MAY_IMPORT[source]
     )
@@ -316,6 +301,28 @@ def test_sidecars_are_standalone_standard_library_programs() -> None:
         elif not imp.internal and imp.target not in sys.stdlib_module_names and imp.target not in siblings:
             bad.append(f"{imp}  [not in the standard library]")
     assert not bad, _report("sidecars import the standard library and each other only:", bad)
+
+
+def test_the_controller_imports_only_pure_sidecar_functions() -> None:
+    """The one allowed edge from the controller into the sidecars takes only the names listed, by name."""
+    bad = []
+    for name, path in modules().items():
+        if layer(name) == "sidecars":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                bad += [
+                    f"{name}:{node.lineno} imports {a.name}" for a in node.names if _under(a.name, "harness.sidecars")
+                ]
+            elif isinstance(node, ast.ImportFrom) and node.module and _under(node.module, "harness.sidecars"):
+                allowed_names = SIDECAR_FUNCTIONS.get((name, node.module), frozenset())
+                bad += [
+                    f"{name}:{node.lineno} imports {a.name} from {node.module}"
+                    for a in node.names
+                    if a.name not in allowed_names
+                ]
+    assert not bad, _report("the controller imports no sidecar code but SIDECAR_FUNCTIONS:", bad)
+    assert all(SIDECAR_FUNCTIONS), "each allowed edge names its functions"
 
 
 def test_renderers_import_neither_each_other_nor_the_reporting_package() -> None:

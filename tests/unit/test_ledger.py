@@ -11,6 +11,7 @@ import yaml
 
 from harness.errors import ConfigError, HarnessError
 from harness.experiment import evaluate as run
+from harness.plan import ShardRef
 from harness.reporting import ledger
 from harness.reporting.ledger import RunSummary, SkillEntry, apply, record, shelve
 from harness.reporting.model import ReportInput
@@ -229,9 +230,9 @@ class _FakeExperiment:
         return self.result
 
 
-@pytest.mark.parametrize("shard", [None, (1, 2)])
+@pytest.mark.parametrize("shard", [None, ShardRef(1, 2)])
 def test_eval_updates_the_ledger_only_for_a_whole_experiment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard: tuple[int, int] | None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shard: ShardRef | None
 ) -> None:
     from contextlib import nullcontext
 

@@ -14,8 +14,9 @@ from harness.analysis import contributions
 from harness.analysis.masks import DesignError
 from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
-from harness.plan import shard_of
+from harness.plan import library_prefix, shard_of
 from harness.records import (
+    RESULTS,
     AgentResult,
     JudgeResult,
     MountedSkill,
@@ -23,9 +24,8 @@ from harness.records import (
     TrialStatus,
     VerifyResult,
 )
-from harness.results.store import RESULTS
 from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
-from harness.study.config import load_study
+from harness.study.config import library_skills, load_study
 from harness.study.lock import lock, skill_files, verify_lock
 from harness.trial import delivery
 from tests.factories import PROV, init_repo, trial_record, write_experiment_dir
@@ -69,7 +69,7 @@ def test_a_library_preregistration_loads_and_names_its_skills(tmp_path: Path) ->
     study = load_study(make_library(tmp_path))
     assert study.prereg.library is not None
     assert study.prereg.library.masks.inclusion_probability == 0.5
-    assert library.library_skills(study) == SKILLS
+    assert library_skills(study) == SKILLS
 
 
 def test_library_and_skill_ref_together_are_refused(tmp_path: Path) -> None:
@@ -152,10 +152,10 @@ def test_plan_has_one_bare_and_one_masked_trial_per_pair_on_the_same_shard(tmp_p
 
 
 def test_the_masked_prompt_names_each_skill_in_a_stable_order() -> None:
-    prefix = delivery.library_prefix(["gamma", "alpha"])
+    prefix = library_prefix(["gamma", "alpha"])
     assert prefix.index("/skills/alpha/SKILL.md") < prefix.index("/skills/gamma/SKILL.md")
-    assert prefix == delivery.library_prefix(["alpha", "gamma"])
-    assert "/skills/" not in delivery.library_prefix([])  # the all-zero mask: no skill named, still masked
+    assert prefix == library_prefix(["alpha", "gamma"])
+    assert "/skills/" not in library_prefix([])  # the all-zero mask: no skill named, still masked
 
 
 # ------------------------------------------------------------------------- delivery
@@ -193,22 +193,33 @@ def test_mounted_skills_are_read_from_the_container_spec_with_content_hashes(tmp
 
 def test_the_lock_covers_the_estimator_and_the_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None
     assert {"library/estimator", "library/masks", "skill/alpha/SKILL.md"} <= set(study.prereg.lock.files)
-    verify_lock(study)
+    verify_lock(study, library.lock_entries)
     monkeypatch.setattr(contributions, "ESTIMATOR", "some-other-estimator/v2")
     with pytest.raises(LockError, match="library/estimator"):
-        verify_lock(study)
+        verify_lock(study, library.lock_entries)
+
+
+def test_a_library_preregistration_is_not_locked_without_its_design(tmp_path: Path) -> None:
+    """The library's lock entries come from layers above the lock, passed in: a caller that forgets them is
+    refused, never given a lock that leaves out the masks and the estimator."""
+    prereg = make_library(tmp_path)
+    with pytest.raises(TypeError, match="library_entries"):
+        lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
+    with pytest.raises(TypeError, match="library_entries"):
+        verify_lock(load_study(prereg))
 
 
 def test_a_changed_skill_file_breaks_the_lock(tmp_path: Path) -> None:
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     (tmp_path / "skills" / "beta" / "SKILL.md").write_text("changed\n")
     with pytest.raises(LockError, match=re.escape("skill/beta/SKILL.md")):
-        verify_lock(load_study(prereg))
+        verify_lock(load_study(prereg), library.lock_entries)
 
 
 def _bare_dir(root: Path, verdicts: dict[str, bool]) -> Path:
@@ -227,16 +238,16 @@ def test_a_changed_baseline_breaks_the_lock(tmp_path: Path) -> None:
     verdicts = {f"t{i}.baseline.{s}": True for i in range(4) for s in range(3)}
     base = _bare_dir(tmp_path, verdicts)
     prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None and "library/baseline" in study.prereg.lock.files
-    verify_lock(study)
+    verify_lock(study, library.lock_entries)
     verdicts["t2.baseline.1"] = False  # the baseline data changes after the lock
     (base / RESULTS).unlink()
     base.rmdir()
     _bare_dir(tmp_path, verdicts)
     with pytest.raises(LockError, match="library/baseline"):
-        verify_lock(load_study(prereg))
+        verify_lock(load_study(prereg), library.lock_entries)
 
 
 # ------------------------------------------------------------------ pairing and audits
@@ -465,7 +476,7 @@ def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one
     from harness.cli import main
 
     prereg = make_library(tmp_path / "lib")
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     d = library.design(study)
     records = complete_records(study, d)
@@ -517,7 +528,7 @@ def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> No
     from harness.experiment.library import evaluate_library
 
     prereg = make_library(tmp_path)
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     options = RunOptions(out=tmp_path / "out", jobs=1, reuse_from=(tmp_path / "elsewhere",))
     with pytest.raises(ConfigError) as e:
         evaluate_library(load_study(prereg), options)
@@ -529,7 +540,7 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
     from harness.plan import shard_of
 
     prereg = make_library(tmp_path / "lib")
-    lock(prereg)
+    lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
     assert study.prereg.lock is not None
     d = library.design(study)
@@ -547,3 +558,7 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
     assert body["selection"]["selected"][0] == "alpha" and body["components"]["pass"]["n"] == len(d.pairs)
     assert main(["merge", str(tmp_path / "half"), str(dirs[0])]) != 0  # one shard alone is incomplete
     assert "no final record" in capsys.readouterr().err
+    from harness.results.merge import merge
+
+    with pytest.raises(TypeError, match="library_plan"):  # the planner is passed in (it sits above results)
+        merge(tmp_path / "unplanned", dirs)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError, LockError
-from harness.study.config import load_study
-from harness.study.lock import lock, lock_digest, lock_path, skill_files, strip_lock_block, verify_lock
+from harness.study.config import load_study, lock_path
+from harness.study.lock import lock, lock_digest, skill_files, strip_lock_block, verify_lock
 from tests.factories import DEFAULT_PREREG, StudyFactory, StudyFiles, init_repo, run_git
 
 NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)

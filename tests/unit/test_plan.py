@@ -10,6 +10,7 @@ import pytest
 from harness.plan import (
     BASELINE_PREFIX,
     SKILL_PREFIX,
+    ShardRef,
     TrialSpec,
     parse_shard,
     plan_trials,
@@ -114,7 +115,7 @@ def test_prompt_differs_between_arms_only_by_prefix() -> None:
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
 def test_shards_partition_the_plan(n: int) -> None:
     plan = plan_trials(TASKS, 3, seed=21)
-    shards = [select_shard(plan, (i, n)) for i in range(1, n + 1)]
+    shards = [select_shard(plan, ShardRef(i, n)) for i in range(1, n + 1)]
     ids = [s.trial_id for shard in shards for s in shard]
     assert sorted(ids) == sorted(s.trial_id for s in plan)  # union is the plan
     assert len(ids) == len(set(ids))  # disjoint
@@ -126,7 +127,9 @@ def test_shards_are_stable_across_seeds_and_calls() -> None:
     a = plan_trials(TASKS, 3, seed=1)
     b = plan_trials(TASKS, 3, seed=99)
     for i in (1, 2, 3):
-        assert {s.trial_id for s in select_shard(a, (i, 3))} == {s.trial_id for s in select_shard(b, (i, 3))}
+        assert {s.trial_id for s in select_shard(a, ShardRef(i, 3))} == {
+            s.trial_id for s in select_shard(b, ShardRef(i, 3))
+        }
     assert [shard_of(s, 5) for s in a] == [shard_of(s, 5) for s in a]
 
 
@@ -141,14 +144,14 @@ def test_both_arms_of_a_pair_land_in_the_same_shard() -> None:
 
 def test_shards_are_not_all_empty_but_one() -> None:
     plan = plan_trials(TASKS, 3, seed=4)
-    sizes = [len(select_shard(plan, (i, 3))) for i in (1, 2, 3)]
+    sizes = [len(select_shard(plan, ShardRef(i, 3))) for i in (1, 2, 3)]
     assert sum(1 for x in sizes if x) >= 2
 
 
 def test_no_shard_is_the_whole_plan() -> None:
     plan = plan_trials(TASKS, 2, seed=4)
     assert select_shard(plan, None) == plan
-    assert select_shard(plan, (1, 1)) == plan
+    assert select_shard(plan, ShardRef(1, 1)) == plan
 
 
 @pytest.mark.parametrize(("text", "expected"), [("2/4", (2, 4)), ("1/1", (1, 1)), ("4/4", (4, 4)), (" 3/5", (3, 5))])

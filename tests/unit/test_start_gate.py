@@ -1,4 +1,9 @@
-"""StartGate: no container starts once a stop is under way, and a stop waits for starts in flight."""
+"""StartGate: no container starts once a stop is under way, and a stop waits for starts in flight.
+
+The engine below is the real :class:`~harness.sandbox.engine.Engine` with its Docker calls replaced, not
+tests.fakes.FakeRuntime: what is under test is ``Engine.run``'s own order of create, gate, start and remove
+(FakeRuntime.run copies that order; the contract suite holds the two alike).
+"""
 
 from __future__ import annotations
 

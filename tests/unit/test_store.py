@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ResumeError
-from harness.records import AgentResult, TrialRecord
+from harness.host.files import atomic_write
+from harness.records import RESULTS, AgentResult, TrialRecord
 from harness.redact import REDACTED, Redactor
 from harness.results.store import (
-    RESULTS,
     ArtifactStore,
     ExperimentDir,
     ResultsLog,
-    atomic_write,
     read_results,
     repair_torn_tail,
 )

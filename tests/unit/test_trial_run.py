@@ -25,10 +25,10 @@ from harness.records import TrialRecord
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles
+from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import RUN, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits
 from harness.study.config import Budgets, Execution, Task
-from harness.trial import claude
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 from tests.factories import PROV, init_repo
@@ -241,7 +241,7 @@ def test_an_agent_that_fails_is_an_agent_error_and_still_verified_and_judged(mak
 
 
 def test_the_host_deadline_is_a_timeout_neither_verified_nor_judged(make_rig: Callable[..., Rig]) -> None:
-    rig = make_rig(agent=Outcome(seconds=claude.host_deadline_s(600) + 1))
+    rig = make_rig(agent=Outcome(seconds=host_deadline_s(600) + 1))
     rec = rig.run()
     assert rec.status == "timeout"
     assert rec.verify is not None and rec.verify.skipped_reason == "the agent did not finish (deadline or budget)"
@@ -355,7 +355,7 @@ def test_a_host_running_low_on_disk_stops_the_agent_as_an_infra_error(make_rig: 
     "never_answers",
     [
         judge(verdict=""),  # finished without calling StructuredOutput
-        Outcome(seconds=claude.host_deadline_s(300) + 1),  # past its deadline
+        Outcome(seconds=host_deadline_s(300) + 1),  # past its deadline
         Outcome(exit_code=1, stderr=b"crashed"),
     ],
     ids=["no-structured-output", "deadline", "crash"],
