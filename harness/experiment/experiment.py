@@ -290,7 +290,7 @@ class Experiment:
                 store.root,
                 ExperimentMeta.start(
                     lock_hash, preregistration=str(self.study.prereg_path), skill=self.study.prereg.skill,
-                    shard=shard, mode=mode,
+                    shard=shard, mode=mode, model=self.study.matrix_model,
                 ),
             )  # fmt: skip
         report = store.results.read()
@@ -374,7 +374,7 @@ class Experiment:
     def _compiled_scenario(self) -> bytes | None:
         if self.options.scripted is None:
             return None
-        sc = scenario.load_scenario(self.options.scripted)
+        sc = scenario.for_model(scenario.load_scenario(self.options.scripted), self.study.prereg.execution.model)
         for warning in scenario.scenario_warnings(sc, skill=self.study.prereg.skill):
             self.events.message(f"warning: {self.options.scripted}: {warning}")
         return scenario.compile_scenario(

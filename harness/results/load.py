@@ -97,6 +97,11 @@ def study_for(meta: ExperimentMeta, root: Path, prereg_path: Path | None = None)
         )
     tasks = load_tasks((prereg_path.parent / prereg.tasks).resolve())
     study = Study(prereg_path.resolve(), prereg, tasks)
+    if meta.model is not None:  # one model's experiment of a matrix: the preregistration narrowed to it
+        if meta.model not in prereg.execution.models:
+            raise ConfigError(root / META, f"names model {meta.model!r}, which {prereg_path} does not list",
+                              field="model", hint="pass the preregistration this experiment ran under with --prereg")  # fmt: skip
+        study = study.for_model(meta.model)
     study.excluded = preflight_skipped(root)
     return study
 

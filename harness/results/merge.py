@@ -119,6 +119,8 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None, library_plan
             )
         if s.meta.mode != first.meta.mode:
             raise MergeError(f"{s.root} ran the {s.meta.mode} model, {first.root} the {first.meta.mode}")
+        if s.meta.model != first.meta.model:  # two models' experiments of one matrix
+            raise MergeError(f"{s.root} ran model {s.meta.model}, {first.root} ran {first.meta.model}")
     counts = {s.count for s in shards}
     if len(counts) != 1:
         raise MergeError(
@@ -206,7 +208,7 @@ def merge(
         out,
         ExperimentMeta.start(
             lock_hash, preregistration=str(study.prereg_path), skill=study.prereg.skill, shard=None,
-            mode=first.mode, merged_from=tuple(str(s.root.resolve()) for s in shards),
+            mode=first.mode, merged_from=tuple(str(s.root.resolve()) for s in shards), model=first.model,
         ),
     )  # fmt: skip
     return Merged(out, study, lock_hash, records, shards)

@@ -55,6 +55,9 @@ class ExperimentMeta(FrozenModel):
     """What went into every trial (images, base image, scenario, ...), recorded on the first start."""
     merged_from: tuple[str, ...] | None = None
     """The shard directories ``harness merge`` combined (None for a directory a run wrote)."""
+    model: str | None = None
+    """One model's experiment of a model matrix (``execution.models``): its executor model, so a report reads
+    the preregistration narrowed to it. None: the experiment is the preregistration as written."""
 
     @model_validator(mode="before")
     @classmethod
@@ -73,9 +76,11 @@ class ExperimentMeta(FrozenModel):
         shard: str | None,
         mode: Mode | None,
         merged_from: tuple[str, ...] | None = None,
+        model: str | None = None,
     ) -> ExperimentMeta:
         """The description of a directory started now by this harness."""
         return cls(
+            model=model,
             lock_hash=lock_hash,
             experiment_id=lock_hash[:12],
             preregistration=preregistration,

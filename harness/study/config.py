@@ -35,6 +35,8 @@ Int = Annotated[int, StrictType()]
 Float = Annotated[float, StrictType()]
 """A number field: an integer is fine; a boolean or a string is refused. inf/nan are refused by the models."""
 MAX_TASKS = 10_000
+MAX_MODELS = 16
+"""The most executor models one preregistration may list (``execution.models``): each is a complete A/B."""
 
 
 class Strict(FrozenModel):
@@ -194,9 +196,22 @@ def _size_text(n: int) -> str:
 NonNegFloat = Annotated[float, Field(ge=0)]
 
 
+def model_dir_name(model: str) -> str:
+    """The directory name of one model's experiment in a model matrix (``<out>/models/<name>``): the model
+    name with every character but letters, digits, ``.``, ``_`` and ``-`` as ``_``, and no leading dot
+    (``us.anthropic.claude:0`` -> ``us.anthropic.claude_0``, ``a/b`` -> ``a_b``)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", model)
+    return "_" + name[1:] if name.startswith(".") else name
+
+
 class Execution(Strict):
     runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
     model: str = "sonnet"
+    """The agent's model; with ``models``, the first of them (do not write both)."""
+    models: Annotated[tuple[str, ...], Field(max_length=MAX_MODELS)] = ()
+    """A model matrix: one complete A/B per executor model, one after another, each in its own experiment
+    directory (``<out>/models/<model>``), then one summary and one gate over them (see
+    :mod:`harness.experiment.matrix`). At least two, distinct, none the judge; instead of ``model``."""
     judge_model: str = "haiku"
     allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
     delivery: Literal["prompt", "installed"] = "prompt"
@@ -216,6 +231,25 @@ class Execution(Strict):
     prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
     """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
     the shipped price table the gateway meters with (see :mod:`harness.study.prices`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_from_models(cls, data: Any) -> Any:
+        """``models`` and ``model`` are exclusive; with ``models``, ``model`` reads its first entry, so code
+        that knows one model (prices, calibration, the ledger) never sees the default by accident."""
+        if not isinstance(data, Mapping) or data.get("models") is None:
+            return data
+        if "model" in data:
+            raise _FieldError("model", "give either model (one executor model) or models (a matrix of them), not both")
+        models = data["models"]
+        if (
+            isinstance(models, list | tuple)
+            and models
+            and isinstance(models[0], str)
+            and MODEL_NAME.fullmatch(models[0])
+        ):
+            return {**data, "model": models[0]}
+        return data
 
     @field_validator("model", "judge_model")
     @classmethod
@@ -250,9 +284,44 @@ class Execution(Strict):
 
     @model_validator(mode="after")
     def _judge_differs(self) -> Execution:
-        if self.judge_model == self.model:
+        if self.judge_model == self.model and not self.models:
             raise _FieldError("judge_model", "must differ from model: the judge is an independent model")
+        self._check_models()
         return self
+
+    def _check_models(self) -> None:
+        if "models" in self.model_fields_set and len(self.models) < 2:
+            raise _FieldError("models", "must list at least two models (for one, write execution.model: NAME instead)")
+        dirs: dict[str, int] = {}
+        for i, m in enumerate(self.models):
+            if not MODEL_NAME.fullmatch(m):
+                raise _FieldError(f"models[{i}]", f"{m!r} is not a model name like sonnet or claude-sonnet-4-5")
+            if m in self.models[:i]:
+                raise _FieldError(f"models[{i}]", f"{m!r} is listed twice (models[{self.models.index(m)}])")
+            if m == self.judge_model:
+                raise _FieldError(
+                    "judge_model",
+                    f"must differ from every executor model (models[{i}] is {m!r}): the judge is independent",
+                )
+            key = model_dir_name(m).lower()  # case-insensitive file systems would merge them
+            if key in dirs:
+                raise _FieldError(
+                    f"models[{i}]",
+                    f"{m!r} would share the results directory models/{model_dir_name(m)} with "
+                    f"models[{dirs[key]}] ({self.models[dirs[key]]!r})",
+                )
+            dirs[key] = i
+
+    @property
+    def executor_models(self) -> tuple[str, ...]:
+        """Every model the experiment runs the A/B on: ``models``, else ``(model,)``."""
+        return self.models or (self.model,)
+
+    def for_model(self, model: str) -> Execution:
+        """The settings of one model's A/B of a matrix: ``model`` and no ``models``; everything else alike."""
+        if model not in self.executor_models:
+            raise ValueError(f"{model!r} is not one of the preregistered models {self.executor_models}")
+        return self.model_copy(update={"model": model, "models": ()})
 
 
 class DecisionSettings(Strict):
@@ -273,6 +342,10 @@ class DecisionSettings(Strict):
     confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
     early_stop: Literal["none", "curtail"] = "none"
     """curtail: stop once the remaining trials cannot change the point-rule decision."""
+    models_rule: Literal["every", "any"] = "every"
+    """With ``execution.models``, the verdict over the per-model verdicts (``harness gate`` on the matrix):
+    a model that rejects rejects, a model without a valid verdict leaves none (exit 3); otherwise every:
+    adopt only when every model adopts, any: adopt when at least one does (see harness.analysis.matrix)."""
 
 
 class JudgeSettings(Strict):
@@ -364,6 +437,10 @@ class Preregistration(Strict):
             raise _FieldError("skill_ref", "required field is missing")
         if self.library is not None and self.skill_ref is not None:
             raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
+        if self.execution.models and self.library is not None:
+            raise _FieldError("execution.models", "a library experiment runs one model (execution.model)")
+        if self.decision.models_rule != "every" and not self.execution.models:
+            raise _FieldError("decision.models_rule", "applies only to a model matrix (execution.models)")
         if self.library is not None and self.execution.delivery != "prompt":
             # the masked arm names its skills in the prompt prefix; the installed command line drops the prefix,
             # so its trials would run with mounts they are never told about
@@ -529,6 +606,22 @@ class Study:
         self.task_file = tasks
         self.excluded: dict[str, str] = {}
         """Target tasks left out of the plan, with the reason (the preflight's trivial tasks)."""
+        self.locked_prereg = prereg
+        """The preregistration as written, which the lock covers: ``prereg`` itself, except in one model's
+        study of a matrix (:meth:`for_model`), whose ``prereg`` names that model alone."""
+        self.matrix_model: str | None = None
+        """The executor model of one model's study of a matrix (None: the study as preregistered)."""
+
+    def for_model(self, model: str) -> Study:
+        """One model's A/B of a model matrix (``execution.models``): the same study with ``execution`` narrowed
+        to ``model``, so the run, its records and its reports are a single-model experiment's; its lock is
+        still the whole preregistration's."""
+        narrowed = self.prereg.model_copy(update={"execution": self.locked_prereg.execution.for_model(model)})
+        study = Study(self.prereg_path, narrowed, self.task_file)
+        study.locked_prereg = self.locked_prereg
+        study.matrix_model = model
+        study.excluded = dict(self.excluded)
+        return study
 
     @property
     def root(self) -> Path:

@@ -194,9 +194,14 @@ class LockDigest(NamedTuple):
 
 def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | None = None) -> LockDigest:
     """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`)."""
-    prereg = study.prereg.model_dump(mode="json", exclude={"lock"})
+    prereg = study.locked_prereg.model_dump(mode="json", exclude={"lock"})
+    # fields added after the first locks count only when set, so locks made before them stay valid
     if not prereg["execution"].get("prices"):
-        prereg["execution"].pop("prices", None)  # no per-model prices: locks made before the field stay valid
+        prereg["execution"].pop("prices", None)
+    if not prereg["execution"].get("models"):
+        prereg["execution"].pop("models", None)
+    if prereg["decision"].get("models_rule") == "every":
+        prereg["decision"].pop("models_rule", None)
     tasks = study.task_file.model_dump(mode="json")
     files = {
         "preregistration": sha256_hex(canonical_json(prereg)),
@@ -318,6 +323,7 @@ class _StudyOnCopy(Study):
 
     def __init__(self, study: Study, copy: Path) -> None:
         super().__init__(study.prereg_path, study.prereg, study.task_file)
+        self.locked_prereg = study.locked_prereg
         self._copy = copy
 
     @property

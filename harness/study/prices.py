@@ -78,5 +78,5 @@ def missing_notes(execution: Execution) -> list[str]:
     table = effective(execution)
     return [
         f"model {m!r} is not in the price table (harness/data/prices.json or execution.prices): {FALLBACK_NOTE}"
-        for m in unpriced((execution.model, execution.judge_model), table)
+        for m in unpriced((*execution.executor_models, execution.judge_model), table)
     ]

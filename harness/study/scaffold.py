@@ -51,7 +51,9 @@ shelf: shelf
 execution:
   runs_per_arm: 3                 # each task runs 3 times with and 3 times without the skill
   model: sonnet                   # the agent's model
-  judge_model: haiku              # must differ from model: the judge is independent
+  # models: [sonnet, opus]        # instead of model: one complete A/B per model, each with its own decision,
+  #                               # then models.md (one row per model) and one gate over them
+  judge_model: haiku              # must differ from model (from every one of models): the judge is independent
   allowed_tools: [Bash, Edit, Read]
   repo: {repo_rel}                # the git repository under test, relative to this file
   base_ref: HEAD                  # `harness lock` resolves it to a commit
@@ -68,6 +70,8 @@ decision:
   cost_increase_max: 0.5          # at most +50% cost per trial
   min_worthwhile_gain: 0.05       # reject when even the optimistic gain is below 5 points
   pass_rule: verify_and_judge     # a trial passes when verify exits 0 and the judge says pass
+  # models_rule: every           # with execution.models: adopt only when every model adopts (any: when at
+  #                               # least one does); a model that rejects always rejects
 """
 
 

@@ -123,6 +123,15 @@ class Defaults(Strict):
     latency_ms: Annotated[int, Field(ge=0, le=600_000)] = 0
 
 
+class ModelBehaviour(Strict):
+    """A model matrix (``execution.models``): what differs for one executor model. Its ``arms`` and ``skills``
+    entries replace the scenario's entries of the same name in that model's experiment; task-level arms
+    still come first (see docs/scenario.md)."""
+
+    arms: dict[Literal["baseline", "skill"], ArmBehaviour] = {}
+    skills: dict[str, SkillBehaviour] = {}
+
+
 class Scenario(Strict):
     seed: int = 0
     probe_wait_s: Annotated[float, Field(ge=0, le=600)] = 60
@@ -139,6 +148,19 @@ class Scenario(Strict):
     """Per-skill effects for library experiments (harness.experiment.library_plan)."""
     invocation: dict[str, Invocation] = {}
     """Installed delivery and trigger runs, by skill name: when the model calls the Skill tool."""
+    models: dict[str, ModelBehaviour] = {}
+    """By executor model name: per-model arm and skill behaviour for a model matrix (:func:`for_model`)."""
+
+
+def for_model(scenario: Scenario, model: str) -> Scenario:
+    """The scenario one model's experiment runs: ``models.<model>`` laid over ``arms`` and ``skills``
+    (the server answers every model alike; only what it is told to do differs)."""
+    own = scenario.models.get(model)
+    if own is None:
+        return scenario
+    return scenario.model_copy(
+        update={"arms": {**scenario.arms, **own.arms}, "skills": {**scenario.skills, **own.skills}}
+    )
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -185,7 +207,7 @@ def compile_scenario(
         raise ConfigError(
             path, f"no behaviour for skill {skill!r} (known: {', '.join(scenario.skills)})", field="skills"
         )
-    data = scenario.model_dump(mode="json", exclude_none=True, exclude={"skills", "arms"})
+    data = scenario.model_dump(mode="json", exclude_none=True, exclude={"skills", "arms", "models"})
     if seed is not None:
         data["seed"] = seed
     data["skill"] = skill  # the installed delivery's skill arm is the one whose listing names it
