@@ -161,7 +161,9 @@ def _parser() -> argparse.ArgumentParser:
         "gate",
         help="exit with the verdict for CI: 0 adopt / 1 reject / 2 inconclusive / 3 infrastructure error",
         description="Print the experiment's verdict and reasons on one line and exit with its code. Reads "
-        "DIR/decision.json when it matches DIR/results.jsonl, else recomputes the decision (read-only).",
+        "DIR/decision.json when it matches DIR/results.jsonl, else recomputes the decision (read-only). On a "
+        "model matrix's directory (execution.models): every model gated so, then the preregistered "
+        "decision.models_rule over them (a model that rejects rejects; one without a verdict: exit 3).",
         epilog="exit codes:\n  0  adopt\n  1  reject\n  2  inconclusive (the data cannot carry a verdict)\n"
         "  3  infrastructure error: DIR or its results are missing or unreadable, the decision cannot be\n"
         "     recomputed, or the comparison is invalid (provenance differs between the arms)\n",
@@ -231,6 +233,9 @@ def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths
     from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
+    if study.prereg.execution.models:
+        raise ConfigError(study.prereg_path, "calibrate runs one model's baseline against itself, not a matrix",
+                          field="execution.models", hint="calibrate with a preregistration naming one execution.model")  # fmt: skip
     lock_hash = verify_lock(study, lock_entries).sha256
     key = env.get("ANTHROPIC_API_KEY", "")
     if args.scripted is None and not key:
@@ -443,6 +448,10 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         from harness.experiment.library import evaluate_library
 
         _show(evaluate_library(study, options, _progress(study)))
+    elif study.prereg.execution.models:  # a model matrix: one A/B per model (harness.experiment.matrix)
+        from harness.experiment.matrix import evaluate_matrix
+
+        _show(evaluate_matrix(study, options, _progress, _show))
     else:
         _show(evaluate(study, options, _progress(study)))
     return 0
@@ -562,6 +571,13 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -
     if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
         print("\n".join(report_library(args.dir, args.prereg)))
         return 0
+    from harness.results.matrix import is_matrix_dir
+
+    if is_matrix_dir(args.dir):  # a model matrix: every model's reports, then models.md and models.json
+        from harness.experiment.matrix import report_matrix
+
+        print("\n".join(report_matrix(args.dir, args.prereg)))
+        return 0
     data = load_experiment(args.dir, args.prereg)
     paths = write_reports(args.dir, data)
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
@@ -575,6 +591,14 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
     if args.dir is None:
         raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")
+    from harness.results.matrix import is_matrix_dir
+
+    if is_matrix_dir(args.dir):  # a model matrix's top directory: the preregistered rule over the models
+        from harness.reporting.gate import gate_matrix
+
+        matrix = gate_matrix(args.dir)
+        print("gate: " + "\n".join(matrix.lines))
+        return matrix.exit_code
     result = gate(args.dir)
     print(f"gate: {result.line}")
     return result.exit_code
@@ -601,8 +625,14 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) ->
     from harness.experiment.library_plan import planned_trials
     from harness.reporting import write_reports
     from harness.reporting.model import analyze_records
+    from harness.results.matrix import is_matrix_dir
     from harness.results.merge import merge
 
+    if args.shards and is_matrix_dir(args.shards[0]):  # shards of a model matrix: each model merged
+        from harness.experiment.matrix import merge_matrix
+
+        print("\n".join(merge_matrix(args.out, args.shards, args.prereg)))
+        return 0
     merged = merge(args.out, args.shards, prereg_path=args.prereg, library_plan=planned_trials)
     if merged.study.prereg.library is not None:
         from harness.experiment.library import report_library

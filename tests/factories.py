@@ -16,7 +16,8 @@ constructor call would.
   configuration so the host's settings cannot leak in.
 - **Experiment directories**: :func:`write_experiment_dir` writes ``experiment.json`` and
   ``results.jsonl``; :func:`write_experiment` a complete one (a locked study beside it) so
-  ``load_experiment`` and ``gate`` run on it.
+  ``load_experiment`` and ``gate`` run on it; :func:`write_matrix` a model matrix's top directory
+  (``matrix.json`` and one such experiment per model).
 """
 
 from __future__ import annotations
@@ -387,3 +388,44 @@ def write_experiment(root: Path, spec: Mapping[str, tuple[str, str]], *, rule: s
         kw["prov"] = provenance(OUTCOME_PROV, lock_hash=lock, model=model, cli_version=cli)
     rs = list(recs) if recs is not None else outcome_records(spec, **kw)
     return write_experiment_dir(root / "exp", meta, rs)
+
+
+def write_matrix(root: Path, specs: Mapping[str, Mapping[str, tuple[str, str]] | None], *, rule: str = "point",
+                 models_rule: str = "every", lock: str = LOCK, skill: str = "tidy", judge: str = "haiku",
+                 provs: Mapping[str, Provenance] | None = None) -> Path:  # fmt: skip
+    """A model matrix from outcome codes, one spec per model (None: that model has no directory yet): returns
+    the top directory ``root/matrix`` (``matrix.json``, ``models/<model>/``), its locked study in ``root/study``.
+
+    Every record of a model carries that model (and ``judge``) in its provenance unless ``provs`` gives one."""
+    from harness.study.config import model_dir_name
+
+    study = root / "study"
+    (study / "skill").mkdir(parents=True, exist_ok=True)
+    (study / "skill" / "SKILL.md").write_text(f"# {skill}\nBe tidy.\n")
+    task_ids = sorted({t for spec in specs.values() if spec for t in spec})
+    (study / "tasks.json").write_text(json.dumps({"tasks": [{"id": t, "prompt": f"Fix {t}.", "verify_cmd": "true"}
+                                                            for t in task_ids]}))  # fmt: skip
+    runs = max(len(b) for spec in specs.values() if spec for b, _ in spec.values())
+    pr = {
+        "skill": skill, "skill_ref": "skill", "tasks": "tasks.json",
+        "execution": {"runs_per_arm": runs, "models": list(specs), "judge_model": judge},
+        "decision": {"rule": rule, **({"models_rule": models_rule} if models_rule != "every" else {})},
+        "lock": {"locked_at": "2026-11-01T00:00:00Z", "sha256": lock, "base_sha": "c" * 40},
+    }  # fmt: skip
+    prereg = study / "preregistration.yaml"
+    prereg.write_text(yaml.safe_dump(pr))
+    top = root / "matrix"
+    top.mkdir(parents=True, exist_ok=True)
+    (top / "matrix.json").write_text(json.dumps({
+        "lock_hash": lock, "preregistration": str(prereg), "skill": skill, "models": list(specs),
+        "rule": models_rule, "mode": "scripted",
+    }))  # fmt: skip
+    for model, spec in specs.items():
+        if spec is None:
+            continue
+        prov = (provs or {}).get(model) or provenance(OUTCOME_PROV, lock_hash=lock, model=model, judge_model=judge)
+        meta = {"lock_hash": lock, "skill": skill, "preregistration": str(prereg), "model": model,
+                "created_at": "2026-11-10T10:00:00+00:00"}  # fmt: skip
+        records = outcome_records(spec, prov=prov, resolved=f"claude-{model}-x")
+        write_experiment_dir(top / "models" / model_dir_name(model), meta, records)
+    return top

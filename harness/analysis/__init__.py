@@ -8,7 +8,8 @@ From records to a verdict, one concept per module, each usable on its own:
 :mod:`~harness.analysis.decide` (the gates in front of the rule: ``decide``),
 :mod:`~harness.analysis.curtail` (the exact early-stopping check), with :mod:`~harness.analysis.stats`
 beneath them all; the skill-library and skill-use analyses sit beside them, and
-:mod:`~harness.analysis.runnotes` (what the reports note beside the decision: API failures, reused results).
+:mod:`~harness.analysis.runnotes` (what the reports note beside the decision: API failures, reused results);
+:mod:`~harness.analysis.matrix` (a model matrix's rule over the per-model verdicts).
 
 May import only :mod:`harness.records`, :mod:`harness.study` (settings models), :mod:`harness.fmt`,
 :mod:`harness.errors` and the pure :mod:`harness.results.attempts`.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import FrameType
 
 from harness.experiment.events import Events
@@ -49,9 +50,19 @@ def analyze(study: Study, result: ExperimentResult) -> ReportInput:
     return analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
 
 
-def evaluate(study: Study, options: RunOptions, events: Events | None = None) -> list[str]:
-    """Run the experiment (reporting through ``events``), write its reports and ledger entry. Returns
-    the lines to show afterwards: a blank one, the summary, then what the ledger did."""
+@dataclass(frozen=True)
+class Evaluated:
+    """One experiment run, analysed and reported (its ledger entry not yet written)."""
+
+    data: ReportInput
+    lines: list[str]
+    """A blank line, then the summary (summary.txt)."""
+    stopped: bool
+    """A stop was requested while it ran (a signal): whatever comes next must not start."""
+
+
+def run_and_report(study: Study, options: RunOptions, events: Events | None = None) -> Evaluated:
+    """Run the experiment (reporting through ``events``), analyse it and write its reports; no ledger."""
     experiment = Experiment(study, Engine(options.env), options, events)
     with _signals(experiment):
         result = experiment.run()
@@ -59,7 +70,16 @@ def evaluate(study: Study, options: RunOptions, events: Events | None = None) ->
     store = result.experiment_dir
     paths = write_reports(store.root, data, store.redactor.text)
     lines = ["", *paths[SUMMARY_TXT].read_text(encoding="utf-8").splitlines()]
+    return Evaluated(data, lines, experiment.stop.is_set())
+
+
+def evaluate(study: Study, options: RunOptions, events: Events | None = None) -> list[str]:
+    """Run the experiment (reporting through ``events``), write its reports and ledger entry. Returns
+    the lines to show afterwards: a blank one, the summary, then what the ledger did. (A model matrix,
+    ``execution.models``, runs through :func:`harness.experiment.matrix.evaluate_matrix` instead.)"""
+    done = run_and_report(study, options, events)
+    lines = done.lines
     if options.shard is None:
         # Only a whole experiment decides; a shard's partial results never touch the ledger.
-        lines += ledger.record(study, data).lines
+        lines += ledger.record(study, done.data).lines
     return lines

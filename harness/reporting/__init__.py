@@ -7,7 +7,9 @@ each over :mod:`~harness.reporting.model` (the analysed experiment and the views
 :mod:`~harness.reporting.escape` and :mod:`harness.fmt`; :func:`write_reports` here renders them all.
 Renderers never import each other (junit embeds the terminal summary and may import text) and never
 import this package; :mod:`~harness.reporting.gate`, :mod:`~harness.reporting.history` and
-:mod:`~harness.reporting.ledger` read results and decisions, never a renderer.
+:mod:`~harness.reporting.ledger` read results and decisions, never a renderer. A model matrix's summary
+(:mod:`~harness.reporting.matrix`: its view over each model's analysed experiment, models.md, models.json
+and the terminal section) reads the gate's exit codes, and nothing imports it but the experiment layer.
 
 May import :mod:`harness.results`, :mod:`harness.analysis`, :mod:`harness.study`, :mod:`harness.fmt` and
 the foundation.

@@ -4,6 +4,10 @@ The verdict comes from ``decision.json`` while it is current (same lock, same nu
 every reason readable), else it is recomputed from ``results.jsonl`` and the preregistration exactly
 as ``harness eval`` computed it. Exit codes: 0 adopt, 1 reject, 2 inconclusive, 3 invalid, and 3 for
 every case where no verdict can be read or computed (:class:`~harness.errors.ResultsUnavailable`).
+
+A model matrix's top directory (``matrix.json``, see :mod:`harness.results.matrix`) is gated by
+:func:`gate_matrix`: each model's experiment exactly as above, then the preregistered rule over their
+verdicts (:mod:`harness.analysis.matrix`); one model's directory is still gated on its own by :func:`gate`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
+from harness.analysis.matrix import MatrixVerdict, ModelVerdict, ModelVerdictWord, combine
 from harness.analysis.reasons import Reason, ReasonCode, ReasonKind
 from harness.errors import HarnessError, ResultsUnavailable
 from harness.records import RESULTS
@@ -20,6 +25,7 @@ from harness.reporting.decision_json import DECISION_JSON
 from harness.reporting.escape import clean
 from harness.reporting.model import load_experiment
 from harness.results.load import read_records
+from harness.results.matrix import model_dir, read_matrix_meta
 from harness.results.meta import ExperimentMeta, require_meta
 
 GATE_CODES: dict[str, int] = {"adopt": 0, "reject": 1, "inconclusive": 2, "invalid": 3}
@@ -112,3 +118,81 @@ def gate(root: Path) -> GateResult:
         ) from e
     d = r.decision
     return GateResult(r.prereg.skill, d.verdict, d.reasons, f"recomputed from {RESULTS}", root, d.label)
+
+
+# ============================================================================ a model matrix
+
+
+_MODEL_VERDICTS: dict[str, ModelVerdictWord] = {v: v for v in ("adopt", "reject", "inconclusive", "invalid")}
+
+
+@dataclass(frozen=True)
+class ModelGate:
+    """One model's part of a matrix gate: its gate result, or why there is none."""
+
+    model: str
+    result: GateResult | None
+    error: str | None = None
+
+    @property
+    def verdict(self) -> ModelVerdictWord:
+        if self.result is None:
+            return "unavailable"
+        return _MODEL_VERDICTS.get(self.result.verdict, "unavailable")
+
+    @property
+    def line(self) -> str:
+        if self.result is None:
+            return clean(f"{self.model}: NO VERDICT (exit 3): {self.error}")
+        return f"{self.model}: {self.result.line}"
+
+
+@dataclass(frozen=True)
+class MatrixGateResult:
+    skill: str
+    verdict: MatrixVerdict
+    models: tuple[ModelGate, ...]
+    experiment_dir: Path
+
+    @property
+    def exit_code(self) -> int:
+        return GATE_CODES.get(self.verdict.verdict, 3)
+
+    @property
+    def line(self) -> str:
+        each = ", ".join(f"{g.model} {g.verdict.upper()}" for g in self.models)
+        return clean(
+            f"{self.verdict.verdict.upper()} (exit {self.exit_code}) {self.skill} on {len(self.models)} models "
+            f"(models rule {self.verdict.rule}): {self.verdict.reason} [{each}]"
+        )
+
+    @property
+    def lines(self) -> list[str]:
+        """The verdict line, then one line per model (its own gate line)."""
+        return [self.line, *(f"  {g.line}" for g in self.models)]
+
+
+def gate_matrix(root: Path) -> MatrixGateResult:
+    """The matrix's verdict for CI (read-only): every preregistered model's experiment gated as :func:`gate`
+    does, combined by the preregistered rule ``matrix.json`` records. A model without a readable verdict
+    (not run yet, unreadable, another lock) counts as ``unavailable``, so the matrix has no verdict (exit 3)
+    unless another model rejects. Raises :class:`ResultsUnavailable` when ``matrix.json`` cannot be read."""
+    try:
+        meta = read_matrix_meta(root)
+    except HarnessError as e:
+        raise ResultsUnavailable(e.message, hint=e.hint) from e
+    if meta is None:
+        raise ResultsUnavailable(f"{root} is not a model matrix (no matrix.json)")
+    gates = []
+    for model in meta.models:
+        sub = model_dir(root, model)
+        try:
+            own = require_meta(sub)
+            if own.lock_hash != meta.lock_hash or own.model != model:
+                raise ResultsUnavailable(f"{sub} ran lock {own.lock_hash[:12]} for model {own.model}, not this "
+                                         f"matrix's {meta.lock_hash[:12]} for {model}")  # fmt: skip
+            gates.append(ModelGate(model, gate(sub)))
+        except HarnessError as e:
+            gates.append(ModelGate(model, None, e.message))
+    verdict = combine([ModelVerdict(g.model, g.verdict) for g in gates], meta.rule)
+    return MatrixGateResult(meta.skill, verdict, tuple(gates), root)

@@ -23,7 +23,8 @@ from harness.results.attempts import final_attempts
 from harness.results.meta import META, require_meta
 from harness.results.store import read_results
 
-DEFAULT_GLOBS = ("harness-results/*", "demo-output/results-*")
+DEFAULT_GLOBS = ("harness-results/*", "harness-results/*/models/*", "demo-output/results-*")
+"""Where experiments are by default (``*/models/*``: each model's experiment of a model matrix)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def discover_in(roots: Iterable[Path]) -> list[Path]:
         if (root / RESULTS).is_file() and (root / META).is_file():
             found.add(root)
             continue
-        found.update(discover(root, ("*", *DEFAULT_GLOBS)))
+        found.update(discover(root, ("*", "*/models/*", *DEFAULT_GLOBS)))
     return sorted(found)
 
 

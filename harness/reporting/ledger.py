@@ -6,6 +6,11 @@ relative cost delta, the last run's id, model and Claude Code version, its
 verdict and reasons, the date, where the skill folder is, and a short list of
 status changes.
 
+A model matrix (``execution.models``) is one entry too, written once after every model has run
+(:func:`record_matrix`): the verdict of the preregistered rule over the models drives the status and the
+shelving exactly as one experiment's verdict does, and ``models`` keeps each model's verdict, rates and
+cost change beside it.
+
 Transitions, applied by :func:`apply` (pure) in this order:
 
 1. **Model update.** An adopted or retired skill goes back to candidate when
@@ -29,7 +34,7 @@ import errno
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +44,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness import fmt
+from harness.analysis.matrix import MatrixVerdict
 from harness.errors import ConfigError, HarnessError
 from harness.records import FrozenModel
 from harness.reporting.model import ReportInput
@@ -64,6 +70,16 @@ class Transition(FrozenModel):
     why: str
 
 
+class ModelEntry(FrozenModel):
+    """One model's part of a matrix run: its own verdict and figures."""
+
+    verdict: str
+    baseline: str
+    skill: str
+    cost_delta: str
+    resolved_model: str | None = None
+
+
 class SkillEntry(FrozenModel):
     status: SkillStatus = "candidate"
     verdict: str
@@ -86,6 +102,8 @@ class SkillEntry(FrozenModel):
     """Where the skill folder is now (relative to the ledger)."""
     shelved_to: str | None = None
     transitions: tuple[Transition, ...] = ()
+    models: dict[str, ModelEntry] | None = None
+    """A model matrix's last run: each model's verdict and figures (the entry's verdict is the combined one)."""
 
 
 class CalibrationEntry(FrozenModel):
@@ -390,19 +408,69 @@ def record(study: Study, r: ReportInput, *, now: dt.datetime | None = None) -> L
 
     The ledger is written even when shelving fails (the error is raised after it is saved).
     """
+    return _record(study, summarize_run(r, now), r.prereg.on_rejection)
+
+
+def summarize_matrix(
+    skill: str, verdict: MatrixVerdict, reports: Mapping[str, ReportInput], now: dt.datetime | None = None
+) -> tuple[RunSummary, dict[str, ModelEntry]]:
+    """What the ledger records about a model matrix: the combined ``verdict``, with each model's figures
+    joined (``sonnet 3/10; opus 7/10``) and kept apart in ``models``. ``reports``: every model, in order."""
+    runs = {model: summarize_run(r, now) for model, r in reports.items()}
+    first = next(iter(runs.values()))
+
+    def each(pick: Callable[[RunSummary], str | None]) -> str:
+        return "; ".join(f"{model} {pick(run)}" for model, run in runs.items())
+
+    resolved = [f"{model}: {run.resolved_model}" for model, run in runs.items() if run.resolved_model]
+    summary = RunSummary(
+        skill=skill,
+        verdict=verdict.verdict,
+        rule=f"{first.rule} per model, {verdict.rule} across models",
+        baseline=each(lambda x: x.baseline),
+        skill_rate=each(lambda x: x.skill_rate),
+        cost_delta=each(lambda x: x.cost_delta),
+        run_id=first.run_id,
+        model=", ".join(runs),
+        resolved_model="; ".join(resolved) or None,
+        cli_version=", ".join(sorted({run.cli_version for run in runs.values()})),
+        reasons=(f"models: {verdict.reason}", *(f"{model}: {run.verdict}" for model, run in runs.items())),
+        date=first.date,
+    )
+    models = {
+        model: ModelEntry(verdict=run.verdict, baseline=run.baseline, skill=run.skill_rate,
+                          cost_delta=run.cost_delta, resolved_model=run.resolved_model)
+        for model, run in runs.items()
+    }  # fmt: skip
+    return summary, models
+
+
+def record_matrix(
+    study: Study, verdict: MatrixVerdict, reports: Mapping[str, ReportInput], *, now: dt.datetime | None = None
+) -> LedgerUpdate:
+    """Apply a model matrix to the ledger once, after every model ran: the combined ``verdict`` moves the status
+    and shelves as one experiment's would; each model's verdict and figures are kept in the entry's ``models``."""
+    run, models = summarize_matrix(study.prereg.skill, verdict, reports, now)
+    return _record(study, run, study.locked_prereg.on_rejection, models=models)
+
+
+def _record(
+    study: Study, run: RunSummary, on_rejection: str, *, models: dict[str, ModelEntry] | None = None
+) -> LedgerUpdate:
     path = ledger_path(study)
     base = path.parent
-    run = summarize_run(r, now)
     with _locked(path):
         ledger = load(path)
         before = ledger.skills.get(run.skill)
         entry = apply(before, run)
+        if models is not None:
+            entry = entry.model_copy(update={"models": models})
         if study.skill_dir.is_dir():
             entry = entry.model_copy(update={"skill_path": _rel(study.skill_dir, base), "shelved_to": None})
         shelved: Path | None = None
         failure: HarnessError | None = None
         skill_ref = study.prereg.skill_ref
-        if run.verdict == "reject" and r.prereg.on_rejection == "shelve" and skill_ref and study.skill_dir.is_dir():
+        if run.verdict == "reject" and on_rejection == "shelve" and skill_ref and study.skill_dir.is_dir():
             try:  # the path as the preregistration names it: a link is shelved, never its target
                 shelved = shelve(study.root / skill_ref, study.shelf_dir, run.run_id)
             except HarnessError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,7 @@ def test_malformed_ledger_names_file_and_field(tmp_path: Path) -> None:
 class _FakeExperiment:
     def __init__(self, result: Any) -> None:
         self.result = result
-        self.stop = None
+        self.stop = threading.Event()
 
     def run(self) -> Any:
         return self.result
