@@ -8,6 +8,7 @@ verdict class, and the stop never goes away as more trials finish.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -25,7 +26,9 @@ from harness.analysis.estimates import Analysis, analyze
 from harness.analysis.observations import DecisionContext, Observation, provenance_by_arm
 from harness.analysis.reasons import ReasonCode
 from harness.records import Arm, Outcome
+from harness.reporting.gate import gate
 from harness.study.config import DecisionSettings
+from tests.factories import outcome_record, outcome_records, write_experiment
 
 INTERVAL = DecisionSettings(rule="interval")
 CURTAIL_ONLY = DecisionSettings(rule="interval", futility_stop=False, early_stop="curtail")
@@ -377,3 +380,27 @@ def test_once_adoption_is_ruled_out_it_stays_ruled_out(run: Partial, data: st.Da
     assert later is not None, (found, more)
     if found.certain:
         assert later.certain and later.verdict == found.verdict
+
+
+# ------------------------------------------------------------------------------ the gate
+
+
+def test_harness_gate_exits_2_on_a_futility_stop(tmp_path: Path) -> None:
+    """A run the futility stop ended: the gate recomputes the decision from results.jsonl and exits 2
+    (inconclusive), naming FUTILITY_STOPPED and the trials not run."""
+    spec = gains(7)
+    full = {t: (b, s.ljust(3, "F")) for t, (b, s) in spec.items()}
+    records = outcome_records(spec)
+    last = outcome_record("t9", "skill", 2, "F")
+    why = "early stop (preregistered futility stop): adoption is no longer possible under the plan"
+    records.append(
+        last.model_copy(
+            update={"status": "skipped", "stopped_by": "early_stop", "error": why, "agent": None, "verify": None}
+            | {"judge": None, "patch": None}
+        )
+    )
+    exp = write_experiment(tmp_path, full, rule="interval", recs=records)
+    result = gate(exp)
+    assert result.verdict == "inconclusive" and result.exit_code == 2
+    assert "[FUTILITY_STOPPED] adoption is no longer possible under the plan" in result.line
+    assert "1 of 60 planned trial(s) not run" in result.line
