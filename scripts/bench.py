@@ -13,8 +13,10 @@ the machine. Prints a Markdown table:
    verify, judge);
 2. ``--jobs 8`` over ``--jobs 1`` on 16 trials with 2 s model latency per turn;
 3. dollars and trials saved by baseline reuse over 3 skills, and by the
-   preregistered early stop for a skill with no effect (measured run, plus the
-   expectation over simulated runs of the same design);
+   preregistered early stops for a skill with no effect (measured runs, plus the
+   expectation over simulated runs of the same design): the point rule's
+   curtailment, and the interval rule's futility stop (6 tasks, the smallest
+   plan it is armed for);
 4. the trial image's size against a plain Debian + npm install of the same CLI
    (the trial image's own build stage, built here or taken from the build
    cache), and the time from ``harness demo`` start to its first trial with
@@ -62,6 +64,8 @@ from harness.study.lock import lock
 ROOT = project_root()
 CONTAINERS_PER_TRIAL = 5
 TASKS = ["fix-mean", "fix-median", "fix-slugify", "add-word-count", "fix-title-case"]
+FUTILITY_TASKS = [*TASKS, "fix-spread"]
+"""Every demo task with a scripted solution: the interval rule's futility stop needs a plan of 6 tasks."""
 
 
 @dataclass
@@ -349,16 +353,71 @@ def early_stop_savings(bench: Bench) -> list[Row]:
             "",
             "",
         ),
+        *futility_savings(bench),
     ]
 
 
-def simulate_null_curtailment(tasks: int, runs: int, *, reps: int, seed: int = 20261130) -> tuple[float, float]:
-    """Mean share of planned trials curtailment saves for a null skill (p=0.5, equal costs), checked
-    after every trial in plan order: the same check the loop makes with --jobs 1."""
+FUTILITY = DecisionSettings(rule="interval", futility_stop=True)
+
+
+def futility_savings(bench: Bench) -> list[Row]:
+    """The interval rule's futility stop on a skill with no effect, against the same plan run in full."""
+    tasks, runs = FUTILITY_TASKS, 2 if bench.quick else 3
+    scen = bench.scenario(tasks, latency_ms=0, baseline_p=0.5, skills={"careful-fixer": 0.5})
+    spent: dict[bool, float] = {}
+    counts: dict[bool, tuple[int, int]] = {}
+    verdicts: dict[bool, str] = {}
+    for stop in (False, True):
+        prereg = bench.experiment(
+            skill="careful-fixer",
+            tasks=tasks,
+            runs=runs,
+            scenario=scen,
+            decision_settings={"rule": "interval", "futility_stop": stop},
+        )
+        result, _ = bench.run(prereg, jobs=2, out=f"futility-{'on' if stop else 'off'}")
+        spent[stop] = spent_usd(result.records)
+        skipped = sum(1 for r in result.records if r.status == "skipped")
+        counts[stop] = (len(result.records) - skipped, skipped)
+        from harness.reporting.model import analyze_records
+
+        data = analyze_records(
+            load_study(prereg), result.records, lock_hash=result.lock_hash, experiment_dir=bench.work
+        )
+        verdicts[stop] = data.decision.verdict
+    ran, skipped = counts[True]
+    planned = sum(counts[False])
+    sim_mean, sim_share_stopped = simulate_null_curtailment(
+        len(tasks), runs, reps=100 if bench.quick else 400, settings=FUTILITY
+    )
+    return [
+        Row(
+            f"skill with no effect ({len(tasks)} tasks x {runs} runs, p=0.5 both arms), interval rule, futility stop",
+            f"{ran} trials run, ${spent[True]:.4f} (verdict {verdicts[True]})",
+            f"full plan: {planned} trials, ${spent[False]:.4f} (verdict {verdicts[False]})",
+            f"{skipped} trials ({skipped / planned:.0%}) and ${spent[False] - spent[True]:.4f} saved",
+            "",
+        ),
+        Row(
+            "same design, expectation over simulated null runs (futility stop after every trial)",
+            f"{sim_mean:.1%} of trials saved on average",
+            f"stopped early in {sim_share_stopped:.0%} of runs",
+            "",
+            "",
+        ),
+    ]
+
+
+def simulate_null_curtailment(
+    tasks: int, runs: int, *, reps: int, seed: int = 20261130, settings: DecisionSettings | None = None
+) -> tuple[float, float]:
+    """Mean share of planned trials the preregistered early stop saves for a null skill (p=0.5, equal
+    costs), checked after every trial in plan order: the same check the loop makes with --jobs 1. The
+    point rule's curtailment unless ``settings`` preregister another stop (:data:`FUTILITY`)."""
     from harness.plan import plan_trials
     from harness.study.config import Task
 
-    settings = DecisionSettings(rule="point", early_stop="curtail")
+    settings = settings or DecisionSettings(rule="point", early_stop="curtail")
     rng = random.Random(seed)
     task_objs = [Task(id=f"t{i}", prompt=f"p{i}", verify_cmd="true") for i in range(tasks)]
     task_ids = [t.id for t in task_objs]

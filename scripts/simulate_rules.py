@@ -17,6 +17,13 @@ At effect 0 P(adopt) is the false-adoption rate; at positive effects it is power
 The small-suite rows (3-6 tasks) show the small-sample gates at work. A second table
 gives the coverage of the cost-ratio interval (``harness.analysis.stats.cost_ratio``, Fieller)
 for a skill whose true cost ratio is ``--coverage-ratio``.
+
+A third table (``--futility-reps``, at ``--futility-tasks``) replays the same simulated experiments
+trial by trial in a planned order (``harness.plan.plan_trials``) with the interval rule's futility stop
+checked after every trial, as the running loop does with ``--jobs 1``
+(``harness.analysis.curtail.early_stop_verdict``), and compares the verdict each stopped run reports
+(``decide`` on the stopped data) with the verdict of the same experiment run in full. No per-trial cost
+cap is assumed (the simulated costs are unbounded), so the cost condition never stops a run here.
 """
 
 from __future__ import annotations
@@ -37,11 +44,13 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_rules.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.analysis.curtail import early_stop_verdict
 from harness.analysis.decide import decide
 from harness.analysis.estimates import analyze
 from harness.analysis.observations import DecisionContext, Observation, provenance_by_arm
+from harness.plan import plan_trials
 from harness.records import Arm, Outcome
-from harness.study.config import DecisionSettings
+from harness.study.config import DecisionSettings, Task
 
 DEFAULT_REPS = 2000
 DEFAULT_SEED = 20261130
@@ -159,6 +168,126 @@ def run_cell(cell: Cell) -> CellResult:
     return CellResult(cell, dict(point), dict(interval), mde_sum / cell.reps, time.perf_counter() - start)
 
 
+FUTILITY_TASKS = (6, 10, 20)
+FUTILITY_EFFECTS = (-0.24, -0.125, 0.0, 0.125, 0.24)
+"""A harmful skill too: the stop must not turn the rejects the full plan gives into inconclusives."""
+FUTILITY_REPS = 400
+
+
+@dataclass(frozen=True)
+class FutilityResult:
+    cell: Cell
+    full: dict[str, int]
+    """The interval rule's verdicts of the experiments run in full (the main table's, same draws)."""
+    reported: dict[str, int]
+    """The verdicts with the futility stop: the stopped run's decision, or the full one when it never stopped."""
+    stopped: int
+    saved: float
+    """Sum over experiments of the share of planned trials not run."""
+    reject_stops: int
+    reject_differ: int
+    """Stops reporting reject whose experiment run in full gives another verdict (must be 0)."""
+    inconclusive_full: dict[str, int]
+    """Stops reporting inconclusive, by the verdict the same experiment gives run in full."""
+    seconds: float
+
+
+def run_futility_cell(cell: Cell) -> FutilityResult:
+    """The main table's experiments of ``cell`` (same seed, same draws), replayed trial by trial with the
+    interval rule's futility stop checked after every trial."""
+    start = time.perf_counter()
+    rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
+    order_rng = random.Random(f"{cell.seed}:order:{cell.tasks}:{cell.runs}:{cell.effect}")
+    settings = DecisionSettings(rule="interval", futility_stop=True)
+    tasks = [Task(id=f"t{t:03d}", prompt=f"task {t}", verify_cmd="true") for t in range(cell.tasks)]
+    ids = frozenset(t.id for t in tasks)
+    prov = provenance_by_arm(_PROVENANCE)
+    full_ctx = DecisionContext(False, prov, cell.runs, planned_task_ids=ids)
+    stop_ctx = DecisionContext(False, prov, cell.runs, early_stopped=True, planned_task_ids=ids)
+    full: Counter[str] = Counter()
+    reported: Counter[str] = Counter()
+    inconclusive_full: Counter[str] = Counter()
+    stopped = reject_stops = reject_differ = 0
+    saved = 0.0
+    for _ in range(cell.reps):
+        obs = simulate_experiment(rng, cell)
+        final = decide(analyze(obs, settings), settings, full_ctx).verdict
+        full[final] += 1
+        by_trial: dict[tuple[str, str], list[Observation]] = {}
+        for o in obs:
+            by_trial.setdefault((o.task_id, o.arm), []).append(o)
+        order = [
+            by_trial[(s.task.id, s.arm)][s.run_index]
+            for s in plan_trials(tasks, cell.runs, order_rng.randrange(1 << 30))
+        ]
+        verdict = final
+        for i in range(1, len(order)):
+            seen = order[:i]
+            if {o.arm for o in seen} != {"baseline", "skill"}:
+                continue
+            analysis = analyze(seen, settings)
+            stop = early_stop_verdict(analysis, settings, cell.runs, ids, max_cost_per_trial=None)
+            if stop.verdict is None:
+                continue
+            verdict = decide(analysis, settings, stop_ctx).verdict
+            stopped += 1
+            saved += 1.0 - i / len(order)
+            if verdict == "reject":
+                reject_stops += 1
+                reject_differ += final != "reject"
+            else:
+                inconclusive_full[final] += 1
+            break
+        reported[verdict] += 1
+    return FutilityResult(
+        cell,
+        dict(full),
+        dict(reported),
+        stopped,
+        saved,
+        reject_stops,
+        reject_differ,
+        dict(inconclusive_full),
+        time.perf_counter() - start,
+    )
+
+
+def render_futility(results: Sequence[FutilityResult], reps: int) -> str:
+    lines = [
+        (
+            f"Interval rule with the futility stop ({reps} experiments per row, drawn as in the main table, stop "
+            "checked after every trial in plan order; no per-trial cost cap). full: the same experiment run in "
+            "full; stop: the verdict the stopped run reports (the full one when it never stopped)."
+        ),
+        "",
+        (
+            "| tasks x runs | true gain | P(adopt) full | P(adopt) stop | P(reject) full | P(reject) stop "
+            "| P(inconcl.) full | P(inconcl.) stop | stopped early | trials saved (mean) "
+            "| reject stops (differ from full) | inconclusive stops: full reject / inconcl. / adopt "
+            "| reported != full |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.cell
+        n = c.reps
+        inc = r.inconclusive_full
+        inc_total = sum(inc.values())
+        differ = r.reject_differ + inc_total - inc.get("inconclusive", 0)
+        cells = [
+            f"{c.tasks} x {c.runs}",
+            f"{c.effect:+.3f}",
+            *(_share(counts, v, n) for v in ("adopt", "reject", "inconclusive") for counts in (r.full, r.reported)),
+            f"{r.stopped / n:.3f}",
+            f"{r.saved / n:.1%}",
+            f"{r.reject_stops / n:.3f} ({r.reject_differ})",
+            f"{inc_total / n:.3f}: {inc.get('reject', 0)} / {inc.get('inconclusive', 0)} / {inc.get('adopt', 0)}",
+            f"{differ / n:.3f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 COVERAGE_TASKS = (6, 10, 20, 50)
 COVERAGE_RATIO = 1.2
 
@@ -269,6 +398,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--unknown-rate", type=float, default=0.0, help="share of trials with no verdict (default 0)")
     parser.add_argument("--coverage-reps", type=int, default=4000, help="experiments per cost-coverage row (0: skip)")
     parser.add_argument("--coverage-ratio", type=float, default=COVERAGE_RATIO, help="true cost ratio for coverage")
+    parser.add_argument(
+        "--futility-reps",
+        type=int,
+        default=FUTILITY_REPS,
+        help=f"experiments per futility-stop row (default {FUTILITY_REPS}; 0: skip)",
+    )
+    parser.add_argument(
+        "--futility-effects",
+        type=float,
+        nargs="+",
+        default=list(FUTILITY_EFFECTS),
+        help="true mean gains of the futility-stop rows (default -0.24 -0.125 0 0.125 0.24)",
+    )
+    parser.add_argument(
+        "--futility-tasks",
+        type=int,
+        nargs="+",
+        default=list(FUTILITY_TASKS),
+        help="suite sizes of the futility-stop rows (default 6 10 20)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.reps < 1 or args.runs < 1 or args.jobs < 1 or min(args.tasks) < 1:
         parser.error("--reps, --runs, --jobs and --tasks must be >= 1")
@@ -302,6 +451,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Cost-ratio interval coverage ({args.coverage_reps} experiments per row, log-normal task costs):")
         print()
         print(render_coverage(cov))
+    if args.futility_reps > 0:
+        fut_shifts = {e: shifts[e] if e in shifts else shift_for(e) for e in args.futility_effects}
+        fut_cells = [
+            Cell(t, args.runs, e, fut_shifts[e], args.futility_reps, args.seed, args.cost_ratio, args.unknown_rate)
+            for t in args.futility_tasks
+            for e in args.futility_effects
+        ]
+        if args.jobs == 1 or not _picklable(run_futility_cell):
+            fut = [run_futility_cell(c) for c in fut_cells]
+        else:
+            with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+                fut = list(pool.map(run_futility_cell, fut_cells))
+        print()
+        print(render_futility(fut, args.futility_reps))
     print(f"\nreps used: {args.reps} per row; {len(cells)} rows; {time.perf_counter() - start:.1f} s wall")
     return 0
 

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from harness import fmt
-from harness.analysis.curtail import early_stop_verdict, planned_tasks
+from harness.analysis.curtail import (
+    Futility,
+    StopVerdict,
+    early_stop_armed,
+    early_stop_verdict,
+    futility,
+    planned_tasks,
+    remaining_trials,
+)
 from harness.analysis.estimates import Analysis
 from harness.analysis.observations import DecisionContext
 from harness.analysis.reasons import Reason, ReasonCode
@@ -53,8 +61,9 @@ class DecisionResult:
     interval_verdict: IntervalVerdict
     evidence: Evidence
     """From the paired interval: supported (lower bound > 0), contradicted (upper < 0), else noise."""
-    early_stop_verdict: PointVerdict | None = None
-    """What curtailment certified when the run stopped early (None otherwise)."""
+    early_stop_verdict: StopVerdict | None = None
+    """What the early stop certified when the run stopped early (None otherwise): the point rule's
+    curtailed verdict, or a futility stop's reject or inconclusive."""
 
     @property
     def codes(self) -> tuple[ReasonCode, ...]:
@@ -152,41 +161,90 @@ def _verdict(
 
 
 class _EarlyStopCheck(NamedTuple):
-    verdict: PointVerdict | None
-    """What curtailment certified (None when the run did not stop early, or stopped unsupported)."""
+    verdict: StopVerdict | None
+    """What the early stop certified (None when the run did not stop early, or stopped unsupported)."""
     legitimate: bool
-    """The run stopped early by preregistered curtailment: the balance gates are waived."""
+    """The run stopped early by a preregistered, certified stop: the balance gates are waived."""
     reasons: list[Reason]
 
 
 def _early_stop(analysis: Analysis, settings: DecisionSettings, context: DecisionContext) -> _EarlyStopCheck:
-    """An early stop is a note when curtailment certifies it, else it makes the run inconclusive."""
+    """An early stop re-derived from the final data (trials still running when it fired included).
+
+    Point rule: a note when curtailment certifies the verdict. Interval rule: when adoption is (still)
+    impossible under the plan (:func:`harness.analysis.curtail.futility`), a note when every completion
+    rejects, else ``FUTILITY_STOPPED`` (inconclusive). Any other early stop makes the run inconclusive.
+    """
     if not context.early_stopped:
         return _EarlyStopCheck(None, False, [])
-    early, left = early_stop_verdict(
-        analysis,
-        settings,
-        context.planned_runs_per_arm,
-        context.planned_task_ids,
-        max_cost_per_trial=context.max_cost_per_trial,
-    )
-    if early is not None:
-        note = Reason(
-            ReasonCode.EARLY_STOPPED,
-            f"stopped early by preregistered curtailment: none of the {left} remaining trial(s) "
-            f"could change the point rule's verdict ({early})",
-            "note",
+    remaining = remaining_trials(analysis, context.planned_runs_per_arm, context.planned_task_ids)
+    left = sum(sum(v.values()) for v in remaining.values())
+    n_tasks = len(remaining["skill"])
+    armed = early_stop_armed(settings, n_tasks)
+    if armed and settings.rule == "interval":
+        found = futility(analysis, remaining, settings, max_cost_per_trial=context.max_cost_per_trial)
+        # The futility stop is re-derived from the final data, where its witness may be gone (trials that were
+        # still running have finished): adoption stays impossible once it was (the bounds only tighten), so
+        # it is accepted on that alone. Curtailment needs its certainty, which also persists.
+        if found is not None and (settings.futility_stop or found.certain):
+            return _futility_reasons(found, settings, left, 2 * n_tasks * context.planned_runs_per_arm)
+    elif armed:
+        early, _ = early_stop_verdict(
+            analysis,
+            settings,
+            context.planned_runs_per_arm,
+            context.planned_task_ids,
+            max_cost_per_trial=context.max_cost_per_trial,
         )
-        return _EarlyStopCheck(early, True, [note])
-    why = (
-        "the preregistration did not ask for early stopping"
-        if settings.early_stop != "curtail"
-        else "curtailment applies to the point rule only"
-        if settings.rule != "point"
-        else f"the {left} remaining trial(s) could still change the verdict"
-    )
+        if early is not None:
+            note = Reason(
+                ReasonCode.EARLY_STOPPED,
+                f"stopped early by preregistered curtailment: none of the {left} remaining trial(s) "
+                f"could change the point rule's verdict ({early})",
+                "note",
+            )
+            return _EarlyStopCheck(early, True, [note])
+    if settings.rule == "point":
+        why = (
+            f"the {left} remaining trial(s) could still change the verdict"
+            if armed
+            else "the preregistration did not ask for early stopping"
+        )
+    elif armed and settings.futility_stop:
+        why = f"adoption is still possible with the {left} remaining trial(s)"
+    elif armed:
+        why = f"the {left} remaining trial(s) could still change the verdict"
+    elif settings.futility_stop or settings.early_stop == "curtail":
+        why = f"the interval rule's early stops are armed only for plans of at least {MIN_ADOPT_TASKS} tasks"
+    else:
+        why = "the preregistration did not ask for early stopping"
     reason = Reason(ReasonCode.EARLY_STOP_UNSUPPORTED, f"the run stopped early but {why}", "inconclusive")
     return _EarlyStopCheck(None, False, [reason])
+
+
+def _futility_reasons(found: Futility, settings: DecisionSettings, left: int, planned: int) -> _EarlyStopCheck:
+    """An interval-rule stop: a note when every completion rejects (the rule's own reasons then say
+    reject), else FUTILITY_STOPPED, which makes the verdict inconclusive (never adopt: no completion could)."""
+    which = "the preregistered futility stop" if settings.futility_stop else "preregistered curtailment"
+    saved = f"{left} of {planned} planned trial(s) not run ({fmt.pct(left / planned if planned else 0.0)})"
+    if found.verdict == "reject":
+        note = Reason(
+            ReasonCode.EARLY_STOPPED,
+            f"stopped early by {which}: {found.why}, and every completion of the plan ends in reject; {saved}",
+            "note",
+        )
+        return _EarlyStopCheck("reject", True, [note])
+    outlook = (
+        "every completion of the plan ends inconclusive"
+        if found.certain
+        else "the full plan could have ended reject or inconclusive, never adopt"
+    )
+    reason = Reason(
+        ReasonCode.FUTILITY_STOPPED,
+        f"adoption is no longer possible under the plan; stopped early by {which}: {found.why}; {saved}; {outlook}",
+        "inconclusive",
+    )
+    return _EarlyStopCheck("inconclusive", True, [reason])
 
 
 def _budget_reasons(context: DecisionContext) -> list[Reason]:

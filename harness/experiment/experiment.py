@@ -453,11 +453,15 @@ class Experiment:
         slots = HostSlots(slots_count, self.paths.slots_dir)
         if self.options.jobs > slots.count:
             self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
+        # An A/A calibration needs every planned trial: what it measures is the rules' rates on full runs.
+        early_stop = (
+            None if self.options.aa else curtailment_check(self.study, [t.id for t in self.study.target_tasks()])
+        )
         policy = LoopPolicy(
             jobs=self.options.jobs,
             max_infra_retries=ex.max_infra_retries,
             total_usd=ex.budgets.total_usd,
-            early_stop=curtailment_check(self.study, [t.id for t in self.study.target_tasks()]),
+            early_stop=early_stop,
         )
         spent = spent_usd(store.results.read().records)
         loop = functools.partial(

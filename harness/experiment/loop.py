@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from harness import retry
-from harness.analysis.curtail import early_stop_verdict
+from harness.analysis.curtail import early_stop_armed, early_stop_verdict, stop_message
 from harness.analysis.estimates import analyze
 from harness.analysis.observations import observations_from_records
 from harness.errors import Interrupted
@@ -41,12 +41,12 @@ EarlyStop = Callable[[Sequence[TrialRecord]], str | None]
 def curtailment_check(study: Study, planned_task_ids: Sequence[str]) -> EarlyStop | None:
     """The preregistered early stop as a function of the final records so far (None when not preregistered).
 
-    Returns a reason when :func:`harness.analysis.curtail.curtailment` proves that no
+    Returns a reason when :func:`harness.analysis.curtail.early_stop_verdict` proves that no
     outcome of the remaining trials (every planned trial without a final record,
-    running ones included) can change the point rule's verdict.
+    running ones included) can change the point rule's verdict, or can make the interval rule adopt.
     """
     settings = study.prereg.decision
-    if settings.early_stop != "curtail" or settings.rule != "point":
+    if not early_stop_armed(settings, len(set(planned_task_ids))):
         return None
     runs = study.prereg.execution.runs_per_arm
     cap = max_cost_per_trial(study.prereg)
@@ -56,13 +56,8 @@ def curtailment_check(study: Study, planned_task_ids: Sequence[str]) -> EarlySto
         if not {r.arm for r in records} >= {"baseline", "skill"}:
             return None
         analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
-        verdict, left = early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
-        if verdict is None:
-            return None
-        return (
-            f"early stop (preregistered curtailment): the point rule's verdict is {verdict} "
-            f"whatever the {left} remaining trial(s) give"
-        )
+        stop = early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
+        return None if stop.verdict is None else stop_message(settings, stop)
 
     return check
 

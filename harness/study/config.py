@@ -341,7 +341,13 @@ class DecisionSettings(Strict):
     pass_rule: Literal["verify_and_judge", "verify", "judge"] = "verify_and_judge"
     confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
     early_stop: Literal["none", "curtail"] = "none"
-    """curtail: stop once the remaining trials cannot change the point-rule decision."""
+    """curtail: stop once the remaining trials cannot change the decision (interval rule: once every
+    completion of the plan ends in the same reject or inconclusive; ``futility_stop`` goes further)."""
+    futility_stop: bool = True
+    """Interval rule: stop once no outcome of the remaining trials can make the verdict adopt; the verdict
+    is then reject when every completion of the plan rejects, else inconclusive (FUTILITY_STOPPED), also
+    where the full plan might have rejected. Armed for plans of at least 6 tasks (smaller ones cannot adopt
+    and run in full); ignored by the point rule. See docs/statistics.md#curtailment."""
     models_rule: Literal["every", "any"] = "every"
     """With ``execution.models``, the verdict over the per-model verdicts (``harness gate`` on the matrix):
     a model that rejects rejects, a model without a valid verdict leaves none (exit 3); otherwise every:

@@ -202,6 +202,8 @@ def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | N
         prereg["execution"].pop("models", None)
     if prereg["decision"].get("models_rule") == "every":
         prereg["decision"].pop("models_rule", None)
+    if prereg["decision"].get("futility_stop") is True:
+        prereg["decision"].pop("futility_stop", None)
     tasks = study.task_file.model_dump(mode="json")
     files = {
         "preregistration": sha256_hex(canonical_json(prereg)),
