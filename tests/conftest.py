@@ -5,7 +5,7 @@ autouse guard makes ``docker.from_env`` raise unless the test is marked
 ``docker``. Integration tests (marker ``docker``) use the real engine, the real
 images and the real Claude Code CLI; ``make test`` starts the engine and builds
 the images first. ``--no-docker`` skips them (for a quick unit-only run).
-After every docker test, no harness container, network or worktree may be left.
+After every docker test, no harness container, network, volume or worktree may be left.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _ours_or_orphaned(labels: dict[str, str]) -> bool:
 
 @pytest.fixture(autouse=True)
 def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A docker test must tear down every container, network and worktree it made."""
+    """A docker test must tear down every container, network, volume and worktree it made."""
     if "docker" not in request.keywords:
         yield
         return
@@ -107,8 +107,9 @@ def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     after = {(k, n) for k, n, lb in eng.labelled() if _ours_or_orphaned(lb)}
     leaked = sorted(after - before)
     if leaked:
-        for kind, name in sorted(leaked, key=lambda o: o[0] != "container"):
-            (eng.remove_container if kind == "container" else eng.remove_network)(name)
+        from harness.sandbox.runtime import DockerObject
+
+        eng.remove_objects([DockerObject(kind, name) for kind, name in leaked])
         pytest.fail(f"test left Docker objects behind: {leaked}")
 
 

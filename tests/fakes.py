@@ -9,12 +9,15 @@ broken engine call is an ``InfraError``, never a timeout.
 What a container does is scripted by its role (the ``harness.role`` label) or its name: a
 :data:`Behaviour` is an :class:`Outcome`, or a callable given the spec and the runtime that returns one.
 It runs when the container starts, as Python on the host, and its effects go where a real container's
-go: through the spec's bind mounts (:func:`host_path`), and into its own log or a peer's
+go: through the spec's bind mounts (:func:`host_path`) and volumes (:meth:`FakeRuntime.mount_path`; an
+overlay volume's writes land in its upper directory, :meth:`FakeRuntime.merged` is what a reader sees), and
+into its own log or a peer's
 (:meth:`FakeRuntime.append_log`). :func:`trial_behaviours` scripts a whole successful trial; its
 :func:`collect` extracts the patch with host git the way ``harness/sidecars/collect.sh`` does.
 
 Modelled: containers (created, running, exited), networks and their members (a network with a member
-cannot be removed), labels and the owner filter, deadlines (simulated run time, or real time held until
+cannot be removed), volumes (host directories; overlays as lower + upper, ``.wh.NAME`` files for
+deletions; one in use cannot be removed), archives in and out of a container's mounts, labels and the owner filter, deadlines (simulated run time, or real time held until
 a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), a
 fault at any call (:meth:`FakeRuntime.fail`; a create may fail after making its container), and a record
 of every call (:attr:`FakeRuntime.calls`).
@@ -25,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import itertools
 import json
 import math
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
@@ -51,6 +56,7 @@ from harness.sandbox.runtime import (
     Logs,
     Removal,
     Runtime,
+    VolumeDir,
     Waited,
 )
 
@@ -111,6 +117,21 @@ class FakeContainer:
 
 
 @dataclass
+class FakeVolume:
+    """A volume is a host directory. An overlay volume has none of its own: a container writes into its
+    upper directory, and :meth:`FakeRuntime.merged` shows lower + upper, where a file ``.wh.NAME`` in the
+    upper hides NAME below (the image-layer convention; the kernel's whiteouts are device nodes)."""
+
+    name: str
+    labels: dict[str, str]
+    path: Path
+    overlay: tuple[VolumeDir, VolumeDir, VolumeDir] | None = None
+
+
+WHITEOUT = ".wh."
+
+
+@dataclass
 class FakeNetwork:
     name: str
     labels: dict[str, str]
@@ -124,6 +145,32 @@ def host_path(spec: ContainerSpec, target: str) -> Path:
         if m.target == target:
             return m.source
     raise AssertionError(f"{spec.name} has no mount at {target}")
+
+
+def _overlay_copy(src: Path, dest: Path) -> None:
+    """Lay the upper ``src`` over ``dest``: ``.wh.NAME`` removes NAME, everything else is copied over."""
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = Path(dirpath).relative_to(src)
+        for name in [*dirnames, *filenames]:
+            target = dest / rel / name
+            if name.startswith(WHITEOUT):
+                gone = dest / rel / name[len(WHITEOUT) :]
+                if gone.is_dir() and not gone.is_symlink():
+                    shutil.rmtree(gone)
+                elif gone.exists() or gone.is_symlink():
+                    gone.unlink()
+                continue
+            source = Path(dirpath) / name
+            if source.is_symlink() or not source.is_dir():
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                elif target.exists() or target.is_symlink():
+                    target.unlink()
+                shutil.copy2(source, target, follow_symlinks=False)
+            elif not target.is_dir() or target.is_symlink():
+                if target.exists() or target.is_symlink():
+                    target.unlink()
+                target.mkdir()
 
 
 class FakeRuntime:
@@ -142,6 +189,8 @@ class FakeRuntime:
         self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
         self.containers: dict[str, FakeContainer] = {}
         self.networks: dict[str, FakeNetwork] = {}
+        self.volumes: dict[str, FakeVolume] = {}
+        self._volume_root: Path | None = None
         self.tags: dict[str, str] = {}
         self.image_meta: dict[str, tuple[dict[str, str], int]] = {}
         """image id -> (labels, size)"""
@@ -222,11 +271,65 @@ class FakeRuntime:
 
     # ------------------------------------------------------------ inspection
     def left(self) -> list[DockerObject]:
-        """Every container and network still there, labelled or not."""
+        """Every container, network and volume still there, labelled or not."""
         with self._lock:
-            return [DockerObject("container", n, dict(c.spec.labels)) for n, c in self.containers.items()] + [
-                DockerObject("network", n, dict(net.labels)) for n, net in self.networks.items()
-            ]
+            return (
+                [DockerObject("container", n, dict(c.spec.labels)) for n, c in self.containers.items()]
+                + [DockerObject("network", n, dict(net.labels)) for n, net in self.networks.items()]
+                + [DockerObject("volume", n, dict(v.labels)) for n, v in self.volumes.items()]
+            )
+
+    def mount_path(self, spec: ContainerSpec, target: str) -> Path:
+        """The host directory where a container's writes at ``target`` land: a bind mount's source, a
+        volume's directory, or an overlay volume's upper directory."""
+        for m in spec.mounts:
+            if m.target == target:
+                return m.source
+        for v in spec.volumes:
+            if v.target == target:
+                return self._writable_dir(v.volume)
+        raise AssertionError(f"{spec.name} has no mount at {target}")
+
+    def merged(self, volume: str, dest: Path) -> Path:
+        """What a container sees of ``volume``: copied into ``dest`` (lower + upper for an overlay)."""
+        with self._lock:
+            vol = self.volumes[volume]
+        if vol.overlay is None:
+            shutil.copytree(vol.path, dest, symlinks=True)
+            return dest
+        lower, _upper, _work = vol.overlay
+        shutil.copytree(self._dir(lower), dest, symlinks=True)
+        _overlay_copy(self._writable_dir(volume), dest)
+        return dest
+
+    def _dir(self, d: VolumeDir) -> Path:
+        with self._lock:
+            vol = self.volumes.get(d.volume)
+            if vol is None:
+                raise InfraError(f"volume {d.volume} vanished: no such volume")
+        return vol.path / d.subdir if d.subdir else vol.path
+
+    def _writable_dir(self, volume: str) -> Path:
+        with self._lock:
+            vol = self.volumes.get(volume)
+            if vol is None:
+                raise InfraError(f"no such volume: {volume}")
+        if vol.overlay is None:
+            return vol.path
+        upper = self._dir(vol.overlay[1])
+        if not upper.is_dir():
+            raise InfraError(f"mounting {volume} failed: its upper directory {vol.overlay[1]} does not exist")
+        return upper
+
+    def _container_dir(self, name: str, path: str) -> Path:
+        """The host directory behind ``path`` in a container (inside one of its volume or bind mounts)."""
+        c = self._get(name)
+        mounts = [(m.target, m.source) for m in c.spec.mounts]
+        mounts += [(v.target, self._writable_dir(v.volume)) for v in c.spec.volumes]
+        for target, source in sorted(mounts, key=lambda m: -len(m[0])):
+            if path == target or path.startswith(target.rstrip("/") + "/"):
+                return source / path[len(target) :].lstrip("/")
+        raise InfraError(f"copying into {name}:{path} failed: not inside a volume (the root filesystem is read-only)")
 
     def targets(self, method: str) -> list[str]:
         """The targets of every call to ``method``, in order."""
@@ -293,6 +396,9 @@ class FakeRuntime:
             missing = [n for n in nets if n not in self.networks]
             if missing:
                 raise InfraError(f"creating container {spec.name} failed: network {missing[0]} not found")
+            gone = [v.volume for v in spec.volumes if v.volume not in self.volumes]
+            if gone:
+                raise InfraError(f"creating container {spec.name} failed: volume {gone[0]} not found")
             container_id = f"{next(self._ids):064x}"
             self.containers[spec.name] = FakeContainer(spec, container_id, nets)
             self._raise_fault("create", spec.name, spec.labels.get(ROLE, ""), after=True)
@@ -319,6 +425,8 @@ class FakeRuntime:
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
         gate: Gate | None = None,
+        archive: str | None = None,
+        archive_cap: int = 32 << 20,
     ) -> ExitInfo:
         """The engine's sequence: create, start through the gate, wait, read, remove in ``finally``."""
         t0 = time.monotonic()
@@ -332,6 +440,12 @@ class FakeRuntime:
             stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
             stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
             outcome = self._get(spec.name).outcome
+            tar, tar_cut = None, False
+            if archive is not None:
+                with self._lock:
+                    there = self._container_dir(spec.name, archive)
+                if there.exists() or there.is_symlink():  # a missing path is None, as the engine's
+                    tar, tar_cut = self.get_archive(spec.name, archive, cap=archive_cap)
             seconds = time.monotonic() - t0
             if outcome.seconds is not None:  # simulated: the deadline when it overran, else its own
                 seconds = deadline_s if timed_out else outcome.seconds
@@ -343,6 +457,8 @@ class FakeRuntime:
                 stderr=stderr,
                 stdout_truncated=truncated,
                 seconds=seconds,
+                archive=tar,
+                archive_truncated=tar_cut,
             )
         finally:
             self.remove_container(spec.name)
@@ -429,11 +545,23 @@ class FakeRuntime:
             return all(labels.get(k) == v for k, v in wanted.items())
 
         with self._lock:
-            return [
-                DockerObject("container", n, dict(c.spec.labels))
-                for n, c in self.containers.items()
-                if match(c.spec.labels)
-            ] + [DockerObject("network", n, dict(net.labels)) for n, net in self.networks.items() if match(net.labels)]
+            return (
+                [
+                    DockerObject("container", n, dict(c.spec.labels))
+                    for n, c in self.containers.items()
+                    if match(c.spec.labels)
+                ]
+                + [
+                    DockerObject("network", n, dict(net.labels))
+                    for n, net in self.networks.items()
+                    if match(net.labels)
+                ]
+                + [
+                    DockerObject("volume", n, dict(v.labels))
+                    for n, v in sorted(self.volumes.items())
+                    if match(v.labels)
+                ]
+            )
 
     def remove_container(self, name: str) -> None:
         """Force-remove (a running container is killed first); a missing one is fine."""
@@ -455,11 +583,81 @@ class FakeRuntime:
                 raise InfraError(f"removing network {name!r} failed: it has active endpoints ({', '.join(members)})")
             self.networks.pop(name, None)
 
+    # ------------------------------------------------------------------ volumes
+    def _new_volume_dir(self, name: str) -> Path:
+        if self._volume_root is None:
+            self._volume_root = Path(tempfile.mkdtemp(prefix="fake-volumes-"))
+        path = self._volume_root / name / "_data"
+        path.mkdir(parents=True)
+        return path
+
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        self._call("create_volume", name)
+        with self._lock:
+            if name in self.volumes:
+                raise InfraError(f"creating volume {name} failed: a volume named {name} already exists")
+            self.volumes[name] = FakeVolume(name, dict(labels), self._new_volume_dir(name))
+
+    def create_overlay_volume(
+        self, name: str, labels: Mapping[str, str], *, lower: VolumeDir, upper: VolumeDir, work: VolumeDir
+    ) -> None:
+        self._call("create_overlay_volume", name)
+        with self._lock:
+            if name in self.volumes:
+                raise InfraError(f"creating overlay volume {name} failed: a volume named {name} already exists")
+            for d in (lower, upper, work):
+                if d.volume not in self.volumes:
+                    raise InfraError(f"creating overlay volume {name} failed: no such volume: {d.volume}")
+            self.volumes[name] = FakeVolume(name, dict(labels), self._new_volume_dir(name), (lower, upper, work))
+
+    def volume_mountpoint(self, name: str) -> str:
+        self._call("volume_mountpoint", name)
+        with self._lock:
+            vol = self.volumes.get(name)
+            if vol is None:
+                raise InfraError(f"inspecting volume {name} failed: no such volume")
+            return str(vol.path)
+
+    def remove_volume(self, name: str) -> None:
+        """A volume a container uses cannot go; a missing one is fine."""
+        self._call("remove_volume", name)
+        with self._lock:
+            users = [n for n, c in self.containers.items() if any(v.volume == name for v in c.spec.volumes)]
+            if users:
+                raise InfraError(f"removing volume {name} failed: volume is in use - [{', '.join(users)}]")
+            vol = self.volumes.pop(name, None)
+        if vol is not None:
+            shutil.rmtree(vol.path.parent, ignore_errors=True)
+
+    def put_archive(self, name: str, path: str, data: bytes | Iterable[bytes]) -> None:
+        self._call("put_archive", name, self._role(name))
+        with self._lock:
+            dest = self._container_dir(name, path)
+        if not dest.is_dir():
+            raise InfraError(f"copying into {name}:{path} failed: no such directory")
+        blob = data if isinstance(data, bytes) else b"".join(data)
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tf:
+            tf.extractall(dest, filter="data")  # owners are not kept: the tests run as anyone
+
+    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+        self._call("get_archive", name, self._role(name))
+        with self._lock:
+            src = self._container_dir(name, path)
+        if not (src.exists() or src.is_symlink()):
+            raise InfraError(f"copying {name}:{path} out failed: no such file or directory")
+        bio = io.BytesIO()
+        with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            tf.add(src, arcname=src.name or ".")
+        data = bio.getvalue()
+        return (data[:cap], True) if len(data) > cap else (data, False)
+
     def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
         done = Removal(removed=[], errors=[])
-        for obj in sorted(objects, key=lambda o: o.kind != "container"):
+        order = {"container": 0, "network": 1, "volume": 2}
+        for obj in sorted(objects, key=lambda o: order[o.kind]):
             try:
-                (self.remove_container if obj.kind == "container" else self.remove_network)(obj.name)
+                remove = {"container": self.remove_container, "network": self.remove_network}.get(obj.kind)
+                (remove or self.remove_volume)(obj.name)
             except InfraError as e:
                 done.errors.append(str(e))
                 continue

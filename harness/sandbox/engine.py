@@ -42,6 +42,7 @@ from harness.sandbox.runtime import (
     Gate,
     Logs,
     Removal,
+    VolumeDir,
     Waited,
 )
 
@@ -72,6 +73,11 @@ def _read_timed_out(e: BaseException) -> bool:
         or isinstance(getattr(a, "reason", None), urllib3.exceptions.ReadTimeoutError)
         for a in e.args
     )
+
+
+def removal_order(obj: DockerObject) -> int:
+    """Containers first (a network or a volume a container uses cannot go), then networks, then volumes."""
+    return {"container": 0, "network": 1, "volume": 2}[obj.kind]
 
 
 def _uid_gid(user: str) -> tuple[str, str]:
@@ -133,7 +139,14 @@ class Engine:
             "user": spec.user,
             "environment": dict(spec.env),
             "mounts": [
-                Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only) for m in spec.mounts
+                *(
+                    Mount(target=m.target, source=str(m.source), type="bind", read_only=m.read_only)
+                    for m in spec.mounts
+                ),
+                *(
+                    Mount(target=v.target, source=v.volume, type="volume", read_only=v.read_only, no_copy=True)
+                    for v in spec.volumes
+                ),
             ],
             "working_dir": spec.workdir,
             "detach": True,
@@ -198,8 +211,11 @@ class Engine:
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
         gate: Gate | None = None,
+        archive: str | None = None,
+        archive_cap: int = 32 << 20,
     ) -> ExitInfo:
-        """Create, start, wait (host deadline), collect output, remove: the container never outlives this call.
+        """Create, start, wait (host deadline), collect output (and ``archive``), remove: the container
+        never outlives this call.
 
         ``gate``, when given, is entered around the start: it may refuse (raise) to start the container,
         which is then removed like on any other path (see :class:`harness.trial.trial.StartGate`)."""
@@ -214,6 +230,7 @@ class Engine:
             state = self.inspect(spec.name).get("State", {})
             stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
             stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
+            tar, tar_cut = self._archive_if(spec.name, archive, archive_cap)
             return ExitInfo(
                 exit_code=None if timed_out else exit_code,
                 timed_out=timed_out,
@@ -222,9 +239,21 @@ class Engine:
                 stderr=stderr,
                 stdout_truncated=truncated,
                 seconds=time.monotonic() - t0,
+                archive=tar,
+                archive_truncated=tar_cut,
             )
         finally:
             self.remove_container(spec.name)
+
+    def _archive_if(self, name: str, path: str | None, cap: int) -> tuple[bytes | None, bool]:
+        if path is None:
+            return None, False
+        try:
+            return self.get_archive(name, path, cap=cap)
+        except InfraError as e:
+            if isinstance(e.__cause__, docker.errors.NotFound):
+                return None, False
+            raise
 
     def wait(self, name: str, deadline_s: float) -> Waited:
         """Wait for exit; on overrun kill the container."""
@@ -357,9 +386,79 @@ class Engine:
                 raise InfraError(f"checking that network {name!r} ({net_id[:12]}) is gone failed: {e}") from e
             raise InfraError(f"network {name!r} ({net_id[:12]}) is still there after its removal")
 
+    # ----------------------------------------------------------------- volumes
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        try:
+            self.client.api.create_volume(name, driver="local", labels=dict(labels))
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"creating volume {name} failed: {e}") from e
+
+    def create_overlay_volume(
+        self, name: str, labels: Mapping[str, str], *, lower: VolumeDir, upper: VolumeDir, work: VolumeDir
+    ) -> None:
+        """The local driver's ``type=overlay`` volume over other volumes' directories: their
+        ``Mountpoint``s are paths on the engine's host, so this works for a remote engine too."""
+
+        def path(d: VolumeDir) -> str:
+            root = self.volume_mountpoint(d.volume)
+            text = f"{root}/{d.subdir}".rstrip("/") if d.subdir else root
+            if any(c in text for c in ",:\n"):  # the mount options' separators: never in a path we pass
+                raise InfraError(f"volume path {text!r} cannot be an overlay option")
+            return text
+
+        opts = f"lowerdir={path(lower)},upperdir={path(upper)},workdir={path(work)}"
+        try:
+            self.client.api.create_volume(
+                name,
+                driver="local",
+                driver_opts={"type": "overlay", "device": "overlay", "o": opts},
+                labels=dict(labels),
+            )
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"creating overlay volume {name} failed: {e}") from e
+
+    def volume_mountpoint(self, name: str) -> str:
+        try:
+            return str(call_with_retry(self.client.api.inspect_volume, _transient, name)["Mountpoint"])
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"inspecting volume {name} failed: {e}") from e
+
+    def remove_volume(self, name: str) -> None:
+        """Remove; idempotent. A volume a container still uses is an InfraError."""
+        try:
+            call_with_retry(self.client.api.remove_volume, _transient, name)
+        except docker.errors.NotFound:
+            return
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"removing volume {name} failed: {e}") from e
+
+    def put_archive(self, name: str, path: str, data: bytes | Iterable[bytes]) -> None:
+        try:
+            ok = self.client.api.put_archive(name, path, data)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"copying into {name}:{path} failed: {e}") from e
+        if not ok:
+            raise InfraError(f"copying into {name}:{path} failed")
+
+    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            stream, _stat = self.client.api.get_archive(name, path, chunk_size=1 << 20)
+            with contextlib.closing(stream):
+                for chunk in stream:
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > cap:
+                        break
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"copying {name}:{path} out failed: {e}") from e
+        data = b"".join(chunks)
+        return (data[:cap], True) if size > cap else (data, False)
+
     # ------------------------------------------------------------ labelled objects
     def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
-        """Every container and network carrying the harness owner label (and the selector's labels)."""
+        """Every container, network and volume carrying the harness owner label (and the selector's labels)."""
         filters = [f"{L.OWNER}={L.OWNER_VALUE}"] + [f"{k}={v}" for k, v in (selector or {}).items()]
         out: list[DockerObject] = []
         try:
@@ -368,18 +467,23 @@ class Engine:
                 out.append(DockerObject("container", name, dict(c.get("Labels") or {})))
             for n in self.client.api.networks(filters={"label": filters}):
                 out.append(DockerObject("network", str(n["Name"]), dict(n.get("Labels") or {})))
+            volumes = self.client.api.volumes(filters={"label": filters}).get("Volumes") or []
+            for v in sorted(volumes, key=lambda v: str(v["Name"])):
+                out.append(DockerObject("volume", str(v["Name"]), dict(v.get("Labels") or {})))
         except DOCKER_ERRORS as e:
             raise InfraError(f"listing harness objects failed: {e}") from e
         return out
 
     def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        """Remove the objects, containers before networks (a network with a container attached
-        cannot go), going on past failures: one error text per failure."""
+        """Remove the objects, containers first, then networks, then volumes (:func:`removal_order`),
+        going on past failures: one error text per failure."""
         done = Removal(removed=[], errors=[])
-        for obj in sorted(objects, key=lambda o: o.kind != "container"):
+        for obj in sorted(objects, key=removal_order):
             try:
                 if obj.kind == "container":
                     self.remove_container(obj.name)
+                elif obj.kind == "volume":
+                    self.remove_volume(obj.name)
                 else:
                     self.remove_network(obj.name)
             except InfraError as e:

@@ -4,8 +4,9 @@ values it speaks. No implementation here, and no ``import docker``.
 Two Protocols, split by resource the way docker-py splits its API client:
 
     ContainerRuntime  containers (create, start, run with a deadline and a start gate, wait, kill, logs,
-                      is_running, container_ip), networks, the harness's labelled objects and their
-                      removal, engine info
+                      is_running, container_ip), networks, volumes (plain and overlay, their
+                      mountpoints) and archives in and out of them, the harness's labelled objects and
+                      their removal, engine info
     ImageStore        local images: look up, list, tag, build, import, pull, remove
     Runtime           both: what an experiment run needs
 
@@ -25,12 +26,13 @@ What a method raises is part of its contract:
 A container that exits non-zero, is killed by the OOM killer or overruns its deadline is a *result*
 (:class:`ExitInfo`), never an exception.
 
-Not here yet, and meant to fit: copying archives into and out of a container (``put_archive`` /
-``get_archive``: a trial's workspace in, its patch out), a container's filesystem diff and a commit of
-it. With them, trials can stop bind-mounting controller paths (remote engines via ``DOCKER_HOST``, large
-repositories): they would be ``ContainerRuntime`` methods taking a container name and a path and
-returning bytes or a typed result, raising ``InfraError`` like the rest. :class:`ContainerSpec`'s
-``mounts`` then shrink to what only a local engine can give.
+Volumes and archives (what lets a trial's workspace, extraction and verify do without a bind mount of a
+controller path): named volumes carrying the harness's labels, overlay volumes whose lower and upper
+directories are other volumes' directories (:meth:`ContainerRuntime.create_overlay_volume`), each
+volume's ``Mountpoint`` on the engine's host, and tar archives copied into and out of a container's volume
+mounts (``put_archive`` / ``get_archive``, and ``run``'s ``archive``), so content crosses to a remote
+engine as one stream. Not here: a container's filesystem diff and a commit of it (on engine 20.10
+``docker diff`` is O(files in the image), see issue 17).
 """
 
 from __future__ import annotations
@@ -63,6 +65,23 @@ class BindMount:
 
 
 @dataclass(frozen=True)
+class VolumeMount:
+    """A named volume at ``target``. Never copies the image's content at ``target`` into the volume
+    (``nocopy``): a volume holds only what the harness put there."""
+
+    volume: str
+    target: str
+    read_only: bool = True
+
+
+class VolumeDir(NamedTuple):
+    """A directory inside a named volume: ``subdir`` relative to the volume's root ('' for the root)."""
+
+    volume: str
+    subdir: str = ""
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     name: str
     image: str
@@ -71,6 +90,8 @@ class ContainerSpec:
     user: str
     env: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[BindMount, ...] = ()
+    volumes: tuple[VolumeMount, ...] = ()
+    """Named volumes (the harness's own), mounted after the bind mounts."""
     network: str = "none"
     """'none' or the name of a network the harness created."""
     limits: Limits = Limits()
@@ -95,6 +116,10 @@ class ExitInfo:
     stderr: bytes
     stdout_truncated: bool
     seconds: float
+    archive: bytes | None = None
+    """``run(archive=PATH)``: a tar of PATH taken after the container exited (None when PATH was not asked
+    for, or is missing); at most the cap's bytes (then ``archive_truncated``)."""
+    archive_truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,13 +137,13 @@ class EngineInfo:
     rootless: bool
 
 
-ObjectKind = Literal["container", "network"]
+ObjectKind = Literal["container", "network", "volume"]
 
 _NO_LABELS: Mapping[str, str] = types.MappingProxyType({})
 
 
 class DockerObject(NamedTuple):
-    """A container or network the harness made, as listed by :meth:`ContainerRuntime.labelled`.
+    """A container, network or volume the harness made, as listed by :meth:`ContainerRuntime.labelled`.
 
     A named tuple, so code that unpacks ``kind, name, labels`` keeps working; read the fields by name.
     ``labels`` may be left empty when an object is named for removal only."""
@@ -190,10 +215,15 @@ class ContainerRuntime(Protocol):
         output_cap: int = 4 << 20,
         on_started: Callable[[str], None] | None = None,
         gate: Gate | None = None,
+        archive: str | None = None,
+        archive_cap: int = 32 << 20,
     ) -> ExitInfo:
         """Create, start, wait at most ``deadline_s`` (then kill: ``timed_out``), read the output (stdout
         capped at ``output_cap``, its tail kept), remove. The container never outlives this call, on any
         path: a deadline, a refused gate, a failed create or start, an exception from ``on_started``.
+
+        ``archive``: a path inside one of the spec's volume mounts, copied out as a tar after the
+        container exited and before it is removed (``ExitInfo.archive``, at most ``archive_cap`` bytes).
 
         ``gate`` is entered around the start and may refuse it by raising (the exception passes
         through); ``on_started`` is called with the name once the container runs. Raises
@@ -228,15 +258,45 @@ class ContainerRuntime(Protocol):
         members cannot reach services on the host's 0.0.0.0. Raises InfraError."""
         ...
 
+    def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
+        """An empty named volume on the engine's local driver. Raises InfraError (a name in use included)."""
+        ...
+
+    def create_overlay_volume(
+        self, name: str, labels: Mapping[str, str], *, lower: VolumeDir, upper: VolumeDir, work: VolumeDir
+    ) -> None:
+        """A volume that mounts as an overlay: ``lower`` read-only beneath, every write going to ``upper``
+        (``work`` is the kernel's scratch directory, on the same filesystem as ``upper``). The three are
+        directories of existing volumes; they must exist before a container mounts this one. Mounted when
+        a container using it starts, unmounted when the last one stops. Raises InfraError."""
+        ...
+
+    def volume_mountpoint(self, name: str) -> str:
+        """Where the volume's content lives on the engine's host (``Mountpoint``): a path on the engine's
+        machine, which this process can read only when the engine is local. Raises InfraError."""
+        ...
+
+    def put_archive(self, name: str, path: str, data: bytes | Iterable[bytes]) -> None:
+        """Unpack a tar (bytes, or a stream of chunks) at ``path`` of a created or stopped container:
+        ``path`` is an existing directory inside one of its volume mounts (the root filesystem is
+        read-only). Owners and modes are the tar's. Raises InfraError."""
+        ...
+
+    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+        """A tar of ``path`` (inside a volume mount) of a created or stopped container, at most ``cap``
+        bytes, and whether it was cut there. Raises InfraError (a missing path included)."""
+        ...
+
     def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
-        """Every container, then every network, carrying the harness owner label and every label of
-        ``selector``, with all its labels. Raises InfraError when the engine cannot list them."""
+        """Every container, then every network, then every volume carrying the harness owner label and
+        every label of ``selector``, with all its labels. Raises InfraError when the engine cannot list them."""
         ...
 
     def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        """Remove the objects, containers before networks (a network with a container attached cannot
-        go), going on past failures. Idempotent: an object already gone counts as removed. Never raises
-        for one object's failure: each is reported in ``Removal.errors``."""
+        """Remove the objects, containers before networks and volumes (a network with a container
+        attached, or a volume a container uses, cannot go), going on past failures. Idempotent: an object
+        already gone counts as removed. Never raises for one object's failure: each is reported in
+        ``Removal.errors``."""
         ...
 
     def remove_labelled(self, selector: Mapping[str, str]) -> Removal:

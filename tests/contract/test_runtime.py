@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import secrets
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -22,7 +24,15 @@ import pytest
 
 from harness.errors import InfraError, Interrupted, PrerequisiteError
 from harness.sandbox.labels import RUN, make_labels
-from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, EngineInfo, Limits
+from harness.sandbox.runtime import (
+    ContainerRuntime,
+    ContainerSpec,
+    DockerObject,
+    EngineInfo,
+    Limits,
+    VolumeDir,
+    VolumeMount,
+)
 from tests.contract.socket_link import SocketLink, engine_socket
 from tests.fakes import Behaviour, FakeRuntime, Outcome
 
@@ -296,5 +306,130 @@ def test_removal_takes_containers_first_and_goes_on_past_a_failure(subject: Subj
     assert sorted(subject.names()) == sorted([("container", on_b.name), ("network", net_b)])
     again = rt.remove_objects([DockerObject("container", on_a.name), DockerObject("network", net_a)])
     assert again.errors == [] and len(again.removed) == 2, "what is gone already counts as removed"
+    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert subject.names() == []
+
+
+# ------------------------------------------------------------------ volumes and archives
+
+NOBODY = 65534
+
+
+def _tar(entries: dict[str, bytes | None], uid: int = NOBODY) -> bytes:
+    """A tar of directories (None) and files, owned by ``uid`` (PAX: any uid fits)."""
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = uid
+            info.mtime = 1_000_000_000
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tf.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o644
+                tf.addfile(info, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def _untar(data: bytes) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
+        for m in tf.getmembers():
+            f = tf.extractfile(m) if m.isfile() else None
+            out[m.name] = f.read() if f is not None else None
+    return out
+
+
+def _volume_spec(subject: Subject, what: str, program: Program, volumes: dict[str, tuple[str, bool]]) -> ContainerSpec:
+    spec = subject.spec(what, program)
+    mounts = tuple(VolumeMount(vol, target, read_only=ro) for target, (vol, ro) in volumes.items())
+    return dataclasses.replace(spec, volumes=mounts)
+
+
+def test_a_volume_takes_an_archive_gives_it_back_and_is_listed_and_removed(subject: Subject) -> None:
+    rt = subject.runtime
+    vol = f"hx-{subject.run_id}-vol"
+    labels = subject.labels("vol")
+    rt.create_volume(vol, labels)
+    assert isinstance(rt.volume_mountpoint(vol), str) and rt.volume_mountpoint(vol)
+    helper = _volume_spec(subject, "helper", TRUE, {"/v": (vol, False)})
+    rt.create(helper)  # never started: archives go in and out of a created container
+    rt.put_archive(helper.name, "/v", _tar({"d": None, "d/a.txt": b"hello\n"}))
+    data, cut = rt.get_archive(helper.name, "/v/d", cap=1 << 20)
+    assert not cut and _untar(data) == {"d": None, "d/a.txt": b"hello\n"}
+    small, cut = rt.get_archive(helper.name, "/v/d", cap=100)
+    assert cut and len(small) == 100, "capped"
+    with pytest.raises(InfraError):
+        rt.get_archive(helper.name, "/v/missing", cap=1 << 20)
+    with pytest.raises(InfraError):
+        rt.put_archive(helper.name, "/etc", _tar({"x": b""}))  # the root filesystem is read-only
+    listed = [o for o in rt.labelled({RUN: subject.run_id}) if o.kind == "volume"]
+    assert [o.name for o in listed] == [vol] and labels.items() <= listed[0].labels.items()
+    in_use = rt.remove_objects([DockerObject("volume", vol)])
+    assert in_use.removed == [] and len(in_use.errors) == 1, "a volume a container uses cannot go"
+    removed = rt.remove_objects([DockerObject("volume", vol), DockerObject("container", helper.name)])
+    assert removed.errors == [] and [o.kind for o in removed.removed] == ["container", "volume"]
+    assert subject.names() == []
+    assert rt.remove_objects([DockerObject("volume", vol)]).errors == [], "what is gone counts as removed"
+
+
+def _writes_through_the_overlay(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    w = runtime.mount_path(spec, "/w")
+    (w / "new.txt").write_text("new\n")
+    (w / "base.txt").write_text("changed\n")
+    return Outcome()
+
+
+WRITES = Program(
+    ("sh", "-c", "echo new > /w/new.txt && echo changed > /w/base.txt && cat /w/keep.txt"), _writes_through_the_overlay
+)
+
+
+def test_an_overlay_volume_writes_to_its_upper_and_leaves_the_lower_alone(subject: Subject) -> None:
+    rt = subject.runtime
+    base, up, ov = (f"hx-{subject.run_id}-{x}" for x in ("base", "up", "ov"))
+    for vol in (base, up):
+        rt.create_volume(vol, subject.labels("vol"))
+    helper = _volume_spec(subject, "prep", TRUE, {"/b": (base, False), "/u": (up, False)})
+    rt.create(helper)
+    rt.put_archive(helper.name, "/b", _tar({"tree": None, "tree/base.txt": b"base\n", "tree/keep.txt": b"keep\n"}))
+    rt.put_archive(helper.name, "/u", _tar({"upper": None, "work": None}))
+    rt.remove_objects([DockerObject("container", helper.name)])
+    rt.create_overlay_volume(
+        ov,
+        subject.labels("vol"),
+        lower=VolumeDir(base, "tree"),
+        upper=VolumeDir(up, "upper"),
+        work=VolumeDir(up, "work"),
+    )
+    res = rt.run(_volume_spec(subject, "writer", WRITES, {"/w": (ov, False)}), deadline_s=60)
+    assert res.exit_code == 0, res.stderr
+    reader = _volume_spec(subject, "reader", TRUE, {"/b": (base, True), "/u": (up, True)})
+    rt.create(reader)
+    upper, _ = rt.get_archive(reader.name, "/u/upper", cap=1 << 20)
+    lower, _ = rt.get_archive(reader.name, "/b/tree", cap=1 << 20)
+    assert {k: v for k, v in _untar(upper).items() if v is not None} == {
+        "upper/new.txt": b"new\n",
+        "upper/base.txt": b"changed\n",
+    }, "the upper holds exactly what the container changed"
+    assert _untar(lower)["tree/base.txt"] == b"base\n"
+    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert subject.names() == []
+
+
+def test_run_copies_a_path_out_before_it_removes_the_container(subject: Subject) -> None:
+    rt = subject.runtime
+    vol = f"hx-{subject.run_id}-out"
+    rt.create_volume(vol, subject.labels("vol"))
+    helper = _volume_spec(subject, "mk", TRUE, {"/o": (vol, False)})
+    rt.create(helper)
+    rt.put_archive(helper.name, "/o", _tar({"out": None, "out/status": b"ok\n"}))
+    rt.remove_objects([DockerObject("container", helper.name)])
+    spec = _volume_spec(subject, "arch", TRUE, {"/o": (vol, False)})
+    res = rt.run(spec, deadline_s=60, archive="/o/out")
+    assert res.archive is not None and _untar(res.archive)["out/status"] == b"ok\n" and not res.archive_truncated
+    missing = rt.run(dataclasses.replace(spec, name=spec.name + "2"), deadline_s=60, archive="/o/nothing")
+    assert missing.archive is None
     assert rt.remove_labelled({RUN: subject.run_id}).errors == []
     assert subject.names() == []
