@@ -50,6 +50,7 @@ from harness.sandbox.runtime import (
     ContainerSpec,
     DanglingImage,
     DockerObject,
+    Endpoint,
     EngineInfo,
     ExitInfo,
     Gate,
@@ -126,6 +127,9 @@ class FakeVolume:
     labels: dict[str, str]
     path: Path
     overlay: tuple[VolumeDir, VolumeDir, VolumeDir] | None = None
+    meta: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Relative path -> (uid, gid, mode) each archive entry asked for (the fake does not chown), which
+    :meth:`FakeRuntime.get_archive` gives back as the engine would."""
 
 
 WHITEOUT = ".wh."
@@ -183,9 +187,12 @@ class FakeRuntime:
         images: Mapping[str, str] | Iterable[str] = (),
         registry: Iterable[str] = (),
         info: EngineInfo | None = None,
+        remote: bool = False,
     ) -> None:
         """``behaviours``: by container name or role; ``images``: tag -> id, or tags (ids made up);
-        ``registry``: what :meth:`try_pull` can fetch (default: nothing, an air-gapped host)."""
+        ``registry``: what :meth:`try_pull` can fetch (default: nothing, an air-gapped host);
+        ``remote``: an engine on another machine, which refuses bind mounts as the Docker engine does."""
+        self.remote = remote
         self.behaviours: dict[str, Behaviour] = dict(behaviours or {})
         self.containers: dict[str, FakeContainer] = {}
         self.networks: dict[str, FakeNetwork] = {}
@@ -385,6 +392,15 @@ class FakeRuntime:
         self._call("info")
         return self.engine_info
 
+    def endpoint(self) -> Endpoint:
+        return Endpoint("tcp://fake:2375" if self.remote else "unix:///fake/docker.sock", remote=self.remote)
+
+    def volume_file(self, volume: str, rel: str) -> tuple[bytes, tuple[int, int, int]]:
+        """A file an archive put into ``volume``: its bytes and the (uid, gid, mode) its entry asked for."""
+        with self._lock:
+            v = self.volumes[volume]
+            return (v.path / rel).read_bytes(), v.meta[rel]
+
     def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
         self._call("create", spec.name, spec.labels.get(ROLE, ""))
         with self._lock:
@@ -392,6 +408,8 @@ class FakeRuntime:
                 raise PrerequisiteError(f"image {spec.image} is not present", hint="run `harness images build`")
             if spec.name in self.containers:
                 raise InfraError(f"creating container {spec.name} failed: the name is already in use")
+            if self.remote and spec.mounts:
+                raise PrerequisiteError(f"container {spec.name} needs the controller's path {spec.mounts[0].source}")
             nets = [n for n in (spec.network, *extra_networks) if n != "none"]
             missing = [n for n in nets if n not in self.networks]
             if missing:
@@ -635,9 +653,25 @@ class FakeRuntime:
             dest = self._container_dir(name, path)
         if not dest.is_dir():
             raise InfraError(f"copying into {name}:{path} failed: no such directory")
+        vol, inner, read_only = self._volume_at(name, path)
+        if read_only:
+            raise InfraError(f"copying into {name}:{path} failed: mounted volume is marked read-only")
         blob = data if isinstance(data, bytes) else b"".join(data)
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tf:
             tf.extractall(dest, filter="data")  # owners are not kept: the tests run as anyone
+            if vol is not None:  # ... but remembered, and given back by get_archive
+                for m in tf.getmembers():
+                    vol.meta[f"{inner}/{m.name}".strip("/").removeprefix("./")] = (m.uid, m.gid, m.mode & 0o7777)
+
+    def _volume_at(self, name: str, path: str) -> tuple[FakeVolume | None, str, bool]:
+        """The plain volume mounted over ``path`` in the container (None for a bind mount or an overlay),
+        the path inside it, and whether that mount is read-only."""
+        with self._lock:
+            for v in sorted(self._get(name).spec.volumes, key=lambda v: -len(v.target)):
+                if path == v.target or path.startswith(v.target.rstrip("/") + "/"):
+                    vol = self.volumes[v.volume]
+                    return (vol if vol.overlay is None else None), path[len(v.target) :].strip("/"), v.read_only
+        return None, "", False
 
     def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
         self._call("get_archive", name, self._role(name))
@@ -645,9 +679,17 @@ class FakeRuntime:
             src = self._container_dir(name, path)
         if not (src.exists() or src.is_symlink()):
             raise InfraError(f"copying {name}:{path} out failed: no such file or directory")
+        vol, inner, _ = self._volume_at(name, path)
+
+        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            rel = f"{inner}/{info.name.partition('/')[2]}".strip("/")
+            if vol is not None and rel in vol.meta:
+                info.uid, info.gid, info.mode = vol.meta[rel]
+            return info
+
         bio = io.BytesIO()
         with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            tf.add(src, arcname=src.name or ".")
+            tf.add(src, arcname=path.rstrip("/").rsplit("/", 1)[-1] or ".", filter=owned)  # named as inside
         data = bio.getvalue()
         return (data[:cap], True) if len(data) > cap else (data, False)
 

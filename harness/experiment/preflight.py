@@ -14,7 +14,9 @@ resources and ``verify_timeout_s``). Its base outcome is one of
                 same way; the run stops before spending anything
     timeout     the check did not finish at the base; recorded, not skipped
 
-Outcomes are cached by fingerprint (task id, verify command, base commit,
+Each task's tree is a fresh volume filled through the engine's archive API from a worktree of the base
+(``.git`` left out, owned by the verify user), so the preflight runs on a remote engine too; the
+volume is removed after its check. Outcomes are cached by fingerprint (task id, verify command, base commit,
 verify image id) beside the work root (``<work root>-preflight-cache``), so a
 rerun, a resume or another skill on the same tasks does not run them again. Every task's outcome is written to
 ``preflight.json`` in the experiment directory, which the reports read.
@@ -25,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import threading
 import time
@@ -40,11 +41,13 @@ from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
+from harness.sandbox import volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import DockerObject
 from harness.study.config import Task
 from harness.study.lock import canonical_json, sha256_hex
-from harness.trial.workspace import container_user
+from harness.trial.workspace import parse_user
 
 if TYPE_CHECKING:  # the reports read preflight.json without importing the Docker layer
     from harness.sandbox import roles as sandbox
@@ -198,7 +201,7 @@ class Preflight:
             for i, (task, fp) in enumerate(todo):
                 if self.stop.is_set():
                     raise Interrupted("interrupted during the preflight; nothing was recorded")
-                outcome = self._one(task, fp, root / f"t{i}", base, labels, i)
+                outcome = self._one(task, fp, base, labels, i)
                 self._store(outcome)
                 out.append(outcome)
             return out
@@ -209,30 +212,35 @@ class Preflight:
                 pass
             remove_tree(root)
 
-    def _one(self, task: Task, fp: str, tree: Path, base: Path, labels: Mapping[str, str], index: int) -> BaseOutcome:
-        shutil.copytree(base, tree, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == base else [])
-        if os.getuid() == 0:
-            uid, gid = container_user()
-            for dirpath, dirnames, filenames in os.walk(tree):
-                for name in (*dirnames, *filenames):
-                    os.lchown(os.path.join(dirpath, name), uid, gid)
-            os.lchown(tree, uid, gid)
+    def _one(self, task: Task, fp: str, base: Path, labels: Mapping[str, str], index: int) -> BaseOutcome:
         from harness.sandbox import roles as sandbox
 
-        t0 = time.monotonic()
-        run = self.engine.run(
-            sandbox.verify_spec(
-                self.profile,
-                name=sandbox.container_name(self.run_id, f"preflight{index}", "verify"),
+        uid, gid = parse_user(self.profile.user)  # the verify user's, as a trial's verify tree is
+        tree = sandbox.container_name(self.run_id, f"preflight{index}", "tree")
+        try:
+            volumes.make(
+                self.engine,
+                tree,
+                volumes.tar_tree(base, uid=uid, gid=gid, skip_top=[".git"]),
+                image=self.profile.sidecar_image,
                 labels=labels,
-                verify_tree=tree,
-                verify_cmd=task.verify_cmd,
-                timeout_s=self.timeout_s,
-            ),
-            deadline_s=host_deadline_s(self.timeout_s),
-            output_cap=TAIL,
-        )
-        seconds = time.monotonic() - t0
+            )
+            t0 = time.monotonic()
+            run = self.engine.run(
+                sandbox.verify_spec(
+                    self.profile,
+                    name=sandbox.container_name(self.run_id, f"preflight{index}", "verify"),
+                    labels=labels,
+                    verify_tree=tree,
+                    verify_cmd=task.verify_cmd,
+                    timeout_s=self.timeout_s,
+                ),
+                deadline_s=host_deadline_s(self.timeout_s),
+                output_cap=TAIL,
+            )
+            seconds = time.monotonic() - t0
+        finally:
+            self.engine.remove_objects([DockerObject("volume", tree)])
         tail = self.redactor.text((run.stdout + run.stderr)[-TAIL:].decode("utf-8", "replace"))
         return BaseOutcome(
             task_id=task.id,

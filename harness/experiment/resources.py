@@ -1,16 +1,23 @@
 """What one run sets up before its first trial and tears down after its last: one context manager.
 
-    run directory (0700) and owner file -> the gateway's key file -> the skill copy (and a library's
-      copies) -> the upstream route (its CA copy) -> the upstream network -> the scripted Messages API,
-      or, in a real run, the upstream preflight (one TLS handshake through the route, no request)
+    run directory (0700) and owner file -> the gateway's key volume -> the skill copy's volume (and a
+      library's) -> the upstream route (its CA's volume) -> the upstream network -> the scripted
+      Messages API (its scenario's volume), or, in a real run, the upstream preflight (one TLS
+      handshake through the route, no request)
+
+Every file a container is given goes in a volume filled through the engine's archive API
+(:mod:`harness.sandbox.volumes`), not a bind mount of the run directory, so a run works on an engine
+on another machine: the key (``0400``, the sidecars' uid, mounted only in the gateways), the skill
+copies (root's, mounted read-only in the agent), the scenario and the extra CA. The run directory keeps
+the controller's own copies (the skill copy checked against the lock is what fills its volume).
 
 :class:`RunResources` makes them in that order in ``__enter__`` and returns a :class:`RunSite` naming
 them. When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
 of cibuildwheel's ``OCIContainer.__enter__``), so a run that never started leaves nothing behind.
 ``__exit__`` tears everything down on every path (success, an exception, an interrupt): it keeps the
 scripted model's log, removes every Docker object carrying the run's label (what the trials left
-included) or, when the engine cannot list them, what this run made by name; then the run directory
-(which holds the key file). Objects that cannot be removed are reported through
+included, volumes too) or, when the engine cannot list them, what this run made by name; then the run
+directory. Objects that cannot be removed are reported through
 :class:`~harness.experiment.events.Events`, never raised over the run's own outcome.
 
 What the run's containers share but nothing here makes (the hardening profile, the role uids, the start
@@ -27,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
 from harness.errors import HarnessError
 from harness.experiment import upstream
@@ -37,11 +45,12 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
-from harness.sandbox import roles
+from harness.sandbox import roles, volumes
 from harness.sandbox.labels import RUN
-from harness.sandbox.runtime import BindMount, DockerObject, Runtime
+from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
 from harness.study.lock import copy_locked_skill
+from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
 
 SCRIPTED_LOG = "scripted-api.log"
@@ -62,7 +71,7 @@ class RunSetup:
     key: str
     """The key the gateways hold (scripted runs: a fake one)."""
     key_owner: tuple[int, int]
-    """uid, gid of the sidecars: a root controller gives them the key file, no other host account."""
+    """uid, gid of the sidecars: the key file in its volume is theirs (mode 0400), no other uid's."""
     study: Study
     """The locked study whose skill is copied (once, the copy checked against the lock)."""
     route: Upstream
@@ -82,16 +91,19 @@ class RunSite:
     """What the set-up made, for every trial of the run."""
 
     root: Path
-    key_file: Path
-    skill_copy: Path
-    library_copies: Mapping[str, Path]
+    key_volume: str
+    """Holds the key (:data:`harness.sandbox.roles.KEY_MOUNT`); mounted in the gateways only."""
+    skill_volume: str
+    """The skill copy, root's: mounted read-only in the skill arm's agent."""
+    library_copies: Mapping[str, SkillCopy]
     upstream: str
     """The URL the gateways forward to (the scripted API's, or the route's)."""
     upstream_network: str
     """The network the gateways' upstream side joins (made here, or the user's own)."""
     route_env: Mapping[str, str]
     """The gateway's route settings (proxy, extra CA); empty for the scripted model."""
-    route_mounts: tuple[BindMount, ...]
+    route_mounts: tuple[VolumeMount, ...]
+    """The extra CA's volume (real runs with one); empty otherwise."""
 
 
 class RunResources:
@@ -106,6 +118,7 @@ class RunResources:
         self.root = setup.work_root / setup.run_id
         self.network = f"hx-{setup.run_id}-up"
         self.scripted_name = f"hx-{setup.run_id}-scripted"
+        self.volume_prefix = f"hx-{setup.run_id}-"
         self._made_root = False
         self._made: list[DockerObject] = []
         """Docker objects this set-up made (or began to make), for removal by name."""
@@ -125,23 +138,26 @@ class RunResources:
     def _set_up(self) -> RunSite:
         s = self.setup
         self._make_run_dir()
-        key_file = self._write_key()
-        # copied once, the copy checked against the lock, only the copy mounted (issue 14)
+        key_volume = self._volume("key", roles.key_tar(s.key, s.key_owner))
+        # copied once, the copy checked against the lock, only the copy given to the agent (issue 14)
         skill_copy = copy_locked_skill(s.study, self.root / "skill", lock_entries)
-        library_copies = dict(s.library_copies(self.root))
-        mounts = upstream.stage_ca(s.route, self.root)
+        skill_volume = self._volume("skill", volumes.tar_tree(skill_copy))
+        library_copies = {
+            name: SkillCopy(self._volume(f"library-{i}", volumes.tar_tree(path)), tree_sha256(path))
+            for i, (name, path) in enumerate(sorted(s.library_copies(self.root).items()))
+        }
+        mounts = self._stage_ca() if s.scenario is None else ()
         network = self._make_network()
         if s.scenario is not None:
             url = self._start_scripted(network, s.scenario)
             route_env: Mapping[str, str] = {}
-            mounts = ()
         else:
             self._check_route(network, mounts)
             url, route_env = s.route.url, s.route.gateway_env()
         return RunSite(
             root=self.root,
-            key_file=key_file,
-            skill_copy=skill_copy,
+            key_volume=key_volume,
+            skill_volume=skill_volume,
             library_copies=library_copies,
             upstream=url,
             upstream_network=network,
@@ -154,16 +170,20 @@ class RunResources:
         self._made_root = True
         (self.root / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
 
-    def _write_key(self) -> Path:
-        secrets_dir = self.root / "secrets"
-        secrets_dir.mkdir(mode=0o700)
-        path = secrets_dir / "api-key"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.setup.key)
-        if os.getuid() == 0:
-            os.chown(path, *self.setup.key_owner)
-        return path
+    def _volume(self, what: str, tar: bytes | BinaryIO) -> str:
+        """A volume of the run (labelled: teardown and gc find it), filled with ``tar`` (bytes or a file)."""
+        name = self.volume_prefix + what
+        self._made.append(DockerObject("volume", name))  # before create: a fill can fail halfway
+        volumes.make(self.engine, name, tar, image=self.setup.profile.sidecar_image, labels=self.setup.labels)
+        return name
+
+    def _stage_ca(self) -> tuple[VolumeMount, ...]:
+        s = self.setup
+        if s.route.extra_ca is None:
+            return ()
+        name = self.volume_prefix + "route"
+        self._made.append(DockerObject("volume", name))
+        return upstream.stage_ca(s.route, self.engine, volume=name, image=s.profile.sidecar_image, labels=s.labels)
 
     def _make_network(self) -> str:
         """The gateways' upstream side: the run's own network, or the user's (their LLM gateway,
@@ -176,16 +196,12 @@ class RunResources:
         return self.network
 
     def _start_scripted(self, network: str, scenario: bytes) -> str:
-        scen_dir = self.root / "scenario"
-        scen_dir.mkdir(mode=0o755)
-        (scen_dir / "scenario.json").write_bytes(scenario)
-        os.chmod(scen_dir / "scenario.json", 0o444)
         spec = roles.scripted_api_spec(
             self.setup.profile,
             name=self.scripted_name,
             labels=self.setup.labels,
             network=network,
-            scenario_dir=scen_dir,
+            scenario_volume=self._volume("scenario", roles.scenario_tar(scenario)),
         )
         self._made.append(DockerObject("container", self.scripted_name))  # before create: a create can half succeed
         self.engine.create(spec)
@@ -193,7 +209,7 @@ class RunResources:
         wait_listening(self.engine, self.scripted_name)
         return f"http://{self.scripted_name}:{roles.SCRIPTED_PORT}"
 
-    def _check_route(self, network: str, mounts: tuple[BindMount, ...]) -> None:
+    def _check_route(self, network: str, mounts: tuple[VolumeMount, ...]) -> None:
         """Real runs: a wrong CA or a refusing proxy stops the run here, before any trial."""
         s = self.setup
         upstream.preflight(
@@ -204,7 +220,7 @@ class RunResources:
             user=s.profile.sidecar_user,
             network=network,
             labels=s.labels,
-            mounts=mounts,
+            volumes=mounts,
         )
 
     # ----------------------------------------------------------------- teardown

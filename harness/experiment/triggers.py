@@ -50,6 +50,7 @@ from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox import roles as sandbox
+from harness.sandbox import volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
@@ -58,7 +59,6 @@ from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import copy_skill, skill_files
 from harness.trial import gateway, installed
-from harness.trial.workspace import container_user
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 
@@ -225,10 +225,10 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     options.out.mkdir(parents=True, exist_ok=True)
     images = ImageBuilder(engine, options.images).ensure()
     run_id = secrets.token_hex(4)
-    root = workroots.prepare(options.paths)  # gc finds a killed trigger run's directories (and key file) too
+    root = workroots.prepare(options.paths)  # gc finds a killed trigger run's directories too
     work = root / f"triggers-{run_id}"
     work.mkdir(mode=0o700)
-    # the owner file lets gc and the next start remove it (key file included) after a SIGKILL
+    # the owner file lets gc and the next start remove it after a SIGKILL (the volumes go by their labels)
     (work / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
     users = sandbox.role_users(engine, os.getuid(), os.getgid())
     sidecar_uid = users.sidecar
@@ -241,24 +241,28 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     results = options.out / "triggers.jsonl"
     try:
         key = _key(options)
-        secrets_dir = work / "secrets"
-        secrets_dir.mkdir(mode=0o700)
-        key_file = secrets_dir / "api-key"
-        key_file.write_text(key)
-        os.chmod(key_file, 0o400)
-        if os.getuid() == 0:
-            os.chown(key_file, *sidecar_uid)
-        copies = {v: copy_skill(skill_files(d), work / "skills" / v) for v, d in study.variant_dirs.items()}
+        # files reach containers in volumes filled through the archive API: a remote engine works too
+        key_volume = volumes.make(
+            engine, f"hx-{run_id}-key", sandbox.key_tar(key, sidecar_uid), image=images.sidecar, labels=labels
+        )
+        copies = {
+            v: volumes.make(
+                engine,
+                f"hx-{run_id}-skill-{i}",
+                volumes.tar_tree(copy_skill(skill_files(d), work / "skills" / v)),
+                image=images.sidecar,
+                labels=labels,
+            )
+            for i, (v, d) in enumerate(sorted(study.variant_dirs.items()))
+        }
         engine.create_network(upstream_net, labels, internal=options.scripted is not None)
         upstream = options.upstream
         if options.scripted is not None:
-            upstream = _start_scripted(
-                engine, profile, options.scripted, prereg, work, scripted_name, upstream_net, labels
-            )
+            upstream = _start_scripted(engine, profile, options.scripted, prereg, scripted_name, upstream_net, labels)
 
         def one(spec: RunSpec) -> None:
             rec = _one_run(
-                engine, profile, prereg, spec, copies[spec.variant], work, run_id, key_file, upstream, upstream_net
+                engine, profile, prereg, spec, copies[spec.variant], run_id, key_volume, upstream, upstream_net
             )
             with lock:
                 records.append(rec)
@@ -296,18 +300,16 @@ def _start_scripted(
     profile: sandbox.Profile,
     path: Path,
     prereg: TriggerPrereg,
-    work: Path,
     name: str,
     network: str,
     labels: dict[str, str],
 ) -> str:
     sc = scenario.load_scenario(path)
     compiled = scenario.compile_scenario(path, sc, (), skill=prereg.skill, seed=prereg.execution.seed)
-    scen_dir = work / "scenario"
-    scen_dir.mkdir(mode=0o755)
-    (scen_dir / "scenario.json").write_bytes(compiled)
-    os.chmod(scen_dir / "scenario.json", 0o444)
-    spec = sandbox.scripted_api_spec(profile, name=name, labels=labels, network=network, scenario_dir=scen_dir)
+    scen = volumes.make(
+        engine, f"hx-{labels[RUN]}-scenario", sandbox.scenario_tar(compiled), image=profile.sidecar_image, labels=labels
+    )
+    spec = sandbox.scripted_api_spec(profile, name=name, labels=labels, network=network, scenario_volume=scen)
     engine.create(spec)
     engine.start(name)
     gateway.wait_listening(engine, name)
@@ -319,10 +321,9 @@ def _one_run(
     profile: sandbox.Profile,
     prereg: TriggerPrereg,
     spec: RunSpec,
-    skill_copy: Path,
-    work: Path,
+    skill_volume: str,
     run_id: str,
-    key_file: Path,
+    key_volume: str,
     upstream: str,
     upstream_net: str,
 ) -> RunRecord:
@@ -332,7 +333,6 @@ def _one_run(
     names = {role: sandbox.container_name(run_id, key, role) for role in ("gateway", "agent")}
     network = f"hx-{run_id}-{key}-net"
     labels = make_labels(run_id, role="trial", trial_id=spec.run_id, ttl_s=ex.budgets.timeout_s + 900)
-    ws = work / "runs" / key
     t0 = dt.datetime.now(dt.UTC)
     base: dict[str, Any] = {
         "run_id": spec.run_id,
@@ -342,11 +342,6 @@ def _one_run(
         "run_index": spec.run_index,
     }
     try:
-        ws.mkdir(parents=True, mode=0o755)
-        installed.prepare_mountpoint(ws, prereg.skill)
-        if os.getuid() == 0:
-            uid, gid = container_user()
-            os.chown(ws, uid, gid)
         engine.create_network(network, labels, internal=True)
         gw = sandbox.gateway_spec(
             profile,
@@ -354,7 +349,7 @@ def _one_run(
             labels=labels,
             upstream_network=upstream_net,
             upstream=upstream,
-            key_file=key_file,
+            key_volume=key_volume,
             budget_usd=ex.budgets.per_run_usd,
         )
         gw = dataclasses.replace(gw, env={**gw.env, "GATEWAY_STOP_ON_SKILL": prereg.skill})
@@ -371,16 +366,15 @@ def _one_run(
             max_turns=ex.max_turns,
             session_id=paired_session_id(ex.seed, spec.query.id, spec.run_index),
         )
-        agent = sandbox.agent_spec(
+        agent = sandbox.trigger_agent_spec(
             profile,
             name=names["agent"],
             labels=labels,
             network=network,
             gateway_ip=gateway_ip,
-            workspace=ws,
-            skill_dir=skill_copy,
-            command=command,
+            skill_volume=skill_volume,
             skill_target=installed.skill_target(prereg.skill),
+            command=command,
         )
         engine.run(agent, deadline_s=host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
         evts = gateway.events(engine, gw.name)
@@ -408,7 +402,6 @@ def _one_run(
         )
     finally:
         engine.remove_labelled({RUN: run_id, TRIAL: spec.run_id})
-        remove_tree(ws)
 
 
 # ======================================================================== analysis

@@ -8,7 +8,7 @@ upstream connection only**: the agent container gets none of these variables
 
     url       --upstream, else the user's ANTHROPIC_BASE_URL, else the public API
     proxy     HTTPS_PROXY (HTTP_PROXY for an http:// upstream), unless NO_PROXY covers the host
-    extra_ca  --upstream-ca: a PEM bundle trusted beside the image's bundle (mounted, not baked)
+    extra_ca  --upstream-ca: a PEM bundle trusted beside the image's bundle (a volume, not baked)
     network   --upstream-network: an existing Docker network for the gateway's upstream side
 
 What shapes the comparison is provenance (host, proxy yes/no, CA hash: never the
@@ -23,19 +23,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError, PrerequisiteError
+from harness.sandbox import volumes
 from harness.sandbox.labels import ROLE
-from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Limits, VolumeMount
 from harness.sidecars.upstream_link import bypass_proxy
 
 REAL_UPSTREAM = "https://api.anthropic.com"
-CA_MOUNT = "/run/harness/upstream-ca.pem"
+ROUTE_MOUNT = "/run/harness/route"
+"""The route volume's mountpoint in the gateway and the upstream preflight (never in the agent)."""
+CA_MOUNT = f"{ROUTE_MOUNT}/upstream-ca.pem"
 
 
 @dataclass(frozen=True)
@@ -113,14 +115,16 @@ def from_env(
     return Upstream(url=chosen.rstrip("/"), proxy=proxy, no_proxy=no_proxy, extra_ca=extra_ca, network=network)
 
 
-def stage_ca(route: Upstream, run_root: Path) -> tuple[BindMount, ...]:
-    """A world-readable copy of the extra CA bundle for the gateway (which runs as another uid)."""
+def stage_ca(
+    route: Upstream, engine: ContainerRuntime, *, volume: str, image: str, labels: Mapping[str, str]
+) -> tuple[VolumeMount, ...]:
+    """A volume holding a world-readable copy of the extra CA bundle for the gateway (which runs as
+    another uid), made through the archive API; none without an extra CA."""
     if route.extra_ca is None:
         return ()
-    copy = run_root / "upstream-ca.pem"
-    copy.write_bytes(route.ca_bytes())
-    os.chmod(copy, 0o444)
-    return (BindMount(copy, CA_MOUNT, read_only=True),)
+    ca = volumes.tar_entries([volumes.Entry("upstream-ca.pem", route.ca_bytes(), 0o444)])
+    volumes.make(engine, volume, ca, image=image, labels=labels)
+    return (VolumeMount(volume, ROUTE_MOUNT, read_only=True),)
 
 
 def preflight(
@@ -132,7 +136,7 @@ def preflight(
     user: str,
     network: str,
     labels: Mapping[str, str],
-    mounts: tuple[BindMount, ...],
+    volumes: tuple[VolumeMount, ...],
 ) -> None:
     """One TLS handshake to the upstream, through the proxy, from the upstream network. Raises
     :class:`InfraError` naming the problem (a certificate, a refusing proxy) when it fails."""
@@ -147,7 +151,7 @@ def preflight(
             "SSL_CERT_FILE": "/etc/harness/ca-bundle.crt",
             **route.gateway_env(),
         },
-        mounts=mounts,
+        volumes=volumes,
         network=network,
         limits=Limits(memory="128m", cpus=0.5, pids=32, tmpfs_size="8m"),
         tmpfs=("/tmp",),

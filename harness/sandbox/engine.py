@@ -12,6 +12,12 @@ can forget a flag:
     fsize limits, --init, capped json-file logs, no published ports, no docker
     socket, only the mounts the spec names, restart policy "no".
 
+Where the engine is comes from ``DOCKER_HOST`` (:func:`endpoint_of`): a unix socket is local, anything
+else (tcp://, ssh://) may be another machine, which shares no path with the controller. A remote engine
+refuses every :class:`~harness.sandbox.runtime.BindMount` with a ``PrerequisiteError`` that names the
+path (the engine would otherwise bind its own directory of that name, or fail obscurely), and
+:meth:`Engine.free_disk_bytes` reports nothing for it.
+
 Deadlines are enforced twice: inside the container by the caller's command
 (``timeout -k``) and here, on the host, by ``kill`` when ``wait`` overruns.
 """
@@ -19,6 +25,7 @@ Deadlines are enforced twice: inside the container by the caller's command
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -37,6 +44,7 @@ from harness.sandbox.runtime import (
     ContainerSpec,
     DanglingImage,
     DockerObject,
+    Endpoint,
     EngineInfo,
     ExitInfo,
     Gate,
@@ -80,6 +88,14 @@ def removal_order(obj: DockerObject) -> int:
     return {"container": 0, "network": 1, "volume": 2}[obj.kind]
 
 
+def endpoint_of(env: Mapping[str, str]) -> Endpoint:
+    """Where ``DOCKER_HOST`` points (unset: the default local socket). Only a unix socket (or npipe) is
+    taken as local: a tcp:// address of this machine is still treated as remote, since nothing
+    promises that its engine sees the controller's paths."""
+    url = env.get("DOCKER_HOST", "").strip() or "unix:///var/run/docker.sock"
+    return Endpoint(url=url, remote=not url.startswith(("unix://", "npipe://")))
+
+
 def _uid_gid(user: str) -> tuple[str, str]:
     uid, _, gid = user.partition(":")
     return uid, gid or uid
@@ -92,12 +108,18 @@ class Engine:
     ``exec_run``, ``free_disk_bytes``, and removal of one container or network by name."""
 
     def __init__(self, env: Mapping[str, str] | None = None, *, timeout: int = 120) -> None:
+        self._endpoint = endpoint_of(env if env is not None else os.environ)
         try:
-            self.client = docker.from_env(environment=dict(env) if env is not None else None, timeout=timeout)
+            # ssh:// goes through the ssh binary (the user's config and agent, as the docker CLI does)
+            self.client = docker.from_env(
+                environment=dict(env) if env is not None else None,
+                timeout=timeout,
+                use_ssh_client=self._endpoint.url.startswith("ssh://"),
+            )
             self.client.ping()
         except DOCKER_ERRORS as e:
             raise PrerequisiteError(
-                f"no Docker engine answers ({type(e).__name__}: {str(e)[:200]})",
+                f"no Docker engine answers at {self._endpoint.url} ({type(e).__name__}: {str(e)[:200]})",
                 hint="start one (`make engine` installs docker.io and starts dockerd when run as root on Debian), "
                 "or point DOCKER_HOST at a reachable engine",
             ) from e
@@ -124,8 +146,22 @@ class Engine:
             rootless=any("rootless" in s for s in info.get("SecurityOptions") or ()),
         )
 
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
     # -------------------------------------------------------------- containers
+    def _refuse_binds_if_remote(self, spec: ContainerSpec) -> None:
+        if self._endpoint.remote and spec.mounts:
+            m = spec.mounts[0]
+            raise PrerequisiteError(
+                f"container {spec.name} needs the controller's path {m.source} at {m.target}, and the engine "
+                f"at {self._endpoint.url} is remote: it cannot bind-mount a path of this machine",
+                hint="this step does not work on a remote engine yet; run it against a local engine "
+                "(unset DOCKER_HOST, or point it at unix:///var/run/docker.sock)",
+            )
+
     def _create_kwargs(self, spec: ContainerSpec) -> dict[str, Any]:
+        self._refuse_binds_if_remote(spec)
         uid, gid = _uid_gid(spec.user)
         lim = spec.limits
         tmpfs = {
@@ -611,9 +647,12 @@ class Engine:
             raise InfraError(f"tagging {image} as {tag} failed: {e}") from e
 
     def free_disk_bytes(self) -> int | None:
-        """Free space under the engine's data root (None for a remote engine)."""
+        """Free space under the engine's data root (None for a remote engine: its data root is a path on
+        another machine, and the controller's directory of that name says nothing about it)."""
         import shutil
 
+        if self._endpoint.remote:
+            return None
         root = self.info().docker_root
         try:
             return shutil.disk_usage(root).free

@@ -8,11 +8,18 @@ environment is written out here in full.
 
 Roles and their only mounts:
 
-    agent     /workspace (rw, the trial's copy)  /skill (ro, a copy; skill arm only)
-    collect   /base (ro)  /workspace (ro)  /out (rw, fresh)  /verify (rw, fresh)   --network none
-    verify    /workspace (rw, base + patch, protected paths restored)               --network none
-    judge     none
-    gateway   /run/harness/api-key (ro)
+    agent         /workspace (rw, the trial's copy)  /skill (ro, a copy; skill arm only)
+    collect       /base (ro)  /workspace (ro)  /out (rw, fresh)  /verify (rw, fresh)   --network none
+    verify        /workspace (rw, base + patch, protected paths restored)               --network none
+    judge         none
+    gateway       /run/harness/key (ro volume: the key, 0400, the gateway's uid)  /run/harness/route (ro
+                  volume: the extra CA; real runs with --upstream-ca only)
+    scripted API  /etc/scripted (ro volume: the scenario)
+
+Every mount but the trial's workspace is a volume the run filled through the archive API
+(:mod:`harness.sandbox.volumes`), never a path of the controller's: the skill copies (``/skill``,
+``/skills/<name>``, ``/workspace/.claude/skills/<name>``) as well, so the same specs run on an engine on
+another machine.
 
 The agent and the judge are on the trial's internal network, and their DNS
 upstream is their gateway (which serves no DNS): Docker's embedded resolver
@@ -21,23 +28,37 @@ answers for the trial's own containers and fails every other name.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from harness.errors import HarnessError, PrerequisiteError
-from harness.sandbox import uids
+from harness.sandbox import uids, volumes
 from harness.sandbox.deadline import deadline_argv
 from harness.sandbox.labels import ROLE
-from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
+from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits, VolumeMount
 from harness.study.config import Resources, parse_size
 
-GATEWAY_KEY_PATH = "/run/harness/api-key"
+KEY_MOUNT = "/run/harness/key"
+"""Where the gateway's key volume is mounted (its only file is the key)."""
+GATEWAY_KEY_PATH = f"{KEY_MOUNT}/api-key"
+SCENARIO_MOUNT = "/etc/scripted"
 GATEWAY_PORT = 8080
 SCRIPTED_PORT = 8080
 PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
 """The only credential an agent container ever holds."""
+
+
+def key_tar(key: str, owner: tuple[int, int]) -> bytes:
+    """The key volume's content: the key, readable by the gateway's uid (``owner``) and no one else."""
+    return volumes.tar_entries([volumes.Entry("api-key", key.encode(), 0o400, *owner)])
+
+
+def scenario_tar(scenario: bytes) -> bytes:
+    """The scripted API's volume: the compiled scenario, root's, world-readable (it holds no secret)."""
+    return volumes.tar_entries([volumes.Entry("scenario.json", scenario, 0o444)])
 
 
 def collect_script() -> str:
@@ -123,6 +144,7 @@ def _claude_spec(
     command: Sequence[str],
     mounts: tuple[BindMount, ...],
     workdir: str,
+    volumes: tuple[VolumeMount, ...] = (),
 ) -> ContainerSpec:
     """A container running the Claude Code CLI: its only peer is the gateway, which is also its DNS
     upstream (and serves none, so no name outside the trial resolves)."""
@@ -134,6 +156,7 @@ def _claude_spec(
         user=p.user,
         env=claude_env(gateway_ip),
         mounts=mounts,
+        volumes=volumes,
         network=network,
         limits=p.limits,
         tmpfs=("/tmp", "/home/agent"),
@@ -151,18 +174,17 @@ def agent_spec(
     network: str,
     gateway_ip: str,
     workspace: Path,
-    skill_dir: Path | None,
+    skill_volume: str | None,
     command: Sequence[str],
-    skill_mounts: Sequence[BindMount] = (),
+    skill_mounts: Sequence[VolumeMount] = (),
     skill_target: str = "/skill",
 ) -> ContainerSpec:
-    """``skill_mounts``: a library experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
+    """``skill_volume``: the run's read-only skill copy (skill arm only). ``skill_mounts``: a library
+    experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
     ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
     at ``/workspace/.claude/skills/<name>``, see :mod:`harness.trial.installed`)."""
-    mounts = [BindMount(workspace, "/workspace", read_only=False)]
-    if skill_dir is not None:
-        mounts.append(BindMount(skill_dir, skill_target, read_only=True))
-    mounts.extend(skill_mounts)
+    skills = [VolumeMount(skill_volume, skill_target, read_only=True)] if skill_volume is not None else []
+    skills.extend(skill_mounts)
     return _claude_spec(
         p,
         name=name,
@@ -170,9 +192,38 @@ def agent_spec(
         network=network,
         gateway_ip=gateway_ip,
         command=command,
-        mounts=tuple(mounts),
+        mounts=(BindMount(workspace, "/workspace", read_only=False),),
+        volumes=tuple(skills),
         workdir="/workspace",
     )
+
+
+def trigger_agent_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str,
+    gateway_ip: str,
+    skill_volume: str,
+    skill_target: str,
+    command: Sequence[str],
+) -> ContainerSpec:
+    """A trigger run's agent (:mod:`harness.experiment.triggers`): the installed skill arm on an empty
+    ``/workspace`` tmpfs of the container user (nothing is extracted from it, so it needs no volume and
+    is bounded by the tmpfs size), with the skill's read-only volume mounted inside it."""
+    spec = _claude_spec(
+        p,
+        name=name,
+        labels={**labels, ROLE: "agent"},
+        network=network,
+        gateway_ip=gateway_ip,
+        command=command,
+        mounts=(),
+        volumes=(VolumeMount(skill_volume, skill_target, read_only=True),),
+        workdir="/workspace",
+    )
+    return dataclasses.replace(spec, tmpfs=(*spec.tmpfs, "/workspace"))
 
 
 def collect_spec(
@@ -209,8 +260,9 @@ def collect_spec(
 
 
 def verify_spec(
-    p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path, verify_cmd: str, timeout_s: int
+    p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path | str, verify_cmd: str, timeout_s: int
 ) -> ContainerSpec:
+    """``verify_tree``: a directory of the controller's, or the name of a volume (the preflight's)."""
     return ContainerSpec(
         name=name,
         image=p.trial_image,
@@ -224,7 +276,8 @@ def verify_spec(
             "TZ": "UTC",
             "CI": "1",
         },
-        mounts=(BindMount(verify_tree, "/workspace", read_only=False),),
+        mounts=() if isinstance(verify_tree, str) else (BindMount(verify_tree, "/workspace", read_only=False),),
+        volumes=(VolumeMount(verify_tree, "/workspace", read_only=False),) if isinstance(verify_tree, str) else (),
         network="none",
         limits=p.limits,
         tmpfs=("/tmp", "/home/agent"),
@@ -256,13 +309,14 @@ def gateway_spec(
     labels: Mapping[str, str],
     upstream_network: str,
     upstream: str,
-    key_file: Path,
+    key_volume: str,
     budget_usd: float,
     route_env: Mapping[str, str] | None = None,
-    route_mounts: tuple[BindMount, ...] = (),
+    route_volumes: tuple[VolumeMount, ...] = (),
 ) -> ContainerSpec:
-    """``route_env`` / ``route_mounts``: the real run's upstream route (proxy, extra CA), see
-    :mod:`harness.experiment.upstream`; they reach the gateway only, never the agent."""
+    """``key_volume``: the run's key volume (:data:`KEY_MOUNT`). ``route_env`` / ``route_volumes``: the real
+    run's upstream route (proxy, extra CA), see :mod:`harness.experiment.upstream`; they reach the
+    gateway only, never the agent."""
     env = {
         "GATEWAY_KEY_FILE": GATEWAY_KEY_PATH,
         "GATEWAY_BUDGET_USD": f"{budget_usd:g}",
@@ -279,7 +333,7 @@ def gateway_spec(
         labels={**labels, ROLE: "gateway"},
         user=p.sidecar_user,
         env=env,
-        mounts=(BindMount(key_file, GATEWAY_KEY_PATH, read_only=True), *route_mounts),
+        volumes=(VolumeMount(key_volume, KEY_MOUNT, read_only=True), *route_volumes),
         network=upstream_network,
         limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
         tmpfs=("/tmp",),
@@ -288,16 +342,17 @@ def gateway_spec(
 
 
 def scripted_api_spec(
-    p: Profile, *, name: str, labels: Mapping[str, str], network: str, scenario_dir: Path
+    p: Profile, *, name: str, labels: Mapping[str, str], network: str, scenario_volume: str
 ) -> ContainerSpec:
+    """``scenario_volume``: holds ``scenario.json`` (:func:`scenario_tar`); its audit log is its stdout."""
     return ContainerSpec(
         name=name,
         image=p.sidecar_image,
-        command=("python3", "/opt/harness/scripted_api.py", "/etc/scripted/scenario.json", str(SCRIPTED_PORT)),
+        command=("python3", "/opt/harness/scripted_api.py", f"{SCENARIO_MOUNT}/scenario.json", str(SCRIPTED_PORT)),
         labels={**labels, ROLE: "scripted-api"},
         user=p.sidecar_user,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-        mounts=(BindMount(scenario_dir, "/etc/scripted", read_only=True),),
+        volumes=(VolumeMount(scenario_volume, SCENARIO_MOUNT, read_only=True),),
         network=network,
         limits=Limits(memory="512m", cpus=1.0, pids=256, tmpfs_size="16m"),
         tmpfs=("/tmp",),

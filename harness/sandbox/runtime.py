@@ -33,6 +33,12 @@ volume's ``Mountpoint`` on the engine's host, and tar archives copied into and o
 mounts (``put_archive`` / ``get_archive``, and ``run``'s ``archive``), so content crosses to a remote
 engine as one stream. Not here: a container's filesystem diff and a commit of it (on engine 20.10
 ``docker diff`` is O(files in the image), see issue 17).
+
+Where the engine is (:meth:`ContainerRuntime.endpoint`): an engine on another machine
+(``DOCKER_HOST=tcp://...`` or ``ssh://...``) sees none of the controller's paths, so a
+:class:`BindMount` is what only a local engine can give; a remote one refuses it with a
+``PrerequisiteError`` naming the path, before anything is created. Everything a run gives its
+containers is therefore a volume filled through ``put_archive`` (:mod:`harness.sandbox.volumes`).
 """
 
 from __future__ import annotations
@@ -137,6 +143,20 @@ class EngineInfo:
     rootless: bool
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the engine is, as the controller reaches it."""
+
+    url: str
+    """``DOCKER_HOST`` as given (``unix:///var/run/docker.sock`` when unset)."""
+    remote: bool
+    """The engine may be on another machine (tcp://, ssh://, http(s)://): it shares no path with the
+    controller, so nothing may depend on bind-mounting one."""
+
+    def describe(self) -> str:
+        return f"{self.url} ({'remote: no bind mounts' if self.remote else 'local'})"
+
+
 ObjectKind = Literal["container", "network", "volume"]
 
 _NO_LABELS: Mapping[str, str] = types.MappingProxyType({})
@@ -194,6 +214,10 @@ class ContainerRuntime(Protocol):
 
     def info(self) -> EngineInfo:
         """The engine's version, runtimes and security options. Raises InfraError."""
+        ...
+
+    def endpoint(self) -> Endpoint:
+        """Where the engine is (never raises: it is what the runtime was made with)."""
         ...
 
     def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:

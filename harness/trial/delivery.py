@@ -1,14 +1,15 @@
 """How a library experiment's masked arm is given its skills: the mounts, and reading back what was mounted.
 
 ``prompt`` delivery (the article's mechanism, extended to several skills): each skill of the
-mask is a read-only, controller-owned copy mounted at ``/skills/<name>/``, and the prompt
+mask is a read-only copy mounted at ``/skills/<name>/`` (a volume the run filled from its
+controller-owned copy, :class:`SkillCopy`), and the prompt
 starts with a prefix naming every one of them, in a stable (sorted) order. The prompt, like
 every trial's, is the plan's (:func:`harness.plan.library_prefix`, pure); this module mounts
 what it names and reads back what was mounted. Another delivery (``installed``: real project
 skills under ``.claude/skills``) plugs in here: :func:`mounts` and the plan's prefix are the
 only things the trial asks of a delivery.
 
-Pure: no Docker, no I/O except :func:`tree_sha256`, which hashes a mounted copy.
+Pure: no Docker, no I/O except :func:`tree_sha256`, which hashes the controller's copy a volume is filled from.
 """
 
 from __future__ import annotations
@@ -16,18 +17,29 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.plan import SKILLS_ROOT, ordered_skills
 from harness.records import MountedSkill
-from harness.sandbox.runtime import BindMount, ContainerSpec
+from harness.sandbox.runtime import ContainerSpec, VolumeMount
 
 DELIVERIES = ("prompt",)
 
 
-def mounts(skills: Sequence[str], copies: Mapping[str, Path]) -> tuple[BindMount, ...]:
-    """Read-only bind mounts of the controller-owned copies of exactly ``skills``."""
-    return tuple(BindMount(copies[n], f"{SKILLS_ROOT}/{n}", read_only=True) for n in ordered_skills(skills))
+@dataclass(frozen=True)
+class SkillCopy:
+    """One skill of a library as the run holds it: the volume its copy went into, and the hash of that
+    copy's files (:func:`tree_sha256`, taken from the controller's copy the volume was filled from;
+    nothing writes to the volume after)."""
+
+    volume: str
+    sha256: str
+
+
+def mounts(skills: Sequence[str], copies: Mapping[str, SkillCopy]) -> tuple[VolumeMount, ...]:
+    """Read-only mounts of the run's copies of exactly ``skills``."""
+    return tuple(VolumeMount(copies[n].volume, f"{SKILLS_ROOT}/{n}", read_only=True) for n in ordered_skills(skills))
 
 
 def tree_sha256(root: Path) -> str:
@@ -46,12 +58,13 @@ def tree_sha256(root: Path) -> str:
     return h.hexdigest()
 
 
-def mounted_skills(spec: ContainerSpec) -> tuple[MountedSkill, ...]:
+def mounted_skills(spec: ContainerSpec, copies: Mapping[str, SkillCopy]) -> tuple[MountedSkill, ...]:
     """What the agent container was given, read from the container spec handed to the engine (not from
-    the plan): every read-only mount under /skills/, with a hash of the mounted copy's files."""
+    the plan): every read-only volume under /skills/, with the hash of the copy that volume holds."""
+    by_volume = {c.volume: c.sha256 for c in copies.values()}
     out = []
-    for m in spec.mounts:
+    for m in spec.volumes:
         target = m.target
         if target.startswith(SKILLS_ROOT + "/") and m.read_only:
-            out.append(MountedSkill(name=target[len(SKILLS_ROOT) + 1 :], sha256=tree_sha256(Path(m.source))))
+            out.append(MountedSkill(name=target[len(SKILLS_ROOT) + 1 :], sha256=by_volume[m.volume]))
     return tuple(sorted(out, key=lambda s: s.name))

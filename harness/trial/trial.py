@@ -41,7 +41,7 @@ from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import RUN, TRIAL, make_labels
-from harness.sandbox.runtime import BindMount, ContainerRuntime, DockerObject, ExitInfo
+from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
 
@@ -96,8 +96,10 @@ class TrialContext:
     run_root: Path
     repo: Path
     provenance: Provenance
-    skill_copy: Path
-    key_file: Path
+    skill_volume: str
+    """The run's read-only skill copy (:class:`harness.experiment.resources.RunSite`)."""
+    key_volume: str
+    """The run's key volume: mounted in the gateway only."""
     upstream: str
     upstream_network: str
     artifacts: ArtifactStore
@@ -113,9 +115,9 @@ class TrialContext:
     """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
     route_env: Mapping[str, str] = field(default_factory=dict)
     """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.experiment.upstream`."""
-    route_mounts: tuple[BindMount, ...] = ()
-    library_copies: Mapping[str, Path] = field(default_factory=dict)
-    """Library experiments: skill name -> its controller-owned, read-only copy (see harness.trial.delivery)."""
+    route_mounts: tuple[VolumeMount, ...] = ()
+    library_copies: Mapping[str, delivery.SkillCopy] = field(default_factory=dict)
+    """Library experiments: skill name -> the volume of its read-only copy (see harness.trial.delivery)."""
     skill_name: str = ""
     """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
     baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
@@ -173,10 +175,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 labels=labels,
                 upstream_network=ctx.upstream_network,
                 upstream=ctx.upstream,
-                key_file=ctx.key_file,
+                key_volume=ctx.key_volume,
                 budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
                 route_env=ctx.route_env,
-                route_mounts=ctx.route_mounts,
+                route_volumes=ctx.route_mounts,
             )
             ctx.engine.create(gw, extra_networks=[network])
             ctx.engine.start(gw.name)
@@ -196,13 +198,13 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 network=network,
                 gateway_ip=gateway_ip,
                 workspace=dirs.workspace,
-                skill_dir=ctx.skill_copy if spec.arm == "skill" else None,
+                skill_volume=ctx.skill_volume if spec.arm == "skill" else None,
                 command=command,
                 skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
                 skill_target=skill_target,
             )
             if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
-                done.skills_mounted = delivery.mounted_skills(agent)
+                done.skills_mounted = delivery.mounted_skills(agent, ctx.library_copies)
             with dog:
                 run = ctx.engine.run(
                     agent,

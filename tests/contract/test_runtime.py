@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import InfraError, Interrupted, PrerequisiteError
+from harness.sandbox import volumes
 from harness.sandbox.labels import RUN, make_labels
 from harness.sandbox.runtime import (
     ContainerRuntime,
@@ -33,6 +34,7 @@ from harness.sandbox.runtime import (
     VolumeDir,
     VolumeMount,
 )
+from harness.sandbox.volumes import Entry, tar_entries
 from tests.contract.socket_link import SocketLink, engine_socket
 from tests.fakes import Behaviour, FakeRuntime, Outcome
 
@@ -433,3 +435,23 @@ def test_run_copies_a_path_out_before_it_removes_the_container(subject: Subject)
     assert missing.archive is None
     assert rt.remove_labelled({RUN: subject.run_id}).errors == []
     assert subject.names() == []
+
+
+def test_a_volume_filled_through_a_created_container_keeps_the_tars_owners_and_modes(subject: Subject) -> None:
+    """How a run gives its containers files (:func:`harness.sandbox.volumes.fill`): the key file keeps
+    its 0400 and its owner, and a read-only mount takes no archive."""
+    rt = subject.runtime
+    vol = f"hx-{subject.run_id}-key"
+    rt.create_volume(vol, subject.labels("vol"))
+    key = tar_entries([Entry("api-key", b"sk-secret", 0o400, 2100000002, 2100000002), Entry("note", b"hi", 0o444)])
+    volumes.fill(rt, vol, key, image=subject.image, labels=subject.labels("fill"))
+    assert subject.names() == [("volume", vol)], "the filler container is gone"
+    reader = _volume_spec(subject, "reader", TRUE, {"/data": (vol, True)})
+    rt.create(reader)
+    data, cut = rt.get_archive(reader.name, "/data", cap=1 << 20)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        files = {m.name: (m.mode & 0o7777, m.uid) for m in tar.getmembers() if m.isreg()}
+    assert not cut and files == {"data/api-key": (0o400, 2100000002), "data/note": (0o444, 0)}
+    with pytest.raises(InfraError):
+        rt.put_archive(reader.name, "/data", tar_entries([Entry("x", b"", 0o644)]))
+    assert rt.remove_labelled({RUN: subject.run_id}).errors == []

@@ -43,15 +43,15 @@ def _runtime(fail: str | None = None) -> FakeRuntime:
         runtime.behave("scripted-api", Outcome(exit_code=1, stdout=b"Traceback: the scenario is not JSON\n"))
     elif fail == "preflight":
         runtime.behave("preflight", Outcome(exit_code=1, stdout=b'{"ok": false, "error": "the proxy refused"}\n'))
-    elif fail == "create":
-        runtime.fail("create", after=True)
+    elif fail == "create":  # the scripted API's: a volume's filler is created before it
+        runtime.fail("create", f"hx-{RUN_ID}-scripted", after=True)
     elif fail is not None:
         runtime.fail(fail, times=None)
     return runtime
 
 
 def _objects(runtime: FakeRuntime) -> set[tuple[str, str]]:
-    """Every container and network still there, labelled or not."""
+    """Every container, network and volume still there, labelled or not."""
     return {(o.kind, o.name) for o in runtime.left()}
 
 
@@ -124,16 +124,21 @@ def _no_injection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 NETWORK = ("network", f"hx-{RUN_ID}-up")
 SCRIPTED = ("container", f"hx-{RUN_ID}-scripted")
-BEFORE_THE_NETWORK = {"owner", "secrets/api-key", "skill/SKILL.md"}
+KEY_VOLUME = ("volume", f"hx-{RUN_ID}-key")
+VOLUMES = {KEY_VOLUME, ("volume", f"hx-{RUN_ID}-skill")}
+SCENARIO = ("volume", f"hx-{RUN_ID}-scenario")
+BEFORE_THE_NETWORK = {"owner", "skill/SKILL.md"}
+SCRIPTED_UP = VOLUMES | {NETWORK, SCENARIO, SCRIPTED}
 
 # (step, how it fails, the engine call that fails, files and objects the earlier steps made)
 SCRIPTED_STEPS = [
-    ("key file", _fail_method("_write_key", OSError("disk full")), None, {"owner"}, set()),
-    ("network", _no_injection, "create_network", BEFORE_THE_NETWORK, set()),
-    ("scripted create", _no_injection, "create", BEFORE_THE_NETWORK | {"scenario/scenario.json"}, {NETWORK, SCRIPTED}),
-    ("scripted start", _no_injection, "start", BEFORE_THE_NETWORK | {"scenario/scenario.json"}, {NETWORK, SCRIPTED}),
-    ("scripted listening", _no_injection, "listening", BEFORE_THE_NETWORK, {NETWORK, SCRIPTED}),
-    ("interrupted", _fail_method("_make_network", KeyboardInterrupt()), None, BEFORE_THE_NETWORK, set()),
+    ("key volume", _no_injection, "create_volume", {"owner"}, set()),
+    ("key fill", _no_injection, "put_archive", {"owner"}, {KEY_VOLUME}),  # its filler container went at once
+    ("network", _no_injection, "create_network", BEFORE_THE_NETWORK, VOLUMES),
+    ("scripted create", _no_injection, "create", BEFORE_THE_NETWORK, SCRIPTED_UP),
+    ("scripted start", _no_injection, "start", BEFORE_THE_NETWORK, SCRIPTED_UP),
+    ("scripted listening", _no_injection, "listening", BEFORE_THE_NETWORK, SCRIPTED_UP),
+    ("interrupted", _fail_method("_make_network", KeyboardInterrupt()), None, BEFORE_THE_NETWORK, VOLUMES),
 ]
 
 
@@ -159,11 +164,11 @@ def test_a_failed_step_undoes_every_step_before_it(
     [(made_files, made_objects)] = seen
     assert files <= set(made_files), made_files
     assert made_objects == objects
-    assert not (s.work_root / RUN_ID).exists(), "the run directory (and the key file in it) is gone"
-    assert runtime.left() == [], "every Docker object the set-up made is gone"
+    assert not (s.work_root / RUN_ID).exists(), "the run directory is gone"
+    assert runtime.left() == [], "every Docker object the set-up made is gone, volumes included"
 
 
-def test_a_skill_changed_after_the_lock_check_undoes_the_key_file(
+def test_a_skill_changed_after_the_lock_check_undoes_the_key_volume(
     setup: Callable[..., RunSetup], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = setup()
@@ -172,7 +177,7 @@ def test_a_skill_changed_after_the_lock_check_undoes_the_key_file(
     seen = _watch_teardown(monkeypatch, runtime)
     with pytest.raises(LockError, match="changed after eval checked its lock"), _resources(runtime, s, tmp_path):
         pass
-    assert "secrets/api-key" in seen[0][0]
+    assert KEY_VOLUME in seen[0][1]
     assert not (s.work_root / RUN_ID).exists() and runtime.left() == []
 
 
@@ -235,10 +240,14 @@ def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[
     store = _store(tmp_path)
     s = setup()
     with _resources(runtime, s, tmp_path, store) as site:
-        assert site.key_file.read_text() == KEY and site.key_file.stat().st_mode & 0o777 == 0o400
-        assert (site.skill_copy / "SKILL.md").is_file() and site.route_env == {} and site.route_mounts == ()
+        key, (uid, gid, mode) = runtime.volume_file(site.key_volume, "api-key")
+        assert (key, uid, gid, mode) == (KEY.encode(), 1001, 1001, 0o400), "the sidecars' alone"
+        skill, (uid, _, mode) = runtime.volume_file(site.skill_volume, "SKILL.md")
+        assert skill.startswith(b"#") and (uid, mode) == (0, 0o444), "root's, read-only"
+        assert not list(site.root.rglob("api-key")), "the key is in its volume only, never in the run directory"
+        assert site.route_env == {} and site.route_mounts == ()
         assert site.upstream == f"http://hx-{RUN_ID}-scripted:{roles.SCRIPTED_PORT}"
-        assert site.upstream_network == NETWORK[1] and _objects(runtime) == {NETWORK, SCRIPTED}
+        assert site.upstream_network == NETWORK[1] and _objects(runtime) == SCRIPTED_UP
         left = roles.verify_spec(
             s.profile, name=f"hx-{RUN_ID}-t1-verify", labels=make_labels(RUN_ID, role="trial", ttl_s=60),
             verify_tree=tmp_path, verify_cmd="true", timeout_s=1,
@@ -264,7 +273,10 @@ def test_when_the_engine_cannot_list_what_the_run_made_is_removed_by_name(
     with _resources(runtime, s, tmp_path):
         pass
     assert runtime.left() == []
-    assert runtime.targets("remove_container") == [SCRIPTED[1]] and runtime.targets("remove_network") == [NETWORK[1]]
+    fillers = [f"hx-{RUN_ID}-{v}-fill" for v in ("key", "skill", "scenario")]  # each removed once it filled
+    assert runtime.targets("remove_container") == [*fillers, SCRIPTED[1]]
+    assert runtime.targets("remove_network") == [NETWORK[1]]
+    assert sorted(runtime.targets("remove_volume")) == sorted(n for _, n in {*VOLUMES, SCENARIO})
 
 
 def test_the_users_own_upstream_network_is_used_and_never_removed(

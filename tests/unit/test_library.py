@@ -167,9 +167,10 @@ def test_mounted_skills_are_read_from_the_container_spec_with_content_hashes(tmp
         d = tmp_path / name
         d.mkdir()
         (d / "SKILL.md").write_text(f"body {name}\n")
-        copies[name] = d
+        copies[name] = delivery.SkillCopy(f"hx-r-library-{name}", delivery.tree_sha256(d))
     mounts = delivery.mounts(["gamma", "alpha"], copies)
     assert [m.target for m in mounts] == ["/skills/alpha", "/skills/gamma"] and all(m.read_only for m in mounts)
+    assert [m.volume for m in mounts] == ["hx-r-library-alpha", "hx-r-library-gamma"]
     spec = ContainerSpec(
         name="x",
         image="i",
@@ -177,15 +178,14 @@ def test_mounted_skills_are_read_from_the_container_spec_with_content_hashes(tmp
         labels={},
         user="1:1",
         env={},
-        mounts=(BindMount(tmp_path, "/workspace", read_only=False), *mounts),
+        mounts=(BindMount(tmp_path, "/workspace", read_only=False),),
+        volumes=mounts,
         network="none",
         limits=Limits(),
     )
-    got = delivery.mounted_skills(spec)
-    assert [s.name for s in got] == ["alpha", "gamma"]
-    assert got[0].sha256 == library.files_sha256(skill_files(copies["alpha"]))
-    (copies["alpha"] / "SKILL.md").write_text("tampered\n")
-    assert delivery.mounted_skills(spec)[0].sha256 != got[0].sha256
+    got = delivery.mounted_skills(spec, copies)
+    assert [s.name for s in got] == ["alpha", "gamma"], "what the spec mounts, not what the run holds"
+    assert got[0].sha256 == library.files_sha256(skill_files(tmp_path / "alpha"))
 
 
 # ----------------------------------------------------------------------------- lock

@@ -24,10 +24,10 @@ from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
-from harness.sandbox import roles
+from harness.sandbox import roles, volumes
 from harness.sandbox.deadline import host_deadline_s
-from harness.sandbox.labels import RUN, make_labels
-from harness.sandbox.runtime import ContainerSpec, Limits
+from harness.sandbox.labels import ROLE, RUN, make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
@@ -39,6 +39,7 @@ from tests.fakes import (
     cli_result,
     forwarded,
     gateway_log,
+    host_path,
     judge,
     trial_behaviours,
 )
@@ -46,6 +47,8 @@ from tests.fakes import (
 TRIAL_IMAGE, SIDECAR_IMAGE = "harness-trial:fake", "harness-sidecar:fake"
 RUN_ID = "r1"
 UPSTREAM_NET = f"hx-{RUN_ID}-up"
+KEY_VOLUME = f"hx-{RUN_ID}-key"
+SKILL_VOLUME = f"hx-{RUN_ID}-skill"
 TASK = Task(
     id="fix",
     prompt="make add() add",
@@ -69,8 +72,9 @@ class Rig:
         return run_trial(self.ctx, self.spec, attempt)
 
     def assert_torn_down(self) -> None:
-        left = [(o.kind, o.name) for o in self.runtime.left()]
-        assert left == [("network", UPSTREAM_NET)], "only the run's own network may be left"
+        left = sorted((o.kind, o.name) for o in self.runtime.left())
+        run_own = [("network", UPSTREAM_NET), ("volume", KEY_VOLUME), ("volume", SKILL_VOLUME)]
+        assert left == run_own, "only the run's own network and volumes may be left"
         assert not any(self.ctx.run_root.iterdir()), "the trial directory is removed"
         worktrees = subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True
@@ -91,13 +95,14 @@ def make_rig(tmp_path: Path) -> Callable[..., Rig]:
         root = tmp_path / f"rig{len(rigs)}"
         repo = root / "repo"
         sha = init_repo(repo, FILES)
-        skill = root / "skill"
-        skill.mkdir()
-        (skill / "SKILL.md").write_text("# careful\n")
-        key = root / "api-key"
-        key.write_text("sk-ant-test-key")
         runtime = FakeRuntime(trial_behaviours(**roles_and_ctx), images=[TRIAL_IMAGE, SIDECAR_IMAGE])
-        runtime.create_network(UPSTREAM_NET, make_labels(RUN_ID, role="run", ttl_s=600), internal=True)
+        run_labels = make_labels(RUN_ID, role="run", ttl_s=600)
+        runtime.create_network(UPSTREAM_NET, run_labels, internal=True)
+        skill = volumes.tar_entries([volumes.Entry("SKILL.md", b"# careful\n", 0o444)])
+        volumes.make(runtime, SKILL_VOLUME, skill, image=SIDECAR_IMAGE, labels=run_labels)
+        key = roles.key_tar("sk-ant-test-key", (os.getuid(), os.getgid()))
+        volumes.make(runtime, KEY_VOLUME, key, image=SIDECAR_IMAGE, labels=run_labels)
+        runtime.calls.clear()  # the run's set-up is not the trial's
         stop = threading.Event()
         user = f"{os.getuid()}:{os.getgid()}"
         ctx = TrialContext(
@@ -109,8 +114,8 @@ def make_rig(tmp_path: Path) -> Callable[..., Rig]:
             run_root=root / "run",
             repo=repo,
             provenance=PROV.model_copy(update={"base_sha": sha}),
-            skill_copy=skill,
-            key_file=key,
+            skill_volume=SKILL_VOLUME,
+            key_volume=KEY_VOLUME,
             upstream=f"http://hx-{RUN_ID}-scripted:8080",
             upstream_network=UPSTREAM_NET,
             artifacts=ArtifactStore(root / "artifacts", Redactor()),
@@ -156,16 +161,34 @@ def test_the_skill_arm_mounts_the_skill_copy_read_only(make_rig: Callable[..., R
 
     rig = make_rig("skill", agent=watching)
     assert rig.run().status == "completed"
-    (mount,) = [m for m in seen[0].mounts if m.target == "/skill"]
-    assert mount.source == rig.ctx.skill_copy and mount.read_only
+    (mount,) = [m for m in seen[0].volumes if m.target == "/skill"]
+    assert mount == VolumeMount(SKILL_VOLUME, "/skill", read_only=True)
+    assert (rig.runtime.mount_path(seen[0], "/skill") / "SKILL.md").read_text() == "# careful\n"
     assert "/skill/SKILL.md" in " ".join(seen[0].command)
+
+
+def test_the_key_volume_is_mounted_in_the_gateway_only(make_rig: Callable[..., Rig]) -> None:
+    specs: list[ContainerSpec] = []
+    rig = make_rig("skill")
+    real = rig.runtime.create
+
+    def create(spec: ContainerSpec, **kw: Any) -> str:
+        specs.append(spec)
+        return real(spec, **kw)
+
+    rig.runtime.create = create  # type: ignore[method-assign]
+    assert rig.run().status == "completed"
+    holders = [s.labels[ROLE] for s in specs if any(v.volume == KEY_VOLUME for v in s.volumes)]
+    assert holders == ["gateway"]
+    data, (uid, _gid, mode) = rig.runtime.volume_file(KEY_VOLUME, "api-key")
+    assert data == b"sk-ant-test-key" and mode == 0o400 and uid == os.getuid()
 
 
 def test_the_agent_edits_to_protected_paths_are_flagged_and_restored_for_verify(make_rig: Callable[..., Rig]) -> None:
     verified: list[str] = []
 
     def verify(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
-        tree = next(m.source for m in spec.mounts if m.target == "/workspace")
+        tree = host_path(spec, "/workspace")
         verified.append((tree / "tests" / "test_calc.py").read_text())
         return Outcome(exit_code=0)
 
@@ -319,7 +342,7 @@ def test_a_dropped_engine_connection_while_waiting_for_the_agent_is_infra_not_ti
 
 
 def _flood(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
-    ws = next(m.source for m in spec.mounts if m.target == "/workspace")
+    ws = host_path(spec, "/workspace")
     for i in range(60):
         (ws / f"junk{i}").write_text("x")
     gateway_log(runtime, spec, forwarded())
@@ -452,7 +475,8 @@ def test_leftovers_of_teardown_are_flagged_on_the_record(make_rig: Callable[...,
     assert rec.status == "completed", "a leftover is flagged, not an outcome"
     (flag,) = [f for f in rec.flags if f.startswith("teardown_incomplete")]
     assert gateway in flag and "network" in flag, "the gateway stayed, so its network could not go either"
-    assert sorted(o.name for o in rig.runtime.left()) == sorted([UPSTREAM_NET, gateway, f"hx-{RUN_ID}-fix-b0-a1-net"])
+    run_own = [UPSTREAM_NET, KEY_VOLUME, SKILL_VOLUME]
+    assert sorted(o.name for o in rig.runtime.left()) == sorted([*run_own, gateway, f"hx-{RUN_ID}-fix-b0-a1-net"])
     assert not any(rig.ctx.run_root.iterdir()), "the host side is torn down all the same"
 
 
