@@ -47,6 +47,11 @@ class PrerequisiteError(HarnessError):
     exit_code = 5
 
 
+class NeedsLocalEngine(PrerequisiteError):
+    """The engine is remote (another machine) and a step needs a path of this machine in a container:
+    it cannot run there at all, so the run stops instead of retrying it as an infrastructure error."""
+
+
 class InfraError(HarnessError):
     """The environment broke (engine, network, image, git): never the agent's fault."""
 

@@ -6,6 +6,11 @@ autouse guard makes ``docker.from_env`` raise unless the test is marked
 images and the real Claude Code CLI; ``make test`` starts the engine and builds
 the images first. ``--no-docker`` skips them (for a quick unit-only run).
 After every docker test, no harness container, network, volume or worktree may be left.
+
+``--engine remote`` runs the docker tests against a second engine that shares no filesystem with the
+controller (docker-in-docker, :mod:`tests.remote.dind`), reached over TCP: ``DOCKER_HOST`` is set for
+the session, so every ``Engine()`` the code under test makes talks to it too. A test that cannot work
+there by design is marked ``local_engine`` and skipped, with its reason.
 """
 
 from __future__ import annotations
@@ -23,15 +28,26 @@ from harness import retry
 from harness.demo import DemoSetup
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
+from tests.remote.dind import RemoteEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-docker", action="store_true", help="skip tests that need the Docker engine")
+    parser.addoption(
+        "--engine",
+        choices=("local", "remote"),
+        default="local",
+        help="remote: run the docker tests against a docker-in-docker engine reached over TCP (tests/remote)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--engine") == "remote":
+        for item in items:
+            for mark in item.iter_markers("local_engine"):
+                item.add_marker(pytest.mark.skip(reason=f"needs a local engine: {mark.args[0] if mark.args else ''}"))
     if not config.getoption("--no-docker"):
         return
     skip = pytest.mark.skip(reason="--no-docker")
@@ -65,10 +81,34 @@ def _no_docker_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest
 
 
 @pytest.fixture(scope="session")
-def engine() -> Engine:
+def remote_engine() -> Iterator[RemoteEngine]:
+    """The second engine (:mod:`tests.remote.dind`), with the machine's harness images loaded into it."""
+    from harness.sandbox.engine import Engine
+    from harness.sandbox.images import ImageBuilder
+    from tests.remote import dind
+
+    here = ImageBuilder(Engine()).ensure()
+    with dind.remote_engine(here.runtime, [here.base, here.runtime, here.sidecar, here.trial]) as remote:
+        yield remote
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
     from harness.sandbox.engine import Engine
 
-    return Engine()
+    if request.config.getoption("--engine") != "remote":
+        yield Engine()
+        return
+    remote: RemoteEngine = request.getfixturevalue("remote_engine")
+    before = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = remote.docker_host
+    try:
+        yield Engine({"DOCKER_HOST": remote.docker_host})
+    finally:
+        if before is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = before
 
 
 @pytest.fixture(scope="session")

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from harness.errors import InfraError, PrerequisiteError
+from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
 from harness.sandbox.labels import OWNER, OWNER_VALUE, ROLE, TRIAL
 from harness.sandbox.runtime import (
     ContainerSpec,
@@ -409,7 +409,7 @@ class FakeRuntime:
             if spec.name in self.containers:
                 raise InfraError(f"creating container {spec.name} failed: the name is already in use")
             if self.remote and spec.mounts:
-                raise PrerequisiteError(f"container {spec.name} needs the controller's path {spec.mounts[0].source}")
+                raise NeedsLocalEngine(f"container {spec.name} needs the controller's path {spec.mounts[0].source}")
             nets = [n for n in (spec.network, *extra_networks) if n != "none"]
             missing = [n for n in nets if n not in self.networks]
             if missing:

@@ -63,7 +63,10 @@ class Evaluated:
 
 def run_and_report(study: Study, options: RunOptions, events: Events | None = None) -> Evaluated:
     """Run the experiment (reporting through ``events``), analyse it and write its reports; no ledger."""
-    experiment = Experiment(study, Engine(options.env), options, events)
+    engine = Engine(options.env)
+    if events is not None:  # which engine, before anything runs on it (DOCKER_HOST may point elsewhere)
+        events.message(f"engine: {engine.endpoint().describe()}")
+    experiment = Experiment(study, engine, options, events)
     with _signals(experiment):
         result = experiment.run()
     data = analyze(study, result)

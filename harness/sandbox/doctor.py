@@ -2,6 +2,11 @@
 
 Checks are gathered from the engine and the host, then judged by pure functions
 (``judge_versions``) that unit tests feed with fake version strings.
+
+The first line names the engine (``DOCKER_HOST``) and whether it is remote. On a remote engine the
+checks that look at this machine instead of the engine's say so rather than pass silently: the free
+disk under the engine's data root cannot be measured from here, and the container uids are chosen
+against this machine's accounts, not the engine host's.
 """
 
 from __future__ import annotations
@@ -116,8 +121,21 @@ def uid_check(security_options: tuple[str, ...]) -> Check:
     return Check("ok", "container uids", users.describe())
 
 
+def remote_notes() -> Check:
+    """What doctor cannot check on a remote engine, said instead of skipped."""
+    return Check(
+        "warn",
+        "remote engine",
+        "the engine's free disk is not checked (its data root is on another machine), and the container "
+        "uids were chosen against this machine's accounts, not the engine host's; trials whose workspace is "
+        "a path of this machine stop with a message naming it",
+    )
+
+
 def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     checks: list[Check] = []
+    where = engine.endpoint()
+    checks.append(Check("info", "engine endpoint", where.describe()))
     info = engine.info()
     checks.append(Check("ok", "engine", f"Docker {info.server_version} (API {info.api_version}), {info.os}"))
     cg = info.cgroup_version or "?"
@@ -151,6 +169,8 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
     if info.rootless:
         checks.append(Check("info", "rootless", "rootless engine: an escape lands in an unprivileged user"))
     checks.append(uid_check(info.security_options))
+    if where.remote:
+        checks.append(remote_notes())
     free = engine.free_disk_bytes()
     if free is not None:
         gib = free / (1 << 30)

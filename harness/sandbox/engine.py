@@ -14,7 +14,7 @@ can forget a flag:
 
 Where the engine is comes from ``DOCKER_HOST`` (:func:`endpoint_of`): a unix socket is local, anything
 else (tcp://, ssh://) may be another machine, which shares no path with the controller. A remote engine
-refuses every :class:`~harness.sandbox.runtime.BindMount` with a ``PrerequisiteError`` that names the
+refuses every :class:`~harness.sandbox.runtime.BindMount` with a ``NeedsLocalEngine`` error that names the
 path (the engine would otherwise bind its own directory of that name, or fail obscurely), and
 :meth:`Engine.free_disk_bytes` reports nothing for it.
 
@@ -37,7 +37,7 @@ import requests.exceptions
 import urllib3.exceptions
 from docker.types import LogConfig, Mount, Ulimit
 
-from harness.errors import InfraError, PrerequisiteError
+from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
 from harness.retry import call_with_retry
 from harness.sandbox import labels as L
 from harness.sandbox.runtime import (
@@ -153,7 +153,7 @@ class Engine:
     def _refuse_binds_if_remote(self, spec: ContainerSpec) -> None:
         if self._endpoint.remote and spec.mounts:
             m = spec.mounts[0]
-            raise PrerequisiteError(
+            raise NeedsLocalEngine(
                 f"container {spec.name} needs the controller's path {m.source} at {m.target}, and the engine "
                 f"at {self._endpoint.url} is remote: it cannot bind-mount a path of this machine",
                 hint="this step does not work on a remote engine yet; run it against a local engine "

@@ -36,8 +36,9 @@ engine as one stream. Not here: a container's filesystem diff and a commit of it
 
 Where the engine is (:meth:`ContainerRuntime.endpoint`): an engine on another machine
 (``DOCKER_HOST=tcp://...`` or ``ssh://...``) sees none of the controller's paths, so a
-:class:`BindMount` is what only a local engine can give; a remote one refuses it with a
-``PrerequisiteError`` naming the path, before anything is created. Everything a run gives its
+:class:`BindMount` is what only a local engine can give; a remote one refuses it with
+``NeedsLocalEngine`` (a ``PrerequisiteError``) naming the path, before anything is created: a step that
+needs one stops the run rather than being retried as an infrastructure error. Everything a run gives its
 containers is therefore a volume filled through ``put_archive`` (:mod:`harness.sandbox.volumes`).
 """
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError, InfraError, Interrupted
+from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec
 from harness.records import (
     AgentResult,
@@ -272,7 +272,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
     except _SkipRest:
         pass
-    except Interrupted:
+    except (Interrupted, NeedsLocalEngine):  # a remote engine cannot run this trial at all: stop the run
         raise
     except HarnessError as e:
         done.status, done.error = "infra_error", str(e)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import InfraError, Interrupted
+from harness.errors import InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.redact import Redactor
@@ -486,4 +486,17 @@ def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[...,
     rec = run_trial(bad, rig.spec, 1)
     assert rec.status == "infra_error"
     assert rig.created() == []
+    rig.assert_torn_down()
+
+
+def test_on_a_remote_engine_a_bind_mount_stops_the_run_and_the_trial_is_torn_down(
+    make_rig: Callable[..., Rig],
+) -> None:
+    """What a remote engine cannot give (a path of this machine) is not an infra_error to retry: the
+    error names the path and ends the run, after the trial's teardown."""
+    rig = make_rig()
+    rig.runtime.remote = True
+    with pytest.raises(NeedsLocalEngine, match="controller's path"):
+        rig.run()
+    assert rig.created() == ["gateway", "agent"], "the gateway's volumes work remotely; the agent's workspace not yet"
     rig.assert_torn_down()
