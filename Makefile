@@ -12,7 +12,7 @@ JOBS ?=
 PYTEST_ARGS ?=
 LINT_PATHS := harness tests scripts
 
-.PHONY: help install engine images doctor demo eval test test-unit lint format typecheck check hooks bench gc clean
+.PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -46,10 +46,16 @@ eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails
 	@$(MAKE) --no-print-directory engine
 	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS)) $(if $(OUT),--out $(OUT)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(UPSTREAM_CA),--upstream-ca $(UPSTREAM_CA))
 
-test: install engine ## the whole test suite: unit tests and integration tests on the real engine
+test: install engine ## the whole test suite: unit tests and integration tests on the real engine, then test-remote
 	@sh scripts/ensure-chromium.sh
 	@$(HARNESS) images build >/dev/null
 	@$(BIN)/pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-remote
+
+REMOTE_TESTS = tests/remote tests/integration/test_pipeline.py tests/security
+test-remote: install engine ## the pipeline and isolation suites once more, on a docker-in-docker engine over TCP (tests/remote)
+	@$(HARNESS) images build >/dev/null
+	@$(BIN)/pytest --engine remote -m docker $(REMOTE_TESTS) $(PYTEST_ARGS)
 
 test-unit: install ## unit tests and the fake half of the runtime contract (no Docker needed)
 	@$(BIN)/pytest tests/unit tests/contract --no-docker $(PYTEST_ARGS)

@@ -19,7 +19,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,6 +54,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "docker" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """With ``--engine remote``, a test that fails only because a step needs a path of this machine in a
+    container (``NeedsLocalEngine``: the trial's workspace until issue 17) is reported as skipped with
+    that message, so the suite runs whatever already works remotely and grows as bind mounts go."""
+    report = yield
+    from harness.errors import NeedsLocalEngine
+
+    if (
+        item.config.getoption("--engine") == "remote"
+        and call.excinfo is not None
+        and call.excinfo.errisinstance(NeedsLocalEngine)
+    ):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"needs a local engine: {call.excinfo.value}")
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -137,13 +137,28 @@ def remote_engine(runtime_image: str, images: Sequence[str]) -> Iterator[RemoteE
         _wait_for_engine(url, container)
         seconds["start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        _load(url, images)
+        try:
+            _load(url, images)
+        except RuntimeError:  # seen once: the inner engine dropped the upload right after it answered
+            time.sleep(2)
+            _load(url, images)
         seconds["load"] = time.monotonic() - t0
         yield RemoteEngine(url, name, network, seconds)
     finally:
+        _remove(client, name, data, network)
+
+
+def _remove(client: docker.DockerClient, name: str, data: str, network: str) -> None:
+    """The container (waiting out a removal already in progress), then its volume and network."""
+    with contextlib.suppress(docker.errors.APIError):
+        client.api.remove_container(name, force=True, v=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            client.api.inspect_container(name)
+        except docker.errors.NotFound:
+            break
+        time.sleep(0.5)
+    for remove, target in ((client.api.remove_volume, data), (client.api.remove_network, network)):
         with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_container(name, force=True, v=True)
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_volume(data, force=True)
-        with contextlib.suppress(docker.errors.NotFound):
-            client.api.remove_network(network)
+            remove(target)

@@ -286,6 +286,7 @@ def test_dns_resolves_nothing_foreign(network_attack: dict[str, Any], arm: str) 
     assert a["dns_foreign"].startswith("failed:"), a
 
 
+@pytest.mark.local_engine("the listener is on the controller's machine, which is not a remote engine's host")
 def test_positive_control_a_plain_internal_network_reaches_the_host(
     engine: Engine, images: ImageSet, host_listener: int
 ) -> None:
