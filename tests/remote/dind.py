@@ -5,10 +5,10 @@ machine's engine. It is made once per session, from scratch, and removed after:
 
     image      harness-test-dind:<hash>  (tests/remote/Dockerfile on the harness runtime image + Debian's
                                           docker.io; built by the machine's engine, so through its apt)
-    network    hx-dind-<id>              (a plain bridge the test creates; the only way to the engine)
-    volume     hx-dind-<id>-data         (the inner engine's /var/lib/docker: overlay2 cannot stack on
+    network    harness-test-dind-<id>           (a plain bridge the test creates; the only way to the engine)
+    volume     harness-test-dind-<id>-data       (the inner engine's /var/lib/docker: overlay2 cannot stack on
                                           the outer engine's overlay root)
-    container  hx-dind-<id>              (every capability but CAP_SYS_RESOURCE, which this machine's
+    container  harness-test-dind-<id>           (every capability but CAP_SYS_RESOURCE, which this machine's
                                           engine does not hold, so ``--privileged`` cannot start; no
                                           seccomp or AppArmor filter, /proc unmasked; dockerd on
                                           tcp://<ip>:2375)
@@ -108,7 +108,7 @@ def remote_engine(runtime_image: str, images: Sequence[str]) -> Iterator[RemoteE
     """Start the inner engine, load ``images`` into it, yield it; remove everything on every path."""
     client = docker.from_env(timeout=900)
     ident = secrets.token_hex(4)
-    name, network, data = f"hx-dind-{ident}", f"hx-dind-{ident}", f"hx-dind-{ident}-data"
+    name, network, data = f"harness-test-dind-{ident}", f"harness-test-dind-{ident}", f"harness-test-dind-{ident}-data"
     seconds: dict[str, float] = {}
     try:
         t0 = time.monotonic()
@@ -137,11 +137,17 @@ def remote_engine(runtime_image: str, images: Sequence[str]) -> Iterator[RemoteE
         _wait_for_engine(url, container)
         seconds["start"] = time.monotonic() - t0
         t0 = time.monotonic()
-        try:
-            _load(url, images)
-        except RuntimeError:  # seen once: the inner engine dropped the upload right after it answered
-            time.sleep(2)
-            _load(url, images)
+        for attempt in range(3):  # seen under load: the upload dropped, or the engine briefly unreachable
+            try:
+                _load(url, images)
+                break
+            except RuntimeError as e:
+                container.reload()
+                if attempt == 2 or container.status != "running":
+                    tail = container.logs(tail=30).decode(errors="replace")
+                    raise RuntimeError(f"{e}\ninner engine {container.status}; its last lines:\n{tail}") from e
+                time.sleep(3)
+                _wait_for_engine(url, container)
         seconds["load"] = time.monotonic() - t0
         yield RemoteEngine(url, name, network, seconds)
     finally:
