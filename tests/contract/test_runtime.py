@@ -105,9 +105,15 @@ def _engine(request: pytest.FixtureRequest, tmp_path: Path) -> Generator[Subject
     from harness.sandbox.engine import Engine
 
     upstream = engine_socket()
-    if upstream is None:
-        pytest.skip("the engine is not on a local unix socket (DOCKER_HOST)")
     image = request.getfixturevalue("images").sidecar
+    if upstream is None:  # a remote engine (--engine remote): the same contract, without the cut link
+        remote: Engine = request.getfixturevalue("engine")
+
+        def cannot_cut(_name: str) -> None:
+            pytest.skip("dropping the connection needs the engine on a local unix socket (SocketLink)")
+
+        yield Subject(remote, image, "ct" + secrets.token_hex(4), cannot_cut)
+        return
     link = SocketLink(Path(tmp_path) / "docker.sock", upstream)
     try:
         linked = Engine({"DOCKER_HOST": link.docker_host})
