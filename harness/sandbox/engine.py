@@ -12,8 +12,9 @@ can forget a flag:
     fsize limits, --init, capped json-file logs, no published ports, no docker
     socket, only the mounts the spec names, restart policy "no".
 
-Where the engine is comes from ``DOCKER_HOST`` (:func:`endpoint_of`): a unix socket is local, anything
-else (tcp://, ssh://) may be another machine, which shares no path with the controller. A remote engine
+Where the engine is comes from ``DOCKER_HOST`` (:func:`endpoint_of`): a unix socket or a loopback tcp://
+address is local, anything else (ssh://, tcp:// elsewhere) may be another machine, which shares no path
+with the controller. A remote engine
 refuses every :class:`~harness.sandbox.runtime.BindMount` with a ``NeedsLocalEngine`` error that names the
 path (the engine would otherwise bind its own directory of that name, or fail obscurely), and
 :meth:`Engine.free_disk_bytes` reports nothing for it.
@@ -25,8 +26,10 @@ Deadlines are enforced twice: inside the container by the caller's command
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,12 +91,28 @@ def removal_order(obj: DockerObject) -> int:
     return {"container": 0, "network": 1, "volume": 2}[obj.kind]
 
 
+def _is_loopback(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
 def endpoint_of(env: Mapping[str, str]) -> Endpoint:
-    """Where ``DOCKER_HOST`` points (unset: the default local socket). Only a unix socket (or npipe) is
-    taken as local: a tcp:// address of this machine is still treated as remote, since nothing
-    promises that its engine sees the controller's paths."""
+    """Where ``DOCKER_HOST`` points (unset: the default local socket). A unix socket, an npipe and a
+    tcp:// address on loopback (Docker Desktop's ``tcp://localhost:2375``, a local socket proxy) are
+    local; anything else (ssh://, tcp:// to another address) is remote. A loopback port can also be a
+    tunnel to another machine (``ssh -L``): ``HARNESS_ENGINE_REMOTE=1`` says so, and the run then
+    treats the engine as remote."""
     url = env.get("DOCKER_HOST", "").strip() or "unix:///var/run/docker.sock"
-    return Endpoint(url=url, remote=not url.startswith(("unix://", "npipe://")))
+    parts = urllib.parse.urlsplit(url)
+    local = parts.scheme in ("unix", "npipe") or (
+        parts.scheme in ("tcp", "http", "https") and _is_loopback(parts.hostname)
+    )
+    forced = env.get("HARNESS_ENGINE_REMOTE", "").strip().lower() in ("1", "true", "yes")
+    return Endpoint(url=url, remote=forced or not local)
 
 
 def _uid_gid(user: str) -> tuple[str, str]:

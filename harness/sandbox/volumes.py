@@ -29,10 +29,12 @@ from typing import BinaryIO
 
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, Limits, VolumeMount
+from harness.sandbox.uids import FREE_RANGE_END
 
 FILL_MOUNT = "/fill"
-FILLER_USER = "65534:65534"
-"""The filler never starts; its user only has to be one the hardening profile accepts."""
+FILLER_USER = f"{FREE_RANGE_END}:{FREE_RANGE_END}"
+"""The filler never starts, but no container of a run names a host account as its user (not even
+``nobody``): the top of the range :mod:`harness.sandbox.uids` picks the roles' ids from."""
 SPOOL = 8 << 20
 """A tree's tar is kept in memory up to this size, then in a temporary file."""
 

@@ -57,7 +57,8 @@ def test_a_scripted_api_that_dies_while_starting_leaves_nothing(
     resources._save_scripted_log = save_and_look  # type: ignore[method-assign]
     with pytest.raises(InfraError, match="exited before listening"), resources:
         raise AssertionError("no trial may run")
-    assert made == [{("network", f"hx-{run_id}-up"), ("container", f"hx-{run_id}-scripted")}], made
+    volumes = {("volume", f"hx-{run_id}-{what}") for what in ("key", "skill", "scenario")}
+    assert made == [{("network", f"hx-{run_id}-up"), ("container", f"hx-{run_id}-scripted"), *volumes}], made
     assert engine.labelled({RUN: run_id}) == []
     assert not (work_root / run_id).exists()
     assert b"Traceback" in (store.root / SCRIPTED_LOG).read_bytes(), "the scripted model's log was kept"

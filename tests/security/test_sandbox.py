@@ -22,10 +22,9 @@ from typing import Any
 import pytest
 
 from harness.errors import ConfigError, LockError
-from harness.sandbox import engine as engine_mod
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
-from harness.sandbox.roles import GATEWAY_KEY_PATH, PLACEHOLDER_KEY, claude_env
+from harness.sandbox.roles import GATEWAY_KEY_PATH, KEY_MOUNT, PLACEHOLDER_KEY, claude_env
 from harness.sandbox.runtime import ContainerSpec
 from harness.study.config import load_study
 from harness.study.lock import lock, verify_lock
@@ -493,7 +492,8 @@ def test_the_skill_is_a_read_only_copy_and_only_in_the_skill_arm(attacked: dict[
             continue
         assert len(skill_mounts) == 1, data["Mounts"]
         assert skill_mounts[0]["RW"] is False
-        assert skill_mounts[0]["Source"].startswith(str(attacked["work_root"])), "mounted from a controller-owned copy"
+        # a copy in a volume of this run (filled through the archive API), never the user's directory
+        assert skill_mounts[0]["Type"] == "volume" and skill_mounts[0]["Name"].startswith("hx-"), skill_mounts
 
 
 def test_docker_inspect_shows_the_hardening_on_every_container(attacked: dict[str, Any]) -> None:
@@ -519,7 +519,12 @@ def test_docker_inspect_shows_the_hardening_on_every_container(attacked: dict[st
         assert all(opt.split(",")[0] == "rw" and "size=" in opt for opt in (hc["Tmpfs"] or {}).values()), name
         assert cfg["User"] and not cfg["User"].startswith("0"), name
         for m in data["Mounts"]:
-            assert m["Type"] == "bind" and "docker.sock" not in m["Source"], (name, m)
+            # a trial directory of the controller's (bind) or a volume of this run, never the engine's socket
+            assert m["Type"] in ("bind", "volume") and "docker.sock" not in m["Source"], (name, m)
+            if m["Type"] == "volume":
+                assert m["Name"].startswith("hx-"), (name, m)
+            else:
+                assert m["Source"].startswith(str(attacked["work_root"])), (name, m)
         if role in ("agent", "judge"):
             # the only DNS upstream is the trial's own gateway, at its address on this trial's network
             assert hc["NetworkMode"].startswith("hx-"), name
@@ -530,13 +535,13 @@ def test_docker_inspect_shows_the_hardening_on_every_container(attacked: dict[st
             dests = {m["Destination"]: m["RW"] for m in data["Mounts"]}
             assert dests in ({"/workspace": True}, {"/workspace": True, "/skill": False}), dests
         if role == "gateway":
-            assert [(m["Destination"], m["RW"]) for m in data["Mounts"]] == [(GATEWAY_KEY_PATH, False)]
+            assert [(m["Destination"], m["RW"]) for m in data["Mounts"]] == [(KEY_MOUNT, False)]
 
 
-def test_positive_control_the_inspect_assertions_can_fail(attacked: dict[str, Any]) -> None:
+def test_positive_control_the_inspect_assertions_can_fail(attacked: dict[str, Any], engine: Engine) -> None:
     """A spec the engine hardens is the only kind: the kwargs carry every flag the assertions check."""
     spec = ContainerSpec(name="x", image="i", command=("true",), labels={}, user="1000:1000")
-    kwargs = engine_mod.Engine._create_kwargs(None, spec)  # type: ignore[arg-type]
+    kwargs = engine._create_kwargs(spec)
     assert kwargs["cap_drop"] == ["ALL"] and kwargs["read_only"] is True and kwargs["init"] is True
     # and a container made without the engine has none of it
     out = subprocess.run(

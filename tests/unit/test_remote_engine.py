@@ -21,7 +21,10 @@ from harness.sandbox.runtime import BindMount, ContainerSpec, Endpoint, VolumeMo
         ("unix:///var/run/docker.sock", False),
         ("unix:///run/user/1000/docker.sock", False),
         ("tcp://10.0.0.5:2375", True),
-        ("tcp://127.0.0.1:2375", True),  # a port on this machine says nothing about which paths it sees
+        ("tcp://127.0.0.1:2375", False),  # Docker Desktop's tcp endpoint, a local socket proxy
+        ("tcp://localhost:2375", False),
+        ("tcp://[::1]:2375", False),
+        ("tcp://127.example.org:2375", True),  # a name, not a loopback address
         ("ssh://builder@ci-host", True),
         ("https://engine.example:2376", True),
     ],
@@ -31,6 +34,12 @@ def test_docker_host_decides_local_or_remote(docker_host: str, remote: bool) -> 
     assert where.remote is remote
     assert where.url == (docker_host or "unix:///var/run/docker.sock")
     assert ("remote" in where.describe()) is remote
+
+
+def test_a_loopback_tunnel_to_another_machine_is_declared_remote() -> None:
+    """``ssh -L 2375:...`` makes a remote engine look like a local port: the user says so."""
+    assert endpoint_of({"DOCKER_HOST": "tcp://127.0.0.1:2375", "HARNESS_ENGINE_REMOTE": "1"}).remote is True
+    assert endpoint_of({"DOCKER_HOST": "tcp://127.0.0.1:2375", "HARNESS_ENGINE_REMOTE": "0"}).remote is False
 
 
 def _engine_at(url: str) -> Engine:
