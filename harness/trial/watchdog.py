@@ -5,10 +5,11 @@ tmpfs ``size=``, ``--ulimit fsize`` and log ``max-size`` bound every other place
 an agent can write, but nothing in the engine bounds a bind mount: an agent can
 fill the host's disk (bytes or inodes) through it. While the agent container
 runs, this watchdog walks the workspace every ``interval_s`` and kills the
-container the moment the tree is larger than ``max_bytes`` (allocated blocks,
-so sparse files count as what they use), holds more than ``max_files`` entries,
-nests deeper than ``max_depth``, or the host filesystem's free space falls
-below ``min_free_bytes``.
+container the moment the agent has added more than ``max_bytes`` (allocated
+blocks, so sparse files count as what they use) or ``max_files`` entries to
+what the workspace held before it started (:func:`census`: a base of any size
+never trips them), nested deeper than ``max_depth`` (or the base's own depth),
+or the host filesystem's free space falls below ``min_free_bytes``.
 
 The walk never follows a symlink and never opens anything but directories:
 each directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its
@@ -80,18 +81,53 @@ class Trip:
     """False when the host ran low on disk for a reason the workspace itself does not show."""
 
 
-def measure(root: Path, limit: WorkspaceLimit) -> Trip | None:
-    """Walk ``root`` without following symlinks; the first limit crossed, or None.
+@dataclass(frozen=True)
+class Usage:
+    """What a tree holds: entries (files and directories), allocated bytes, deepest directory level."""
 
-    Depth-first, holding one descriptor per level (so at most ``max_depth``): each
-    directory's names are read at once and ``lstat``-ed relative to its descriptor."""
+    files: int = 0
+    bytes: int = 0
+    depth: int = 0
+
+
+def census(root: Path) -> Usage:
+    """What ``root`` holds before the agent starts (the base and its snapshot repository): the limits
+    count what the agent adds on top of it, so a repository of any size can be evaluated."""
+    usage = _walk(root, None)
+    return usage if isinstance(usage, Usage) else Usage()
+
+
+def measure(root: Path, limit: WorkspaceLimit, base: Usage = Usage()) -> Trip | None:
+    """Walk ``root`` without following symlinks; the first limit crossed, or None. ``base`` (the
+    workspace before the agent ran, see :func:`census`) is not counted against the limits, and
+    directories may nest as deep as the base's own do."""
+    bounds = _Bounds(
+        limit, base.files + limit.max_files, base.bytes + limit.max_bytes, max(limit.max_depth, base.depth)
+    )
+    found = _walk(root, bounds)
+    return found if isinstance(found, Trip) else None
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    limit: WorkspaceLimit
+    files: int
+    bytes: int
+    depth: int
+
+
+def _walk(root: Path, bounds: _Bounds | None) -> Trip | Usage:
+    """Depth-first, holding one descriptor per level (so at most ``max_depth``): each
+    directory's names are read at once and ``lstat``-ed relative to its descriptor. With ``bounds``,
+    stops at the first one crossed (so its cost is bounded by them); without, counts everything."""
     try:
         top = os.open(root, _DIR_FLAGS)
     except OSError:
-        return None
+        return Usage()
     stack: list[tuple[int, list[str], int]] = []
     used = 0
     files = 0
+    deepest = 0
     try:
         stack.append((top, _names(top), 0))
         while stack:
@@ -102,19 +138,20 @@ def measure(root: Path, limit: WorkspaceLimit) -> Trip | None:
                 continue
             name = names.pop()
             files += 1
-            if files > limit.max_files:
-                return Trip(f"more than {limit.max_files} files and directories in the workspace", True)
+            if bounds is not None and files > bounds.files:
+                return Trip(f"more than {bounds.limit.max_files} files and directories added to the workspace", True)
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except OSError:
                 continue
             used += st.st_blocks * 512
-            if used > limit.max_bytes:
-                return Trip(f"the workspace uses more than {limit.max_bytes} bytes", True)
+            if bounds is not None and used > bounds.bytes:
+                return Trip(f"more than {bounds.limit.max_bytes} bytes added to the workspace", True)
             if not stat.S_ISDIR(st.st_mode):
                 continue
-            if depth + 1 > limit.max_depth:
-                return Trip(f"directories nested deeper than {limit.max_depth} in the workspace", True)
+            deepest = max(deepest, depth + 1)
+            if bounds is not None and depth + 1 > bounds.depth:
+                return Trip(f"directories nested deeper than {bounds.depth} in the workspace", True)
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
@@ -127,7 +164,7 @@ def measure(root: Path, limit: WorkspaceLimit) -> Trip | None:
     finally:
         for fd, _names_left, _depth in stack:
             os.close(fd)
-    return None
+    return Usage(files, used, deepest)
 
 
 def _names(fd: int) -> list[str]:
@@ -153,8 +190,8 @@ def free_bytes(root: Path) -> int | None:
     return st.f_bavail * st.f_frsize
 
 
-def check(root: Path, limit: WorkspaceLimit) -> Trip | None:
-    trip = measure(root, limit)
+def check(root: Path, limit: WorkspaceLimit, base: Usage = Usage()) -> Trip | None:
+    trip = measure(root, limit, base)
     if trip is not None:
         return trip
     free = free_bytes(root)
@@ -171,6 +208,8 @@ class Watchdog:
         self.limit = limit
         self.on_trip = on_trip
         self.tripped: Trip | None = None
+        self.base = Usage()
+        """What the workspace held when the watchdog was entered (before the agent started)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -189,7 +228,7 @@ class Watchdog:
         pause = self.limit.interval_s
         while not self._stop.wait(pause):
             t0 = time.monotonic()
-            trip = check(self.root, self.limit)
+            trip = check(self.root, self.limit, self.base)
             if trip is not None and not self._stop.is_set():
                 self.tripped = trip
                 self.on_trip(trip)
@@ -198,6 +237,8 @@ class Watchdog:
             pause = max(self.limit.interval_s, 2 * (time.monotonic() - t0))
 
     def __enter__(self) -> Watchdog:
+        raise_fd_limit()
+        self.base = census(self.root)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -255,8 +255,8 @@ def test_memory_bomb_is_oom_killed_and_recorded(bombed: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("task", "reason"),
     [
-        ("res-disk", f"the workspace uses more than {200 << 20} bytes"),
-        ("res-inodes", "more than 5000 files and directories in the workspace"),
+        ("res-disk", f"more than {200 << 20} bytes added to the workspace"),
+        ("res-inodes", "more than 5000 files and directories added to the workspace"),
         ("res-deep", "directories nested deeper than 100 in the workspace"),
     ],
 )

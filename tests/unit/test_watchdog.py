@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.trial.watchdog import WorkspaceLimit, check
+from harness.trial.watchdog import Usage, Watchdog, WorkspaceLimit, census, check
 
 
 def test_defaults_and_the_environment_knobs() -> None:
@@ -46,3 +46,44 @@ def test_each_limit_trips_and_a_full_host_disk_is_not_the_agents_fault(tmp_path:
 
     host = check(ws, WorkspaceLimit(min_free_bytes=1 << 62))
     assert host is not None and not host.agent_fault, "low disk the workspace does not show is an infra problem"
+
+
+def test_the_limits_count_what_the_agent_added_not_the_base(tmp_path: Path) -> None:
+    """A base larger than every limit (issue 17: a 250k-file repository tripped the file limit itself,
+    and both arms failed as agent_error) is evaluable; the same additions on top of it still trip."""
+    ws = tmp_path / "ws"
+    deep = ws / "/".join(f"d{i}" for i in range(6))
+    deep.mkdir(parents=True)
+    for i in range(30):
+        (ws / f"base{i}").write_bytes(b"x" * 8192)
+    limit = WorkspaceLimit(max_files=10, max_bytes=64 << 10, max_depth=3, min_free_bytes=0)
+    assert check(ws, limit) is not None, "positive control: without the census the base itself trips"
+    base = census(ws)
+    assert base.files == 36 and base.depth == 6 and base.bytes >= 30 * 8192
+    assert check(ws, limit, base) is None
+    for i in range(11):
+        (ws / f"added{i}").write_bytes(b"")
+    files = check(ws, limit, base)
+    assert files is not None and files.agent_fault and "files" in files.reason
+    for i in range(11):
+        (ws / f"added{i}").unlink()
+    (ws / "big").write_bytes(b"y" * (80 << 10))
+    size = check(ws, limit, base)
+    assert size is not None and "bytes" in size.reason
+    (ws / "big").unlink()
+    (deep / "d6").mkdir()
+    depth = check(ws, limit, base)
+    assert depth is not None and "deeper than 6" in depth.reason
+
+
+def test_the_watchdog_takes_its_census_when_entered(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(5):
+        (ws / f"f{i}").write_text("x")
+    dog = Watchdog(ws, WorkspaceLimit(max_files=2, min_free_bytes=0), on_trip=lambda _t: None)
+    with dog:
+        assert dog.base.files == 5
+    missing = Watchdog(tmp_path / "absent", WorkspaceLimit(), on_trip=lambda _t: None)
+    with missing:
+        assert missing.base == Usage()
