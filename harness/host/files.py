@@ -2,14 +2,20 @@
 
 :func:`atomic_write` is how every whole file the harness writes gets there (experiment.json, the lock
 file, reports, artifacts, the ledger, caches); :func:`write_all` and :func:`fsync_dir` are its parts,
-shared with the results log's appends (:mod:`harness.results.store`). No harness imports: the floor.
+shared with the results log's appends (:mod:`harness.results.store`). :func:`write_files` writes a set of
+rendered documents (the reports), :func:`read_json_document` reads one JSON description (experiment.json,
+matrix.json), each with errors that name the file. Only :mod:`harness.errors` below it: the floor.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from harness.errors import ConfigError, HarnessError
 
 
 def fsync_dir(path: Path) -> None:
@@ -38,3 +44,33 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def write_files(root: Path, rendered: Mapping[str, str], redact: Callable[[str], str]) -> dict[str, Path]:
+    """Each ``name -> text`` of ``rendered`` written to ``root/name`` atomically, redacted; the paths
+    written. A :class:`HarnessError` naming the file when one cannot be written."""
+    paths: dict[str, Path] = {}
+    for name, text in rendered.items():
+        path = root / name
+        try:
+            atomic_write(path, redact(text).encode("utf-8"))
+        except OSError as e:
+            raise HarnessError(f"cannot write {path}: {e.strerror}") from e
+        paths[name] = path
+    return paths
+
+
+def read_json_document(path: Path) -> object | None:
+    """The JSON value in ``path``, or None when there is no such file; a :class:`ConfigError` naming the
+    file when it cannot be read or is not JSON (what the value must be is the caller's to check)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(path, f"cannot be read ({e.strerror})") from e
+    try:
+        value: object = json.loads(text)
+    except ValueError as e:
+        raise ConfigError(path, f"cannot be read as JSON ({e})") from e
+    return value

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.errors import HarnessError
-from harness.host.files import atomic_write
+from harness.host.files import write_files
 from harness.redact import Redactor
 from harness.reporting import html
 from harness.reporting.decision_json import DECISION_JSON, decision_json, dumps
@@ -52,12 +51,4 @@ def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] | Non
         REPORT_HTML: html.render(r),
         JUNIT_XML: junit_xml(r),
     }
-    paths: dict[str, Path] = {}
-    for name, text in rendered.items():
-        path = root / name
-        try:
-            atomic_write(path, redact(text).encode("utf-8"))
-        except OSError as e:
-            raise HarnessError(f"cannot write {path}: {e.strerror}") from e
-        paths[name] = path
-    return paths
+    return write_files(root, rendered, redact)

@@ -25,8 +25,7 @@ from typing import Any
 from harness import fmt
 from harness.analysis.matrix import RULE_TEXT, MatrixVerdict, ModelsRule, ModelVerdict, ModelVerdictWord, combine
 from harness.analysis.reasons import ReasonCode
-from harness.errors import HarnessError
-from harness.host.files import atomic_write
+from harness.host.files import write_files
 from harness.redact import Redactor
 from harness.reporting.escape import clean, md_code, md_escape
 from harness.reporting.gate import GATE_CODES
@@ -297,12 +296,4 @@ def write_matrix_reports(root: Path, m: MatrixReport, redact: Callable[[str], st
     :func:`harness.reporting.write_reports`)."""
     redact = redact or Redactor().text
     rendered = {MODELS_MD: markdown(m), MODELS_JSON: json.dumps(json_data(m), indent=2, sort_keys=True) + "\n"}
-    paths: dict[str, Path] = {}
-    for name, text in rendered.items():
-        path = root / name
-        try:
-            atomic_write(path, redact(text).encode("utf-8"))
-        except OSError as e:
-            raise HarnessError(f"cannot write {path}: {e.strerror}") from e
-        paths[name] = path
-    return paths
+    return write_files(root, rendered, redact)

@@ -21,7 +21,7 @@ from typing import Literal
 
 from harness import __version__
 from harness.errors import ConfigError, ResumeError
-from harness.host.files import atomic_write
+from harness.host.files import atomic_write, read_json_document
 from harness.records import FrozenModel
 from harness.results.meta import META, Mode
 from harness.study.config import Study, model_dir_name, validate
@@ -92,16 +92,9 @@ def read_matrix_meta(root: Path) -> MatrixMeta | None:
     """``root/matrix.json``, or None when there is none; a :class:`ConfigError` naming the file (and the field)
     when it cannot be read or is not a matrix description."""
     path = root / MATRIX_JSON
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_json_document(path)
+    if data is None:
         return None
-    except OSError as e:
-        raise ConfigError(path, f"cannot be read ({e.strerror})") from e
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ConfigError(path, f"cannot be read as JSON ({e})") from e
     if isinstance(data, dict) and isinstance(data.get("meta_version"), int) and data["meta_version"] > MATRIX_VERSION:
         raise ConfigError(path, f"was written by a newer harness (meta_version {data['meta_version']})",
                           field="meta_version")  # fmt: skip

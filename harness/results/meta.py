@@ -23,7 +23,7 @@ from pydantic import model_validator
 
 from harness import __version__
 from harness.errors import ConfigError
-from harness.host.files import atomic_write
+from harness.host.files import atomic_write, read_json_document
 from harness.records import FrozenModel
 from harness.study.config import validate
 
@@ -99,16 +99,9 @@ def read_meta(root: Path) -> ExperimentMeta | None:
     Raises :class:`ConfigError` (naming the file, and the field when one is wrong) when the file
     cannot be read, is not JSON, is not an experiment description, or is of a newer version."""
     path = root / META
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_json_document(path)
+    if data is None:
         return None
-    except OSError as e:
-        raise ConfigError(path, f"cannot be read ({e.strerror})") from e
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ConfigError(path, f"cannot be read as JSON ({e})") from e
     if not isinstance(data, dict) or not isinstance(data.get("lock_hash"), str):
         raise ConfigError(path, "is not an experiment description (no lock_hash)")
     version = data.get("meta_version", 1)

@@ -339,13 +339,8 @@ def merge_usage(usage: dict[str, int], new: dict[str, Any]) -> None:
 
 
 def meter_sse_line(line: bytes, usage: dict[str, int]) -> None:
-    if not line.startswith(b"data:"):
-        return
-    try:
-        event = json.loads(line[5:].strip() or b"{}")
-    except ValueError:
-        return
-    if not isinstance(event, dict):
+    event = skilltrace.sse_event(line)
+    if event is None:
         return
     if event.get("type") == "message_start":
         message = event.get("message") or {}

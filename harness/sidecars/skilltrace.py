@@ -147,6 +147,19 @@ def observe_request(body: Any, log: Log) -> str | None:
     return str(conversation) if conversation else None
 
 
+def sse_event(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one ``data:`` line of a server-sent event stream, or None for any other line
+    (comments, ``event:`` lines, a malformed or non-object payload): the gateway meters and traces
+    what the model sends, and neither may fail on it."""
+    if not line.startswith(b"data:"):
+        return None
+    try:
+        event = json.loads(line[5:].strip() or b"{}")
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
 class ResponseTrace:
     """Collect the ``tool_use`` blocks of one model response as its SSE lines stream past."""
 
@@ -156,13 +169,8 @@ class ResponseTrace:
         self.partial: dict[int, str] = {}
 
     def feed(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        try:
-            event = json.loads(line[5:].strip() or b"{}")
-        except ValueError:
-            return
-        if not isinstance(event, dict):
+        event = sse_event(line)
+        if event is None:
             return
         kind = event.get("type")
         index = event.get("index")
