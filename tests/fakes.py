@@ -885,7 +885,7 @@ def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="fake-collect-") as tmp:
         git_dir = Path(tmp) / "x.git"
         _git(["init", "-q", "--bare", str(git_dir)], git_dir)
-        _git([f"--work-tree={base}", "add", "-A"], git_dir)
+        _git([f"--work-tree={base}", "add", "-A", "--force"], git_dir)
         _git([f"--work-tree={base}", "commit", "-q", "--no-verify", "--allow-empty", "-m", "base"], git_dir)
         _git([f"--work-tree={ws}", "add", "-A"], git_dir)
         diff = ["diff", "--cached", "--no-renames"]
@@ -900,9 +900,12 @@ def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
     if len(patch) > cap:
         (out / "status").write_text(f"patch larger than {cap} bytes\n")
         return Outcome(seconds=1.0)
-    shutil.copytree(
-        base, verify, symlinks=True, dirs_exist_ok=True, ignore=lambda d, n: [".git"] if d == str(base) else []
-    )
+    if "COLLECT_CHANGES" in spec.env:  # an overlay's verify tree is base already (with the agent's .git)
+        shutil.rmtree(verify / ".git")
+    else:
+        shutil.copytree(
+            base, verify, symlinks=True, dirs_exist_ok=True, ignore=lambda d, n: [".git"] if d == str(base) else []
+        )
     if patch:
         subprocess.run(
             [

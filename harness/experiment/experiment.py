@@ -479,14 +479,16 @@ class Experiment:
         if stop_before_start(policy, left.finals, spent) is not None:
             # no trial may start, so no run set-up at all: the loop only writes the skipped lines
             return loop(_nothing_starts).run(left.todo).ran
-        setup = self._run_setup(images, left.todo, compiled)
+        setup = self._run_setup(images, left.todo, compiled, provenance.base_sha)
         store.redactor.add(setup.key)
         with RunResources(self.engine, setup, store, self.events) as site:
             context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints)
             run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
             return loop(run_one).run(left.todo).ran
 
-    def _run_setup(self, images: ImageSet, todo: Sequence[TrialSpec], compiled: bytes | None) -> RunSetup:
+    def _run_setup(
+        self, images: ImageSet, todo: Sequence[TrialSpec], compiled: bytes | None, base_sha: str
+    ) -> RunSetup:
         """What the run's resources are made from (nothing exists yet; a missing key stops here)."""
         ex = self.study.prereg.execution
         return RunSetup(
@@ -500,6 +502,7 @@ class Experiment:
             route=self._route(),
             scenario=compiled,
             library_copies=self.library_copies,
+            base_sha=base_sha,
         )
 
     def _trial_context(
@@ -523,6 +526,7 @@ class Experiment:
             run_root=site.root,
             repo=self.study.repo_path,
             provenance=provenance,
+            bases=site.bases,
             skill_volume=site.skill_volume,
             key_volume=site.key_volume,
             upstream=site.upstream,

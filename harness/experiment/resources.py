@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ from harness.study.config import Execution, Study
 from harness.study.lock import copy_locked_skill
 from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
+from harness.trial.workspace import BaseTrees, parse_user
 
 SCRIPTED_LOG = "scripted-api.log"
 SCRIPTED_LOG_CAP = 16 << 20
@@ -80,6 +82,8 @@ class RunSetup:
     """Scripted runs: the compiled scenario the scripted Messages API serves (then ``route`` is unused)."""
     library_copies: Callable[[Path], Mapping[str, Path]] = field(default=lambda _root: {})
     """Makes a library experiment's skill copies under the run directory (none for A/B)."""
+    base_sha: str | None = None
+    """The base commit whose tree is made before any trial starts (:class:`BaseTrees`; once per run)."""
 
     @property
     def scripted(self) -> bool:
@@ -104,6 +108,8 @@ class RunSite:
     """The gateway's route settings (proxy, extra CA); empty for the scripted model."""
     route_mounts: tuple[VolumeMount, ...]
     """The extra CA's volume (real runs with one); empty otherwise."""
+    bases: BaseTrees
+    """The run's base trees: every trial's workspace stands on one (overlay or copy)."""
 
 
 class RunResources:
@@ -120,6 +126,7 @@ class RunResources:
         self.scripted_name = f"hx-{setup.run_id}-scripted"
         self.volume_prefix = f"hx-{setup.run_id}-"
         self._made_root = False
+        self._bases: BaseTrees | None = None
         self._made: list[DockerObject] = []
         """Docker objects this set-up made (or began to make), for removal by name."""
 
@@ -146,6 +153,7 @@ class RunResources:
             name: SkillCopy(self._volume(f"library-{i}", volumes.tar_tree(path)), tree_sha256(path))
             for i, (name, path) in enumerate(sorted(s.library_copies(self.root).items()))
         }
+        bases = self._base_trees()
         mounts = self._stage_ca() if s.scenario is None else ()
         network = self._make_network()
         if s.scenario is not None:
@@ -163,7 +171,21 @@ class RunResources:
             upstream_network=network,
             route_env=route_env,
             route_mounts=mounts,
+            bases=bases,
         )
+
+    def _base_trees(self) -> BaseTrees:
+        """Made once per run, before any trial: the one-off cost of a big repository is paid here (and
+        shown), not by each trial."""
+        s = self.setup
+        self._bases = BaseTrees(s.study.repo_path, self.root, parse_user(s.profile.user))
+        if s.base_sha is not None:
+            t0 = time.monotonic()
+            self._bases.get(s.base_sha)
+            self.events.message(
+                f"base tree of {s.base_sha[:12]} ready in {time.monotonic() - t0:.1f} s ({self._bases.kind} workspaces)"
+            )
+        return self._bases
 
     def _make_run_dir(self) -> None:
         self.root.mkdir(mode=0o700)  # never an existing directory: teardown removes what this made
@@ -234,6 +256,8 @@ class RunResources:
             _, errors = self.engine.remove_objects(self._made)
         for error in errors:
             self.events.message(f"cleanup: {error}")
+        if self._bases is not None:
+            self._bases.close()  # the worktree entries in the user's repository go with them
         if self._made_root:
             remove_tree(self.root)
 

@@ -237,19 +237,31 @@ def collect_spec(
     verify_tree: Path,
     protected: Sequence[str],
     patch_cap: int,
+    incremental: tuple[Path, Path] | None = None,
 ) -> ContainerSpec:
+    """``incremental``: (the controller's change lists, the base index) of an overlay workspace, for
+    collect.sh's incremental mode; None for the full one."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"}
+    extra: tuple[BindMount, ...] = ()
+    if incremental is not None:
+        env["COLLECT_CHANGES"] = "/changes"
+        extra = (
+            BindMount(incremental[0], "/changes", read_only=True),
+            BindMount(incremental[1], "/basegit", read_only=True),
+        )
     return ContainerSpec(
         name=name,
         image=p.trial_image,
         command=("sh", "-c", collect_script(), "collect", *protected),
         labels={**labels, ROLE: "collect"},
         user=p.user,
-        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"},
+        env=env,
         mounts=(
             BindMount(base, "/base", read_only=True),
             BindMount(workspace, "/workspace", read_only=True),
             BindMount(out, "/out", read_only=False),
             BindMount(verify_tree, "/verify", read_only=False),
+            *extra,
         ),
         network="none",
         limits=p.limits,

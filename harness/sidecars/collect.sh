@@ -20,18 +20,30 @@ export HOME=/tmp/h XDG_CONFIG_HOME=/tmp/h GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBA
   GIT_DIR=/tmp/x.git GIT_TERMINAL_PROMPT=0 GIT_NO_LAZY_FETCH=1 GIT_NO_REPLACE_OBJECTS=1 \
   GIT_ATTR_NOSYSTEM=1 GIT_OPTIONAL_LOCKS=0 LC_ALL=C
 mkdir -p /tmp/h
-G() {
-  git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null \
-      -c core.excludesFile=/dev/null -c core.autocrlf=false -c core.safecrlf=false -c core.symlinks=true \
-      -c core.quotePath=true -c diff.ignoreSubmodules=all -c gc.auto=0 -c user.name=harness \
-      -c user.email=harness@localhost -c commit.gpgSign=false -c core.bigFileThreshold=1m "$@"
-}
+# no option holds a space: $GIT_OPTS is split into words on purpose (xargs' shells below use it too)
+GIT_OPTS="-c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null \
+-c core.excludesFile=/dev/null -c core.autocrlf=false -c core.safecrlf=false -c core.symlinks=true \
+-c core.quotePath=true -c diff.ignoreSubmodules=all -c gc.auto=0 -c user.name=harness \
+-c user.email=harness@localhost -c commit.gpgSign=false -c core.bigFileThreshold=1m"
+export GIT_OPTS
+# shellcheck disable=SC2086
+G() { git $GIT_OPTS "$@"; }
 fail() { printf '%s\n' "$1" > /out/status; exit "${2:-3}"; }
 
+# Incremental mode (COLLECT_CHANGES set: an overlay workspace): the controller listed what the agent
+# wrote from the overlay's upper directory (/changes: changed, gone, special, nested, NUL-separated),
+# /basegit holds the base's index and objects, and /verify is already base (an overlay of it). Only
+# what changed is read, so the cost follows the change, not the repository; the patch is byte for
+# byte the one the full mode makes (tests/integration/test_workspaces.py).
+INC="${COLLECT_CHANGES:-}"
 # Special files are found before git touches the tree: find only lstat()s, never opens them.
-find /workspace -path /workspace/.git -prune -o \
-  \( -type p -o -type s -o -type b -o -type c -o -perm -4000 -o -perm -2000 \) -print0 \
-  2>/dev/null | head -c 65536 > /out/special
+if [ -n "$INC" ]; then
+  head -c 65536 "$INC/special" > /out/special
+else
+  find /workspace -path /workspace/.git -prune -o \
+    \( -type p -o -type s -o -type b -o -type c -o -perm -4000 -o -perm -2000 \) -print0 \
+    2>/dev/null | head -c 65536 > /out/special
+fi
 # git opens the per-directory files it reads (.gitignore, .gitattributes, .gitmodules) by name, and
 # opening a FIFO blocks for ever: a special file with such a name stops extraction before git runs.
 if tr '\0' '\n' < /out/special | grep -q '/\.git[^/]*$'; then
@@ -40,13 +52,38 @@ fi
 G init -q --bare "$GIT_DIR" || fail "git init failed"
 # Nested repositories (a .git below the top) are left out of the diff (one without a commit
 # would make `git add` fail); the host rejects a patch from a workspace that has any.
-find /workspace -mindepth 2 -name .git -prune -print0 2>/dev/null | head -c 65536 > /out/nested
+if [ -n "$INC" ]; then
+  head -c 65536 "$INC/nested" > /out/nested
+else
+  find /workspace -mindepth 2 -name .git -prune -print0 2>/dev/null | head -c 65536 > /out/nested
+fi
 mkdir -p "$GIT_DIR/info"
 tr '\0' '\n' < /out/nested | sed -e 's|^/workspace||' -e 's|/\.git$|/|' -e 's/[][*?\\!#]/\\&/g' \
   > "$GIT_DIR/info/exclude"
-G --work-tree=/base add -A 2>/out/base.err || fail "adding the base failed"
-G --work-tree=/base commit -q --no-verify --allow-empty -m base || fail "committing the base failed"
-G --work-tree=/workspace add -A 2>/out/add.err || fail "adding the workspace failed (too large or unreadable?)"
+if [ -n "$INC" ]; then
+  # the base as the full mode would have added it (made once per run under the same options), then
+  # what `git add -A` would change: tracked paths the agent wrote or deleted, and untracked ones it
+  # wrote that no .gitignore excludes
+  cp /basegit/index "$GIT_DIR/index" || fail "copying the base index failed"
+  printf '/basegit/objects\n' > "$GIT_DIR/objects/info/alternates"
+  G update-ref HEAD "$(cat /basegit/BASE_COMMIT)" || fail "reading the base commit failed"
+  (
+    cd /workspace || exit 3
+    export GIT_LITERAL_PATHSPECS=1
+    LS='git $GIT_OPTS --work-tree=/workspace ls-files -z "$@"'
+    { xargs -0 -r sh -c "$LS" ls --deleted -- < "$INC/gone" &&
+      xargs -0 -r sh -c "$LS" ls -- < "$INC/changed" &&
+      xargs -0 -r sh -c "$LS" ls --others --exclude-standard -- < "$INC/changed"
+    } > /tmp/paths || exit 3
+    G --work-tree=/workspace update-index --add --remove --replace -z --stdin < /tmp/paths
+  ) 2>/out/add.err || fail "adding the workspace failed (too large or unreadable?)"
+else
+  # --force: every file of the checkout is tracked upstream, also one a .gitignore matches (then the
+  # agent's edit of it is part of the patch, as `git add -A` updates tracked files whatever ignores them)
+  G --work-tree=/base add -A --force 2>/out/base.err || fail "adding the base failed"
+  G --work-tree=/base commit -q --no-verify --allow-empty -m base || fail "committing the base failed"
+  G --work-tree=/workspace add -A 2>/out/add.err || fail "adding the workspace failed (too large or unreadable?)"
+fi
 G diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames HEAD \
   | head -c "$((CAP + 1))" > /out/patch.diff || fail "diff failed"
 G diff --cached --numstat --no-renames -z HEAD > /out/numstat || fail "numstat failed"
@@ -56,7 +93,11 @@ size=$(wc -c < /out/patch.diff)
 if [ "$size" -gt "$CAP" ]; then fail "patch larger than $CAP bytes" 0; fi
 
 # Verify tree: base + patch, protected paths restored from base.
-(cd /base && tar --exclude=./.git -cf - .) | (cd /verify && tar -xf -) || fail "copying the base failed"
+if [ -n "$INC" ]; then
+  rm -rf /verify/.git || fail "clearing the verify tree's .git failed"  # it is base already
+else
+  (cd /base && tar --exclude=./.git -cf - .) | (cd /verify && tar -xf -) || fail "copying the base failed"
+fi
 if [ "$size" -gt 0 ]; then
   (cd /verify && env -u GIT_DIR git -c core.hooksPath=/dev/null apply --binary --whitespace=nowarn \
       /out/patch.diff) 2>/out/apply.err || fail "the patch does not apply to the base" 0

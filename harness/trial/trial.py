@@ -96,6 +96,8 @@ class TrialContext:
     run_root: Path
     repo: Path
     provenance: Provenance
+    bases: workspace.BaseTrees
+    """The run's base trees (one per base commit, made on first use): every workspace stands on one."""
     skill_volume: str
     """The run's read-only skill copy (:class:`harness.experiment.resources.RunSite`)."""
     key_volume: str
@@ -143,6 +145,7 @@ class _TrialState:
     skills_mounted: tuple[MountedSkill, ...] | None = None
     skill: SkillUse | None = None
     provenance: dict[str, str | None] = field(default_factory=dict)
+    workspace_kind: workspace.WorkspaceKind | None = None
 
 
 def _now() -> str:
@@ -163,9 +166,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     phase = _phases(ctx, spec, done)
     try:
         with phase("workspace"):
-            dirs = workspace.prepare(
-                ctx.repo, ctx.provenance.base_sha, ctx.run_root / key, workspace.parse_user(ctx.profile.user)
-            )
+            base = ctx.bases.get(ctx.provenance.base_sha)
+            owner = workspace.parse_user(ctx.profile.user)
+            dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
+            done.workspace_kind = dirs.kind
 
         with phase("gateway"):
             ctx.engine.create_network(network, labels, internal=True)
@@ -189,7 +193,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
             command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
             dog = watchdog.Watchdog(
-                dirs.workspace, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
+                dirs.watched, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
             )
             agent = sandbox.agent_spec(
                 ctx.profile,
@@ -236,17 +240,20 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
 
         with phase("extract"):
+            if dirs.kind == "overlay":  # what the agent wrote, from the overlay's upper directory (lstat only)
+                workspace.write_changes(dirs)
             collect = ctx.engine.run(
                 sandbox.collect_spec(
                     ctx.profile,
                     name=names["collect"],
                     labels=labels,
-                    base=dirs.base,
+                    base=base.checkout,
                     workspace=dirs.workspace,
                     out=dirs.out,
                     verify_tree=dirs.verify,
                     protected=spec.task.protected_paths,
                     patch_cap=PATCH_CAP,
+                    incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
                 ),
                 deadline_s=300,
                 gate=ctx.starts.starting,
@@ -306,6 +313,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         skills_mounted=done.skills_mounted,
         skill=done.skill,
         baseline_fingerprint=ctx.baseline_fingerprints.get(spec.task.id) if spec.arm == "baseline" else None,
+        workspace=done.workspace_kind,
     )
 
 
@@ -549,7 +557,7 @@ def _teardown(
 
     def remove_host_side() -> None:
         try:
-            workspace.remove(ctx.repo, dirs)
+            workspace.remove(dirs)
         except HarnessError as e:
             errors.append(str(e))
 

@@ -1,55 +1,113 @@
-"""Host-side directories of one trial, made before any untrusted code exists.
+"""Host-side directories of one trial, made before any untrusted code exists, and the run's base trees
+they stand on (docs/design.md#workspaces).
 
-    <run>/<trial>/            0700, outside the user's repository
-        base/                 git worktree of the user's repo at the base SHA: the
-                              pristine, controller-owned base (mounted read-only only)
-        workspace/            a copy of base with a fresh one-commit .git: the agent's /workspace
+A trial's cost must not grow with the size of the user's repository (issue 17). So the pristine base of
+each base commit is made once per run (:class:`BaseTrees`), and each trial gets a copy-on-write view of
+it where the machine allows one:
+
+    <run>/base-<sha12>/
+        checkout/             git worktree of the user's repo at the base SHA (collect's read-only /base)
+        template/             its tree with a fresh one-commit .git, owned by the agent's uid: what
+                              every trial's /workspace starts as
+        index/                a GIT_DIR whose index and objects hold the base: collect diffs against it
+                              without hashing the base again
+    <run>/<trial>/            0700
+        workspace/            the agent's /workspace: an overlay mount (lower: template, upper: upper/)
+                              or, where overlay is not available, a copy of template
+        upper/ work/          overlay only: what the agent wrote, and overlayfs's scratch directory
+        verify/ verify-upper/ verify-work/
+                              overlay only: verify's tree (template + patch, made by collect)
+        changes/              overlay only: the lists of what changed, made from upper/ by the controller
         out/                  what the collect container writes (patch, stats, scan)
-        verify/               base + patch, protected paths restored: verify's /workspace
 
-The agent never sees the user's .git: its repository is a new one holding only
-the base tree (no refs, objects, hooks, config or history of the user's repo).
-After the agent starts, the controller never reads or writes inside
-``workspace/``: it only mounts it read-only into the collect container. Files it
-must read from ``out/`` are opened with ``O_NOFOLLOW`` and a size cap.
-Teardown removes the worktree with ``--force --force`` (so git never runs
-``status`` in attacker-written content) and deletes the tree without following
-symlinks.
+``overlay`` needs a controller that may mount (root) and a filesystem overlayfs accepts as upper; the
+probe (:func:`overlay_available`) decides once per process, and every record says which one ran. The agent
+never sees the user's .git: its repository is a new one holding only the base tree. After the agent starts,
+the controller never reads or writes inside ``workspace/``: it only mounts it read-only into the collect
+container, and walks ``upper/`` by ``lstat`` (never following a link, never opening a file) for the
+watchdog and the change lists. Files it must read from ``out/`` are opened with ``O_NOFOLLOW`` and a size
+cap. The shared trees are only ever mounted read-only or as an overlay's lower layer, which no trial can
+write. Teardown unmounts, then deletes the tree without following symlinks (:func:`remove_tree`).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
+import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from harness.errors import InfraError
 from harness.host import gitops
-from harness.host.trees import remove_tree
+from harness.host.trees import mount_overlay, overlay_available, remove_tree
+
+WorkspaceKind = Literal["overlay", "copy"]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+OPAQUE_XATTR = "trusted.overlay.opaque"
+BASE_COMMIT_FILE = "BASE_COMMIT"
+CHANGE_LISTS = ("changed", "gone", "special", "nested")
+
+
+@dataclass(frozen=True)
+class BaseTree:
+    """One base commit's trees, made once per run (see the module docstring)."""
+
+    checkout: Path
+    template: Path
+    index: Path
 
 
 @dataclass(frozen=True)
 class TrialDirs:
     root: Path
-    base: Path
     workspace: Path
     out: Path
     verify: Path
+    upper: Path
+    work: Path
+    verify_upper: Path
+    verify_work: Path
+    changes: Path
+    kind: WorkspaceKind = "copy"
 
     @classmethod
-    def at(cls, root: Path) -> TrialDirs:
+    def at(cls, root: Path, kind: WorkspaceKind = "copy") -> TrialDirs:
         """The layout of a trial directory (whether or not it exists yet)."""
-        return cls(root, root / "base", root / "workspace", root / "out", root / "verify")
+        return cls(
+            root,
+            root / "workspace",
+            root / "out",
+            root / "verify",
+            root / "upper",
+            root / "work",
+            root / "verify-upper",
+            root / "verify-work",
+            root / "changes",
+            kind,
+        )
+
+    @property
+    def watched(self) -> Path:
+        """What the watchdog walks: only what the agent wrote (overlay), or the whole copy."""
+        return self.upper if self.kind == "overlay" else self.workspace
 
 
 def container_user() -> tuple[int, int]:
     """The default owner of a trial's directories: the host user's own, or 1000 when the controller
-    is root. A run passes its own choice to :func:`prepare` (see :mod:`harness.sandbox.uids`)."""
+    is root. A run passes its own choice (see :mod:`harness.sandbox.uids`)."""
     uid, gid = os.getuid(), os.getgid()
     return (1000, 1000) if uid == 0 else (uid, gid)
+
+
+def parse_user(user: str) -> tuple[int, int]:
+    """``"uid:gid"`` (a profile's user) as numbers."""
+    uid, _, gid = user.partition(":")
+    return int(uid), int(gid or uid)
 
 
 def _chown_tree(path: Path, uid: int, gid: int) -> None:
@@ -59,53 +117,260 @@ def _chown_tree(path: Path, uid: int, gid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, gid)
 
 
-def _copy_base(base: Path, dest: Path) -> None:
-    """Copy the pristine base (trusted content) without its worktree .git file."""
-    shutil.copytree(base, dest, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == base else [])
+_COLLECT_CONFIG = (
+    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.attributesFile=/dev/null",
+    "-c", "core.excludesFile=/dev/null", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false",
+    "-c", "core.symlinks=true", "-c", "core.quotePath=true", "-c", "gc.auto=0", "-c", "user.name=harness",
+    "-c", "user.email=harness@localhost", "-c", "commit.gpgSign=false", "-c", "core.bigFileThreshold=1m",
+)  # fmt: skip
+"""The options collect.sh's ``G`` passes to git: the base index is made under the same ones."""
 
 
-def parse_user(user: str) -> tuple[int, int]:
-    """``"uid:gid"`` (a profile's user) as numbers."""
-    uid, _, gid = user.partition(":")
-    return int(uid), int(gid or uid)
+def _build_index(checkout: Path, index: Path) -> None:
+    """Host git over the trusted checkout (no user or system configuration: :func:`gitops.git`), under the
+    options collect.sh's git runs with: the base index holds what collect's full mode would have added."""
+    gitops.git(["init", "--quiet", "--bare", "--template=", str(index)])
+    env = {"GIT_DIR": str(index), "GIT_WORK_TREE": str(checkout)}
+    gitops.git([*_COLLECT_CONFIG, "add", "-A", "--force"], cwd=checkout, env=env)
+    gitops.git([*_COLLECT_CONFIG, "commit", "-q", "--no-verify", "--allow-empty", "-m", "base"], cwd=checkout, env=env)
+    commit = gitops.git(["rev-parse", "HEAD"], cwd=checkout, env=env).strip()
+    (index / BASE_COMMIT_FILE).write_text(commit + "\n")
+    for dirpath, dirnames, filenames in os.walk(index):  # the collect user reads it (read-only mount)
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+    os.chmod(index, 0o755)
 
 
-def prepare(repo: Path, base_sha: str, root: Path, owner: tuple[int, int] | None = None) -> TrialDirs:
-    """Create every directory of a trial. On failure, whatever was made is removed again.
-    ``owner`` is the uid:gid the untrusted containers run as (default :func:`container_user`)."""
-    dirs = TrialDirs.at(root)
-    uid, gid = owner or container_user()
+class BaseTrees:
+    """The base trees of one run, each made on first use (thread-safe) and removed by :meth:`close`.
+
+    ``owner`` is the uid:gid the untrusted containers run as; ``kind`` forces a workspace kind (tests),
+    else overlay where :func:`overlay_available` says so."""
+
+    def __init__(
+        self, repo: Path, run_root: Path, owner: tuple[int, int] | None = None, kind: WorkspaceKind | None = None
+    ) -> None:
+        self.repo = repo
+        self.run_root = run_root
+        self.owner = owner or container_user()
+        self._kind = kind
+        self._lock = threading.Lock()
+        self._trees: dict[str, BaseTree] = {}
+        self._building: dict[str, threading.Lock] = {}
+
+    @property
+    def kind(self) -> WorkspaceKind:
+        if self._kind is None:
+            self._kind = "overlay" if overlay_available(self.run_root) else "copy"
+        return self._kind
+
+    def get(self, sha: str) -> BaseTree:
+        with self._lock:
+            if sha in self._trees:
+                return self._trees[sha]
+            building = self._building.setdefault(sha, threading.Lock())
+        with building:
+            with self._lock:
+                if sha in self._trees:
+                    return self._trees[sha]
+            tree = self._build(sha)
+            with self._lock:
+                self._trees[sha] = tree
+            return tree
+
+    def _build(self, sha: str) -> BaseTree:
+        root = self.run_root / f"base-{sha[:12]}"
+        tree = BaseTree(root / "checkout", root / "template", root / "index")
+        try:
+            root.mkdir(mode=0o700)
+            gitops.add_worktree(self.repo, tree.checkout, sha)
+            tree.template.mkdir(mode=0o755)
+            subprocess.run(  # the trusted checkout's tree, without its worktree .git file
+                ["cp", "-a", "--reflink=auto", "--", *_entries(tree.checkout), str(tree.template)],
+                check=True,
+                capture_output=True,
+            )
+            gitops.init_snapshot_repo(tree.template)
+            agent_config = str(tree.template / ".git" / "config")
+            gitops.git(["config", "--file", agent_config, "user.name", "agent"])
+            gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
+            if os.getuid() == 0:
+                _chown_tree(tree.template, *self.owner)
+            _build_index(tree.checkout, tree.index)
+        except (OSError, subprocess.CalledProcessError) as e:
+            self._remove(tree)
+            detail = e.stderr.decode("utf-8", "replace")[-300:] if isinstance(e, subprocess.CalledProcessError) else e
+            raise InfraError(f"preparing the base tree of {sha[:12]} failed: {detail}") from e
+        except BaseException:
+            self._remove(tree)
+            raise
+        return tree
+
+    def _remove(self, tree: BaseTree) -> None:
+        if tree.checkout.exists():
+            gitops.remove_worktree(self.repo, tree.checkout)
+        remove_tree(tree.checkout.parent)
+
+    def close(self) -> None:
+        """Remove every base tree (worktree admin entry in the user's repo included). Idempotent."""
+        with self._lock:
+            trees, self._trees = list(self._trees.values()), {}
+        for tree in trees:
+            self._remove(tree)
+
+
+def _entries(directory: Path) -> list[str]:
+    return [str(directory / name) for name in sorted(os.listdir(directory)) if name != ".git"]
+
+
+def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceKind) -> TrialDirs:
+    """Create every directory of a trial on ``base``. On failure, whatever was made is removed again.
+    ``owner`` is the uid:gid the untrusted containers run as."""
+    dirs = TrialDirs.at(root, kind)
+    uid, gid = owner
     try:
         root.mkdir(mode=0o700, parents=True, exist_ok=False)
-        gitops.add_worktree(repo, dirs.base, base_sha)
-        _copy_base(dirs.base, dirs.workspace)
-        gitops.init_snapshot_repo(dirs.workspace)
-        agent_config = str(dirs.workspace / ".git" / "config")
-        gitops.git(["config", "--file", agent_config, "user.name", "agent"])
-        gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
-        dirs.out.mkdir(mode=0o755)
-        dirs.verify.mkdir(mode=0o755)
+        made = [dirs.out]
+        if kind == "overlay":
+            made += [dirs.upper, dirs.work, dirs.workspace, dirs.verify_upper, dirs.verify_work, dirs.verify]
+            made.append(dirs.changes)
+        for path in made:
+            path.mkdir(mode=0o755)
+        if kind == "overlay":
+            top = os.stat(base.template)  # the merged root takes the upper root's owner and mode
+            for upper in (dirs.upper, dirs.verify_upper):
+                os.chmod(upper, stat.S_IMODE(top.st_mode))
+                os.chown(upper, top.st_uid, top.st_gid)
+            mount_overlay(base.template, dirs.upper, dirs.work, dirs.workspace)
+            mount_overlay(base.template, dirs.verify_upper, dirs.verify_work, dirs.verify)
+        else:
+            subprocess.run(
+                ["cp", "-a", "--reflink=auto", "--", str(base.template), str(dirs.workspace)],
+                check=True,
+                capture_output=True,
+            )
+            dirs.verify.mkdir(mode=0o755)
         if os.getuid() == 0:
-            for path in (dirs.workspace, dirs.out, dirs.verify):
-                _chown_tree(path, uid, gid)
+            for path in (dirs.out, *(() if kind == "overlay" else (dirs.verify,))):
+                os.lchown(path, uid, gid)
     except FileExistsError:
         raise InfraError(f"trial directory {root} already exists (a leftover of a killed run? `harness gc`)") from None
-    except OSError as e:
-        remove(repo, dirs)
+    except (OSError, subprocess.CalledProcessError) as e:
+        remove(dirs)
         raise InfraError(f"preparing {root} failed: {e}") from e
     except BaseException:
-        remove(repo, dirs)
+        remove(dirs)
         raise
     return dirs
 
 
-def remove(repo: Path, dirs: TrialDirs) -> None:
-    """Idempotent teardown: worktree first (so git's admin entry goes), then the whole tree."""
-    if dirs.root.exists():
-        gitops.remove_worktree(repo, dirs.base)
-        remove_tree(dirs.root)
+def remove(dirs: TrialDirs) -> None:
+    """Idempotent teardown: the overlay mounts are detached, then the whole tree goes."""
+    remove_tree(dirs.root)
     if dirs.root.exists():
         raise InfraError(f"could not remove {dirs.root}")
+
+
+# ----------------------------------------------------------------- what the agent changed
+
+
+@dataclass(frozen=True)
+class Changes:
+    """NUL-separated lists for collect.sh's incremental mode (paths relative to the workspace's top)."""
+
+    changed: bytes
+    """Files, links and other non-directories the agent created or modified (not under the top .git)."""
+    gone: bytes
+    """Paths the agent deleted (whiteouts) and directories it replaced (opaque): their base entries
+    that are missing from the workspace are deletions."""
+    special: bytes
+    """FIFOs, sockets, devices, setuid/setgid files: ``/workspace/<path>`` (collect.sh's format)."""
+    nested: bytes
+    """``.git`` entries below the top: ``/workspace/<path>/.git`` (collect.sh's format)."""
+
+
+def changes(upper: Path, cap: int = 65536) -> Changes:
+    """Walk the overlay's upper directory (what the agent wrote) without following a link or opening
+    anything but directories, and sort it into :class:`Changes`. Its size is bounded by the watchdog."""
+    changed: list[bytes] = []
+    gone: list[bytes] = []
+    special: list[bytes] = []
+    nested: list[bytes] = []
+    top = os.open(upper, _DIR_FLAGS)
+    stack: list[tuple[int, bytes, list[bytes]]] = [(top, b"", _names(top))]
+    try:
+        while stack:
+            fd, prefix, names = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = names.pop()
+            rel = prefix + name
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            under_git = rel == b".git" or rel.startswith(b".git/")
+            if name == b".git" and prefix:
+                nested.append(b"/workspace/" + rel)
+                continue  # not descended: left out of the diff, as collect.sh's full scan does
+            mode = st.st_mode
+            if stat.S_ISCHR(mode) and st.st_rdev == 0:
+                if not under_git:
+                    gone.append(rel)  # a whiteout: the base entry at rel was deleted
+                continue
+            if not under_git and (
+                stat.S_ISFIFO(mode)
+                or stat.S_ISSOCK(mode)
+                or stat.S_ISBLK(mode)
+                or stat.S_ISCHR(mode)
+                or (stat.S_ISREG(mode) and mode & (stat.S_ISUID | stat.S_ISGID))
+            ):
+                special.append(b"/workspace/" + rel)
+            if stat.S_ISDIR(mode):
+                if not under_git and _opaque(fd, name):
+                    gone.append(rel)
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                stack.append((child, rel + b"/", _names(child)))
+            elif not under_git:
+                changed.append(rel)
+    finally:
+        for fd, _prefix, _names_left in stack:
+            os.close(fd)
+    return Changes(
+        b"".join(p + b"\0" for p in sorted(changed)),
+        b"".join(p + b"\0" for p in sorted(gone)),
+        b"".join(p + b"\0" for p in sorted(special))[:cap],
+        b"".join(p + b"\0" for p in sorted(nested))[:cap],
+    )
+
+
+def write_changes(dirs: TrialDirs) -> Changes:
+    """The change lists of an overlay trial, written to ``changes/`` for the collect container."""
+    found = changes(dirs.upper)
+    for name in CHANGE_LISTS:
+        (dirs.changes / name).write_bytes(getattr(found, name))
+    return found
+
+
+def _opaque(fd: int, name: bytes) -> bool:
+    try:
+        return os.getxattr(f"/proc/self/fd/{fd}/".encode() + name, OPAQUE_XATTR, follow_symlinks=False) == b"y"
+    except OSError:
+        return False
+
+
+def _names(fd: int) -> list[bytes]:
+    try:
+        return sorted((os.fsencode(n) for n in os.listdir(fd)), reverse=True)
+    except OSError:
+        return []
 
 
 def read_capped(path: Path, cap: int) -> bytes:

@@ -12,7 +12,7 @@ import math
 import os
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from harness.errors import InfraError, Interrupted, NeedsLocalEngine
+from harness.host.trees import mounts_below, overlay_available
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.redact import Redactor
@@ -31,6 +32,7 @@ from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
+from harness.trial.workspace import BaseTrees, WorkspaceKind
 from tests.factories import PROV, init_repo
 from tests.fakes import (
     FakeRuntime,
@@ -75,7 +77,11 @@ class Rig:
         left = sorted((o.kind, o.name) for o in self.runtime.left())
         run_own = [("network", UPSTREAM_NET), ("volume", KEY_VOLUME), ("volume", SKILL_VOLUME)]
         assert left == run_own, "only the run's own network and volumes may be left"
-        assert not any(self.ctx.run_root.iterdir()), "the trial directory is removed"
+        left_dirs = [p.name for p in self.ctx.run_root.iterdir()]
+        assert all(name.startswith("base-") for name in left_dirs), f"the trial directory is removed: {left_dirs}"
+        assert not mounts_below(self.ctx.run_root), "no overlay of the trial is left mounted"
+        self.ctx.bases.close()  # the run's base trees go with the run (RunResources)
+        assert not any(self.ctx.run_root.iterdir()), "the base trees are removed"
         worktrees = subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True
         ).stdout
@@ -87,10 +93,12 @@ class Rig:
 
 
 @pytest.fixture
-def make_rig(tmp_path: Path) -> Callable[..., Rig]:
+def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
     rigs: list[Rig] = []
 
-    def make(arm: str = "baseline", *, task: Task = TASK, **roles_and_ctx: Any) -> Rig:
+    def make(
+        arm: str = "baseline", *, task: Task = TASK, workspace_kind: WorkspaceKind = "copy", **roles_and_ctx: Any
+    ) -> Rig:
         ctx_fields = {k: roles_and_ctx.pop(k) for k in list(roles_and_ctx) if k in TrialContext.__dataclass_fields__}
         root = tmp_path / f"rig{len(rigs)}"
         repo = root / "repo"
@@ -122,6 +130,7 @@ def make_rig(tmp_path: Path) -> Callable[..., Rig]:
             redactor=Redactor(["sk-ant-test-key"]),
             stop=stop,
             starts=StartGate(stop),
+            bases=BaseTrees(repo, root / "run", (os.getuid(), os.getgid()), kind=workspace_kind),
             **ctx_fields,
         )
         (root / "run").mkdir()
@@ -129,16 +138,30 @@ def make_rig(tmp_path: Path) -> Callable[..., Rig]:
         rigs.append(rig := Rig(runtime, ctx, spec, repo))
         return rig
 
-    return make
+    yield make
+    for rig in rigs:
+        rig.ctx.bases.close()
+        assert not mounts_below(rig.ctx.run_root)
 
 
 # ------------------------------------------------------------------- success
 
 
-def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[..., Rig]) -> None:
-    rig = make_rig(agent=agent(FIXED))
+KINDS = [
+    "copy",
+    pytest.param(
+        "overlay",
+        marks=pytest.mark.skipif(not overlay_available(Path("/tmp")), reason="overlay mounts need root here"),
+    ),
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[..., Rig], kind: str) -> None:
+    rig = make_rig(agent=agent(FIXED), workspace_kind=kind)
     rec = rig.run()
-    assert rec.status == "completed" and rec.error is None
+    assert rec.status == "completed" and rec.error is None, rec.error
+    assert rec.workspace == kind
     assert rig.created() == ["gateway", "agent", "collect", "verify", "judge"]
     assert rec.patch is not None and rec.patch.files_changed == 1 and rec.patch.rejected is None
     assert rec.verify is not None and rec.verify.exit_code == 0
@@ -477,7 +500,7 @@ def test_leftovers_of_teardown_are_flagged_on_the_record(make_rig: Callable[...,
     assert gateway in flag and "network" in flag, "the gateway stayed, so its network could not go either"
     run_own = [UPSTREAM_NET, KEY_VOLUME, SKILL_VOLUME]
     assert sorted(o.name for o in rig.runtime.left()) == sorted([*run_own, gateway, f"hx-{RUN_ID}-fix-b0-a1-net"])
-    assert not any(rig.ctx.run_root.iterdir()), "the host side is torn down all the same"
+    assert not (rig.ctx.run_root / "fix-b0-a1").exists(), "the host side is torn down all the same"
 
 
 def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[..., Rig]) -> None:
