@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
 import yaml
 
@@ -127,6 +127,7 @@ class RecordFields(TypedDict, total=False):
     reused_from: ReusedFrom | None
     skills_mounted: tuple[MountedSkill, ...] | None
     skill: SkillUse | None
+    workspace: Literal["overlay", "copy"] | None
 
 
 STARTED_AT = "2026-01-01T00:00:00Z"
