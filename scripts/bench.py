@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from harness.analysis.curtail import early_stop_verdict
 from harness.analysis.estimates import analyze
 from harness.analysis.observations import Observation
 from harness.demo import prepare_demo
+from harness.experiment.events import Events, NullEvents
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
 from harness.host.paths import HostPaths
 from harness.results.attempts import spent_usd
@@ -117,6 +119,7 @@ class Bench:
         runs: int,
         scenario: dict[str, Any],
         decision_settings: dict[str, Any] | None = None,
+        repo: str = "repo",
     ) -> Path:
         self.n += 1
         demo = self.setup.root / "demo"
@@ -129,7 +132,7 @@ class Bench:
                 "runs_per_arm": runs,
                 "model": "sonnet",
                 "judge_model": "haiku",
-                "repo": "repo",
+                "repo": repo,
                 "seed": 11,
                 "allowed_tools": ["Bash", "Edit", "Read"],
                 "max_infra_retries": 1,
@@ -163,7 +166,7 @@ class Bench:
         }
 
     def run(
-        self, prereg: Path, *, jobs: int, out: str, reuse_from: Sequence[Path] = ()
+        self, prereg: Path, *, jobs: int, out: str, reuse_from: Sequence[Path] = (), events: Events | None = None
     ) -> tuple[ExperimentResult, float]:
         study = load_study(prereg)
         scenario = self.scenarios[prereg]
@@ -177,7 +180,7 @@ class Bench:
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
         )
         t0 = time.monotonic()
-        result = Experiment(study, self.engine, options).run()
+        result = Experiment(study, self.engine, options, events).run()
         wall = time.monotonic() - t0
         bad = [r for r in result.records if r.status == "infra_error"]
         if bad:
@@ -521,6 +524,113 @@ def demo_first_trial(bench: Bench) -> list[Row]:
     return [Row("`harness demo` start to its first trial, images cached", f"{first:.1f} s", "", "", "")]
 
 
+class _Messages(NullEvents):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+
+class _DiskSampler:
+    """The largest ``du -sx`` of any one trial directory while the run is live (``-x``: an overlay's
+    merged view is another filesystem and not counted; its upper directory, what the trial wrote, is)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> _DiskSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.25):
+            for run in self.root.glob("*/"):
+                for trial in run.iterdir():
+                    if trial.name.startswith("base-") or not trial.is_dir():
+                        continue
+                    out = subprocess.run(["du", "-sxk", str(trial)], capture_output=True, text=True, check=False)
+                    if out.returncode == 0 and out.stdout.split():
+                        self.peak_kib = max(self.peak_kib, int(out.stdout.split()[0]))
+
+
+def _scaled_repo(bench: Bench, files: int) -> str:
+    """A copy of the demo repository with ``files`` small files more, committed; its path relative to the
+    demo directory (where the bench's preregistrations live)."""
+    demo = bench.setup.root / "demo"
+    repo = demo / f"repo-{files}"
+    if repo.exists():
+        return repo.name
+    subprocess.run(["git", "clone", "-q", str(demo / "repo"), str(repo)], check=True)
+    for i in range(files):
+        d = repo / "vendor" / f"d{i // 1000:04d}"
+        if i % 1000 == 0:
+            d.mkdir(parents=True)
+        (d / f"f{i}.txt").write_text(f"file {i}\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
+    env["GIT_COMMITTER_EMAIL"] = "b@b"
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"{files} files"], check=True, env=env)
+    return repo.name
+
+
+def scaling(bench: Bench) -> list[Row]:
+    """Issue 17: a trial's cost against the size of the user's repository (one task, 2 runs per arm,
+    ``--jobs 1``). Overhead is a trial's phases minus the agent's and the judge's CLI run time."""
+    sizes = (0, 20_000) if bench.quick else (0, 20_000, 100_000, 500_000)
+    task = TASKS[:1]
+    found: dict[int, tuple[float, float, str, str]] = {}
+    zeros: list[float] = []
+    # 0 files is measured first and again last, and the two averaged: a shared machine's load drifts
+    for files in (*sizes, 0):
+        log(f"scaling: {files} files ...")
+        prereg = bench.experiment(
+            skill="careful-fixer",
+            tasks=task,
+            runs=2,
+            scenario=bench.scenario(task, latency_ms=0, baseline_p=1, skills={"careful-fixer": 1}),
+            repo=_scaled_repo(bench, files) if files else "repo",
+        )
+        events = _Messages()
+        with _DiskSampler(bench.trials_root) as disk:
+            result, _wall = bench.run(prereg, jobs=1, out=f"scaling-{files}", events=events)
+        trials = [r for r in result.records if r.status == "completed"]
+        if not trials:
+            raise SystemExit(f"bench: no trial completed at {files} files: {result.records[0].error}")
+        over = statistics.mean(
+            sum(r.durations_s.values())
+            - (r.agent.duration_ms or 0) / 1000
+            - ((r.judge.duration_ms or 0) / 1000 if r.judge is not None else 0)
+            for r in trials
+            if r.agent is not None
+        )
+        ready = next((line for line in events.lines if line.startswith("base tree of")), "base tree: not reported")
+        one_off = ready.split(" ready in ")[-1].split(" s")[0] if " ready in " in ready else "?"
+        kinds = ",".join(sorted({r.workspace or "?" for r in trials}))
+        if files == 0:
+            zeros.append(over)
+        found[files] = (statistics.mean(zeros) if files == 0 else over, disk.peak_kib / 1024, one_off, kinds)
+        log(f"scaling: {files} files: overhead {over:.2f} s, peak trial disk {disk.peak_kib} KiB, {ready}")
+    zero = found[0][0]
+    return [
+        Row(
+            f"per-trial harness overhead at {files:,} files ({kinds} workspace; one-off base tree {one_off} s)",
+            f"{over:.2f} s, trial disk peak {mib:.1f} MiB",
+            f"{zero:.2f} s at 0 files",
+            f"{over / zero:.2f}x",
+            "<= 1.5x at 500,000" if files == max(sizes) else "",
+        )
+        for files, (over, mib, one_off, kinds) in found.items()
+    ]
+
+
 def table(rows: Sequence[Row]) -> str:
     out = ["| figure | measured | baseline (same run) | ratio | target |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r.figure} | {r.measured} | {r.baseline} | {r.ratio} | {r.target} |" for r in rows]
@@ -533,7 +643,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-output"), help="work directory (default bench-output)")
     parser.add_argument(
         "--only",
-        choices=["overhead", "speedup", "reuse", "early", "image", "demo"],
+        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling"],
         action="append",
         help="run only these",
     )
@@ -556,6 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "early": early_stop_savings,
         "image": image_sizes,
         "demo": demo_first_trial,
+        "scaling": scaling,
     }
     for name, step in steps.items():
         if args.only and name not in args.only:

@@ -146,8 +146,10 @@ def _worktrees(repo: Path) -> list[str]:
 def _ours_or_orphaned(labels: dict[str, str]) -> bool:
     from harness.sandbox.labels import HOST, PID, pid_alive
 
+    if PID not in labels:
+        return False  # not made by a run: e.g. a `docker run` of an image whose build stage carries the owner label
     try:
-        pid = int(labels.get(PID, "0"))
+        pid = int(labels[PID])
     except ValueError:
         return True
     return pid == os.getpid() or labels.get(HOST) != socket.gethostname() or not pid_alive(pid)

@@ -15,10 +15,14 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from harness.errors import HarnessError
+from harness.host.paths import HostPaths
+from harness.host.trees import overlay_available
 from harness.sandbox import uids
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
@@ -121,6 +125,20 @@ def uid_check(security_options: tuple[str, ...]) -> Check:
     return Check("ok", "container uids", users.describe())
 
 
+def workspace_check(work_root: Path) -> Check:
+    """Which workspaces trials get here (issue 17): overlays, whose cost follows the agent's changes, or
+    copies, whose cost follows the repository's size."""
+    scratch = work_root if work_root.is_dir() else Path(tempfile.gettempdir())
+    if overlay_available(scratch):
+        return Check(
+            "ok", "workspaces", f"overlay: each trial a copy-on-write view of one base tree per run ({scratch})"
+        )
+    why = "the controller is not root" if os.geteuid() != 0 else f"the filesystem of {scratch} refuses an overlay"
+    return Check(
+        "info", "workspaces", f"copy of the base tree per trial ({why}): a trial's cost grows with the repository"
+    )
+
+
 def remote_notes() -> Check:
     """What doctor cannot check on a remote engine, said instead of skipped."""
     return Check(
@@ -177,6 +195,7 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
         checks.append(Check("ok" if gib >= 5 else "warn", "free disk", f"{gib:.1f} GiB under {info.docker_root}"))
     git = git_version()
     checks.append(Check("ok" if git else "fail", "git", git or "not installed"))
+    checks.append(workspace_check(HostPaths.from_env(os.environ).work_root))
     checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version, "git": git}))
     checks.append(
         Check(

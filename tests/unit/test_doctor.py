@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.sandbox.doctor import MINIMUMS, judge_versions, parse_version
@@ -79,3 +81,13 @@ def test_minimums_are_well_formed() -> None:
         assert component in {"engine", "runc", "git"}
         assert all(isinstance(x, int) for x in minimum)
         assert "CVE" in why
+
+
+def test_the_workspace_check_says_which_kind_and_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.sandbox import doctor
+
+    monkeypatch.setattr(doctor, "overlay_available", lambda _p: True)
+    assert doctor.workspace_check(tmp_path).level == "ok" and "overlay" in doctor.workspace_check(tmp_path).detail
+    monkeypatch.setattr(doctor, "overlay_available", lambda _p: False)
+    check = doctor.workspace_check(tmp_path / "missing")
+    assert check.level == "info" and "copy" in check.detail and "grows with the repository" in check.detail
