@@ -132,7 +132,8 @@ def write_hostile(
         name,
         tasks=[t.id for t in tasks],
         scenario=scenario,
-        extra={"tasks": tasks_file.name, "execution": execution},
+        # an attack is judged by what each trial records, so every planned trial runs: no early stop
+        extra={"tasks": tasks_file.name, "execution": execution, "decision": {"futility_stop": False}},
     )
 
 
