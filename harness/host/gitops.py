@@ -140,15 +140,16 @@ def prune_worktrees(repo: Path) -> None:
         git(["worktree", "prune"], cwd=repo, check=False)
 
 
-def init_snapshot_repo(tree: Path) -> str:
+def init_snapshot_repo(tree: Path, options: Sequence[str] = ()) -> str:
     """Make ``tree/.git`` a fresh one-commit repository of ``tree`` (trusted content only).
 
     Returns the commit SHA. Used for the agent's own repository: it can run
     ``git status/diff/log/commit`` without ever seeing the user's refs, objects,
-    hooks, config or history.
+    hooks, config or history. ``options`` (``-c`` pairs) shape how the tree is added; no system
+    attributes file applies.
     """
-    env = {"GIT_DIR": str(tree / ".git"), "GIT_WORK_TREE": str(tree)}
+    env = {"GIT_DIR": str(tree / ".git"), "GIT_WORK_TREE": str(tree), "GIT_ATTR_NOSYSTEM": "1"}
     git(["init", "--quiet", "--template=", "--initial-branch=main", str(tree)])
-    git(["add", "--all", "--force", "."], cwd=tree, env=env)
-    git(["commit", "--quiet", "--no-verify", "--allow-empty", "-m", "base"], cwd=tree, env=env)
+    git([*options, "add", "--all", "--force", "."], cwd=tree, env=env)
+    git([*options, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "base"], cwd=tree, env=env)
     return git(["rev-parse", "HEAD"], cwd=tree, env=env).strip()

@@ -32,7 +32,8 @@ fail() { printf '%s\n' "$1" > /out/status; exit "${2:-3}"; }
 
 # Incremental mode (COLLECT_CHANGES set: an overlay workspace): the controller listed what the agent
 # wrote from the overlay's upper directory (/changes: changed, gone, special, nested, NUL-separated),
-# /basegit holds the base's index and objects, and /verify is already base (an overlay of it). Only
+# /basegit is the template's repository (its index and objects are the base, added under the options
+# below), and /verify is already base (an overlay of it). Only
 # what changed is read, so the cost follows the change, not the repository; the patch is byte for
 # byte the one the full mode makes (tests/integration/test_workspaces.py).
 INC="${COLLECT_CHANGES:-}"
@@ -66,7 +67,7 @@ if [ -n "$INC" ]; then
   # wrote that no .gitignore excludes
   cp /basegit/index "$GIT_DIR/index" || fail "copying the base index failed"
   printf '/basegit/objects\n' > "$GIT_DIR/objects/info/alternates"
-  G update-ref HEAD "$(cat /basegit/BASE_COMMIT)" || fail "reading the base commit failed"
+  G update-ref HEAD "$(git --git-dir=/basegit rev-parse --verify HEAD^{commit})" || fail "reading the base commit failed"
   (
     cd /workspace || exit 3
     export GIT_LITERAL_PATHSPECS=1

@@ -8,9 +8,8 @@ it where the machine allows one:
     <run>/base-<sha12>/
         checkout/             git worktree of the user's repo at the base SHA (collect's read-only /base)
         template/             its tree with a fresh one-commit .git, owned by the agent's uid: what
-                              every trial's /workspace starts as
-        index/                a GIT_DIR whose index and objects hold the base: collect diffs against it
-                              without hashing the base again
+                              every trial's /workspace starts as; that .git's index and objects are
+                              also what collect diffs against (the base is hashed once)
     <run>/<trial>/            0700
         workspace/            the agent's /workspace: an overlay mount (lower: template, upper: upper/)
                               or, where overlay is not available, a copy of template
@@ -49,7 +48,6 @@ WorkspaceKind = Literal["overlay", "copy"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPAQUE_XATTR = "trusted.overlay.opaque"
-BASE_COMMIT_FILE = "BASE_COMMIT"
 CHANGE_LISTS = ("changed", "gone", "special", "nested")
 
 
@@ -60,6 +58,7 @@ class BaseTree:
     checkout: Path
     template: Path
     index: Path
+    """The template's own repository (``template/.git``): its index and objects are the base."""
 
 
 @dataclass(frozen=True)
@@ -123,24 +122,9 @@ _COLLECT_CONFIG = (
     "-c", "core.symlinks=true", "-c", "core.quotePath=true", "-c", "gc.auto=0", "-c", "user.name=harness",
     "-c", "user.email=harness@localhost", "-c", "commit.gpgSign=false", "-c", "core.bigFileThreshold=1m",
 )  # fmt: skip
-"""The options collect.sh's ``G`` passes to git: the base index is made under the same ones."""
-
-
-def _build_index(checkout: Path, index: Path) -> None:
-    """Host git over the trusted checkout (no user or system configuration: :func:`gitops.git`), under the
-    options collect.sh's git runs with: the base index holds what collect's full mode would have added."""
-    gitops.git(["init", "--quiet", "--bare", "--template=", str(index)])
-    env = {"GIT_DIR": str(index), "GIT_WORK_TREE": str(checkout)}
-    gitops.git([*_COLLECT_CONFIG, "add", "-A", "--force"], cwd=checkout, env=env)
-    gitops.git([*_COLLECT_CONFIG, "commit", "-q", "--no-verify", "--allow-empty", "-m", "base"], cwd=checkout, env=env)
-    commit = gitops.git(["rev-parse", "HEAD"], cwd=checkout, env=env).strip()
-    (index / BASE_COMMIT_FILE).write_text(commit + "\n")
-    for dirpath, dirnames, filenames in os.walk(index):  # the collect user reads it (read-only mount)
-        for name in dirnames:
-            os.chmod(os.path.join(dirpath, name), 0o755)
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o644)
-    os.chmod(index, 0o755)
+"""The options collect.sh's ``G`` passes to git: the template's repository is made under the same ones,
+so its index is the base exactly as collect's full mode adds it, and collect's incremental mode starts
+from it (mounted read-only at ``/basegit``: the lower layer, which no agent write reaches)."""
 
 
 class BaseTrees:
@@ -182,7 +166,7 @@ class BaseTrees:
 
     def _build(self, sha: str) -> BaseTree:
         root = self.run_root / f"base-{sha[:12]}"
-        tree = BaseTree(root / "checkout", root / "template", root / "index")
+        tree = BaseTree(root / "checkout", root / "template", root / "template" / ".git")
         try:
             root.mkdir(mode=0o700)
             gitops.add_worktree(self.repo, tree.checkout, sha)
@@ -192,13 +176,12 @@ class BaseTrees:
                 check=True,
                 capture_output=True,
             )
-            gitops.init_snapshot_repo(tree.template)
+            gitops.init_snapshot_repo(tree.template, _COLLECT_CONFIG)
             agent_config = str(tree.template / ".git" / "config")
             gitops.git(["config", "--file", agent_config, "user.name", "agent"])
             gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
             if os.getuid() == 0:
                 _chown_tree(tree.template, *self.owner)
-            _build_index(tree.checkout, tree.index)
         except (OSError, subprocess.CalledProcessError) as e:
             self._remove(tree)
             detail = e.stderr.decode("utf-8", "replace")[-300:] if isinstance(e, subprocess.CalledProcessError) else e
