@@ -7,7 +7,8 @@ only way out is the trial's gateway; the patch is extracted in a
 ``--network none`` container and treated as hostile data; verify runs on base +
 patch in another fresh container and its exit code comes from the controller's
 own wait; the judge sees only task, criteria, exit code and capped diff.
-Teardown runs on every path. An environment failure becomes an ``infra_error``
+The gateway comes up on its own thread while the workspace is made (the one step that needs neither's
+output). Teardown runs on every path. An environment failure becomes an ``infra_error``
 record (retried by the experiment loop), never a verdict against an arm.
 """
 
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar, cast
 
 from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec
@@ -48,6 +50,8 @@ from harness.trial import apihealth, claude, delivery, gateway, installed, judge
 PATCH_CAP = 8 << 20
 AGENT_OUTPUT_CAP = 4 << 20
 VERIFY_TAIL = 8192
+
+T = TypeVar("T")
 
 
 class StartGate:
@@ -161,29 +165,17 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
     done = _TrialState()
     phase = _phases(ctx, spec, done)
+    gw_up: _InBackground[str] | None = None
     try:
         with phase("workspace"):
+            # the gateway's network and container come up on their own thread while the workspace is made
+            gw_up = _InBackground("gateway-up", lambda: _start_gateway(ctx, names["gateway"], network, labels))
             dirs = workspace.prepare(
                 ctx.repo, ctx.provenance.base_sha, ctx.run_root / key, workspace.parse_user(ctx.profile.user)
             )
 
         with phase("gateway"):
-            ctx.engine.create_network(network, labels, internal=True)
-            gw = sandbox.gateway_spec(
-                ctx.profile,
-                name=names["gateway"],
-                labels=labels,
-                upstream_network=ctx.upstream_network,
-                upstream=ctx.upstream,
-                key_volume=ctx.key_volume,
-                budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
-                route_env=ctx.route_env,
-                route_volumes=ctx.route_mounts,
-            )
-            ctx.engine.create(gw, extra_networks=[network])
-            ctx.engine.start(gw.name)
-            gateway.wait_listening(ctx.engine, gw.name)
-            gateway_ip = ctx.engine.container_ip(gw.name, network)
+            gateway_ip = gw_up.result()
 
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
@@ -214,7 +206,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     gate=ctx.starts.starting,
                 )
             _stop_if_asked(ctx)
-            agent_events = gateway.events(ctx.engine, gw.name)
+            agent_events = gateway.events(ctx.engine, names["gateway"])
             done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
             done.skill, done.provenance, skill_flags = installed.observe(
                 agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
@@ -268,7 +260,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 done.judge = _judge(ctx, spec, names["judge"], labels, network, gateway_ip, done, diff)
                 if done.judge is not None:
                     done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
-            judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
+            judge_events = gateway.events(ctx.engine, names["gateway"])[len(agent_events) :]
             done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
     except _SkipRest:
         pass
@@ -277,6 +269,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     except HarnessError as e:
         done.status, done.error = "infra_error", str(e)
     finally:
+        if gw_up is not None:
+            gw_up.join()  # nothing of the trial is still being made when teardown lists it
         with phase("teardown"):
             leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
         if leftovers:
@@ -314,6 +308,54 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
 class _SkipRest(Exception):
     """Internal: the trial's remaining phases do not run (the record is already decided)."""
+
+
+class _InBackground(Generic[T]):
+    """One step of the trial on its own thread while the trial goes on. :meth:`result` waits for it and
+    returns its value or raises its exception on the trial's thread; :meth:`join` only waits (teardown
+    joins every step first, so nothing is still being made when it lists what to remove)."""
+
+    def __init__(self, name: str, step: Callable[[], T]) -> None:
+        self._step = step
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._step()
+        except BaseException as e:  # handed to the trial's thread by result()
+            self._error = e
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+def _start_gateway(ctx: TrialContext, name: str, network: str, labels: dict[str, str]) -> str:
+    """The trial's internal network and its gateway, listening; returns the gateway's address there."""
+    ctx.engine.create_network(network, labels, internal=True)
+    gw = sandbox.gateway_spec(
+        ctx.profile,
+        name=name,
+        labels=labels,
+        upstream_network=ctx.upstream_network,
+        upstream=ctx.upstream,
+        key_volume=ctx.key_volume,
+        budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+        route_env=ctx.route_env,
+        route_volumes=ctx.route_mounts,
+    )
+    ctx.engine.create(gw, extra_networks=[network])
+    ctx.engine.start(gw.name)
+    gateway.wait_listening(ctx.engine, gw.name)
+    return ctx.engine.container_ip(gw.name, network)
 
 
 def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:

@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
+from harness.trial import workspace
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 from tests.factories import PROV, init_repo
@@ -485,7 +487,7 @@ def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[...,
     bad = replace(rig.ctx, provenance=rig.ctx.provenance.model_copy(update={"base_sha": "0" * 40}))
     rec = run_trial(bad, rig.spec, 1)
     assert rec.status == "infra_error"
-    assert rig.created() == []
+    assert rig.created() in ([], ["gateway"]), "the gateway may have come up meanwhile; nothing else"
     rig.assert_torn_down()
 
 
@@ -499,4 +501,87 @@ def test_on_a_remote_engine_a_bind_mount_stops_the_run_and_the_trial_is_torn_dow
     with pytest.raises(NeedsLocalEngine, match="controller's path"):
         rig.run()
     assert rig.created() == ["gateway", "agent"], "the gateway's volumes work remotely; the agent's workspace not yet"
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------------- overlapped steps
+
+
+def test_the_gateway_comes_up_while_the_workspace_is_prepared(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace's preparation waits here until the gateway listens: it can finish only if the
+    gateway was brought up at the same time, on another thread."""
+    rig = make_rig(agent=agent(FIXED))
+    gateway = f"hx-{RUN_ID}-fix-b0-a1-gateway"
+    real = workspace.prepare
+    seen: list[bool] = []
+
+    def prepare(*args: Any, **kw: Any) -> workspace.TrialDirs:
+        deadline = time.monotonic() + 10
+        while not rig.runtime.is_running(gateway) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen.append(rig.runtime.is_running(gateway))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    rec = rig.run()
+    assert seen == [True], "the gateway ran before the workspace was ready"
+    assert rec.status == "completed"
+    assert list(rec.durations_s)[:2] == ["workspace", "gateway"]
+    rig.assert_torn_down()
+
+
+def test_a_gateway_failing_while_the_workspace_is_prepared_is_an_infra_error_of_the_gateway_phase(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(gateway=Outcome(exit_code=1, stderr=b"Traceback: no key\n"))
+    rig.runtime.fail("create_network", None, InfraError("create_network failed: no address pool left"))
+    rec = rig.run()
+    assert rec.status == "infra_error" and rec.error == "create_network failed: no address pool left"
+    assert list(rec.durations_s)[-2:] == ["gateway", "teardown"]
+    assert rig.created() == []
+    rig.assert_torn_down()
+
+
+def test_a_workspace_that_fails_while_the_gateway_comes_up_waits_for_it_then_tears_it_down(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's thread is joined before teardown lists the trial's objects: nothing it makes
+    after the failure is left behind."""
+    rig = make_rig()
+    slow = threading.Event()
+    real_create = rig.runtime.create
+
+    def create(spec: ContainerSpec, **kw: Any) -> str:
+        slow.wait(5)  # the gateway is still being made when the workspace fails
+        return real_create(spec, **kw)
+
+    def prepare(*_args: Any, **_kw: Any) -> workspace.TrialDirs:
+        threading.Timer(0.2, slow.set).start()
+        raise InfraError("preparing the workspace failed: disk full")
+
+    rig.runtime.create = create  # type: ignore[method-assign]
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    rec = rig.run()
+    assert rec.status == "infra_error" and rec.error == "preparing the workspace failed: disk full"
+    assert rig.created() == ["gateway"], "made after the failure, and still removed"
+    rig.assert_torn_down()
+
+
+def test_a_stop_while_the_gateway_comes_up_interrupts_and_tears_down(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = make_rig()
+    real = workspace.prepare
+
+    def prepare(*args: Any, **kw: Any) -> workspace.TrialDirs:
+        dirs = real(*args, **kw)
+        rig.ctx.starts.close()  # SIGINT arrives while the workspace is made
+        return dirs
+
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    with pytest.raises(Interrupted):
+        rig.run()
+    assert "agent" not in rig.created()
     rig.assert_torn_down()
