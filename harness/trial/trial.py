@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import threading
 import time
@@ -46,6 +47,7 @@ from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
+from harness.trial.reaper import TrialReaper
 
 PATCH_CAP = 8 << 20
 AGENT_OUTPUT_CAP = 4 << 20
@@ -127,6 +129,9 @@ class TrialContext:
     baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
     """Task id -> the baseline fingerprint of this run's settings (:mod:`harness.experiment.reuse`): every
     baseline record carries its task's from birth, so a later experiment can reuse it."""
+    reaper: TrialReaper | None = None
+    """The run's reaper: teardown is handed to it, off the next trial's critical path
+    (:mod:`harness.trial.reaper`); None: each trial tears itself down before its record is returned."""
 
 
 @dataclass
@@ -272,7 +277,14 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         if gw_up is not None:
             gw_up.join()  # nothing of the trial is still being made when teardown lists it
         with phase("teardown"):
-            leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
+            if ctx.reaper is not None:  # its leftovers are the run's to report (and remove)
+                ctx.reaper.submit(
+                    spec.trial_id,
+                    functools.partial(_teardown, ctx, spec.trial_id, names.values(), network, dirs, this_attempt=True),
+                )
+                leftovers = []
+            else:
+                leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
         if leftovers:
             done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
     return TrialRecord(
@@ -582,12 +594,22 @@ def _judge(
 
 
 def _teardown(
-    ctx: TrialContext, trial_id: str, containers: Iterable[str], network: str, dirs: workspace.TrialDirs
+    ctx: TrialContext,
+    trial_id: str,
+    containers: Iterable[str],
+    network: str,
+    dirs: workspace.TrialDirs,
+    *,
+    this_attempt: bool = False,
 ) -> list[str]:
     """The trial's containers, then its network (all carry its label); the worktree and trial
     directory at the same time: on every path. Each step removes its own container on success,
-    so normally only the gateway and the network are left."""
+    so normally only the gateway and the network are left.
+
+    ``this_attempt`` (a teardown handed to the run's reaper, which may run after the next attempt of the
+    same trial started): of what carries the trial's label, only this attempt's objects (by name)."""
     errors: list[str] = []
+    containers = list(containers)
 
     def remove_host_side() -> None:
         try:
@@ -598,10 +620,15 @@ def _teardown(
     host_side = threading.Thread(target=remove_host_side, name="teardown-host")
     host_side.start()
     try:
+        named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
         try:
-            _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
+            if this_attempt:
+                mine = {(o.kind, o.name) for o in named}
+                listed = ctx.engine.labelled({RUN: ctx.run_id, TRIAL: trial_id})
+                _, failed = ctx.engine.remove_objects(o for o in listed if (o.kind, o.name) in mine)
+            else:
+                _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
         except HarnessError:  # cannot list: try every role's name and the network
-            named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
             _, failed = ctx.engine.remove_objects(named)
         errors.extend(failed)
     finally:

@@ -31,6 +31,7 @@ from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial import workspace
+from harness.trial.reaper import TrialReaper
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 from tests.factories import PROV, init_repo
@@ -585,3 +586,126 @@ def test_a_stop_while_the_gateway_comes_up_interrupts_and_tears_down(
         rig.run()
     assert "agent" not in rig.created()
     rig.assert_torn_down()
+
+
+# ------------------------------------------------------------- the run's reaper
+
+
+def _reaped(rig: Rig, events: list[str], *, backlog: int = 4) -> TrialReaper:
+    reaper = TrialReaper(events.append, backlog=backlog)
+    rig.ctx = replace(rig.ctx, reaper=reaper)
+    return reaper
+
+
+def test_with_the_runs_reaper_the_record_comes_before_the_teardown_and_nothing_is_left(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(agent=agent(FIXED))
+    events: list[str] = []
+    hold = threading.Event()
+    real = rig.runtime.remove_objects
+
+    def remove_objects(objects: Any) -> Any:
+        assert hold.wait(10)
+        return real(objects)
+
+    rig.runtime.remove_objects = remove_objects  # type: ignore[method-assign]
+    with _reaped(rig, events):
+        rec = rig.run()
+        assert rec.status == "completed" and "teardown" in rec.durations_s
+        assert f"hx-{RUN_ID}-fix-b0-a1-gateway" in rig.runtime.containers, "still there: the reaper's now"
+        hold.set()
+    assert events == []
+    rig.assert_torn_down()
+
+
+@pytest.mark.parametrize("phase", ["agent", "collect", "verify", "judge"])
+def test_an_interrupted_trial_handed_to_the_reaper_is_torn_down_when_it_closes(
+    make_rig: Callable[..., Rig], phase: str
+) -> None:
+    def signalled(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        outcome = trial_behaviours(agent=agent(FIXED))[phase]
+        result = outcome(spec, runtime) if callable(outcome) else outcome
+        rig.ctx.stop.set()
+        return result
+
+    rig = make_rig(**{phase: signalled})
+    events: list[str] = []
+    with pytest.raises(Interrupted), _reaped(rig, events):
+        rig.run()
+    assert events == []
+    rig.assert_torn_down()
+
+
+def test_the_reapers_leftovers_are_reported_to_the_run_not_on_the_record(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    gateway = f"hx-{RUN_ID}-fix-b0-a1-gateway"
+    rig.runtime.fail("remove_container", gateway, InfraError(f"removing container {gateway} failed: busy"), times=None)
+    events: list[str] = []
+    with _reaped(rig, events):
+        rec = rig.run()
+    assert rec.status == "completed" and not any(f.startswith("teardown_incomplete") for f in rec.flags)
+    assert any(gateway in e and e.startswith(f"trial {rec.trial_id}: ") for e in events), events
+    assert not any(rig.ctx.run_root.iterdir()), "the host side is torn down all the same"
+
+
+def test_the_reaper_removes_only_its_attempts_objects_not_the_next_attempts(make_rig: Callable[..., Rig]) -> None:
+    """A retry (attempt 2) of the same trial may start before attempt 1's teardown ran: they share the
+    trial's label, so the reaper removes attempt 1's objects by name."""
+    rig = make_rig(agent=agent(FIXED))
+    hold = threading.Event()
+    real = rig.runtime.labelled
+    events: list[str] = []
+
+    def labelled(selector: Any = None) -> Any:
+        if threading.current_thread().name == "trial-reaper":
+            assert hold.wait(10)
+        return real(selector)
+
+    rig.runtime.labelled = labelled  # type: ignore[method-assign]
+    with _reaped(rig, events):
+        rig.run(attempt=1)
+        labels = make_labels(RUN_ID, role="trial", trial_id=rig.spec.trial_id, ttl_s=600)
+        rig.runtime.create_network(f"hx-{RUN_ID}-fix-b0-a2-net", labels, internal=True)  # attempt 2 is under way
+        hold.set()
+    assert {o.name for o in rig.runtime.left()} == {
+        UPSTREAM_NET,
+        KEY_VOLUME,
+        SKILL_VOLUME,
+        f"hx-{RUN_ID}-fix-b0-a2-net",
+    }
+
+
+def test_the_reaper_drains_on_close_runs_late_work_inline_and_bounds_its_backlog() -> None:
+    events: list[str] = []
+    gate = threading.Event()
+    done: list[str] = []
+
+    def job(name: str) -> Callable[[], list[str]]:
+        def run() -> list[str]:
+            gate.wait(10)
+            done.append(name)
+            return []
+
+        return run
+
+    reaper = TrialReaper(events.append, backlog=1)
+    reaper.submit("t1", job("t1"))  # taken by the worker, which waits on the gate
+    time.sleep(0.05)
+    reaper.submit("t2", job("t2"))  # fills the backlog
+    third = threading.Thread(target=reaper.submit, args=("t3", job("t3")))
+    third.start()
+    third.join(0.2)
+    assert third.is_alive(), "a full backlog makes the hand-off wait"
+    gate.set()
+    third.join(10)
+    reaper.close()
+    assert done == ["t1", "t2", "t3"]
+
+    def broken() -> list[str]:
+        raise InfraError("the engine went away")
+
+    reaper.submit("t4", lambda: ["network x: busy"])  # after close: on the caller's thread
+    reaper.submit("t5", broken)
+    reaper.close()
+    assert events == ["trial t4: network x: busy", "trial t5: InfraError: the engine went away"]
