@@ -61,6 +61,7 @@ from harness.study import prices, scenario
 from harness.study.config import LockBlock, Study, parse_size
 from harness.study.lock import verify_lock
 from harness.trial import installed, samepatch
+from harness.trial.reaper import TrialReaper
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 
@@ -481,8 +482,9 @@ class Experiment:
             return loop(_nothing_starts).run(left.todo).ran
         setup = self._run_setup(images, left.todo, compiled, provenance.base_sha)
         store.redactor.add(setup.key)
-        with RunResources(self.engine, setup, store, self.events) as site:
-            context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints)
+        # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
+        with RunResources(self.engine, setup, store, self.events) as site, TrialReaper(self._cleanup) as reaper:
+            context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints, reaper)
             run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
             return loop(run_one).run(left.todo).ran
 
@@ -514,6 +516,7 @@ class Experiment:
         provenance: Provenance,
         lock_hash: str,
         fingerprints: Mapping[str, str],
+        reaper: TrialReaper | None = None,
     ) -> TrialContext:
         """Everything every trial of this run shares, the run's resources included."""
         ex = self.study.prereg.execution
@@ -544,7 +547,11 @@ class Experiment:
             library_copies=site.library_copies,
             skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
             baseline_fingerprints=fingerprints,
+            reaper=reaper,
         )
+
+    def _cleanup(self, text: str) -> None:
+        self.events.message(f"cleanup: {text}")
 
     def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:
         """The run's identical-patch caches, seeded with the verify results already in the directory."""

@@ -7,7 +7,8 @@ only way out is the trial's gateway; the patch is extracted in a
 ``--network none`` container and treated as hostile data; verify runs on base +
 patch in another fresh container and its exit code comes from the controller's
 own wait; the judge sees only task, criteria, exit code and capped diff.
-Teardown runs on every path. An environment failure becomes an ``infra_error``
+The gateway comes up on its own thread while the workspace is made (the one step that needs neither's
+output). Teardown runs on every path. An environment failure becomes an ``infra_error``
 record (retried by the experiment loop), never a verdict against an arm.
 """
 
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar, cast
 
 from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec
@@ -44,10 +47,13 @@ from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
+from harness.trial.reaper import TrialReaper
 
 PATCH_CAP = 8 << 20
 AGENT_OUTPUT_CAP = 4 << 20
 VERIFY_TAIL = 8192
+
+T = TypeVar("T")
 
 
 class StartGate:
@@ -125,6 +131,9 @@ class TrialContext:
     baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
     """Task id -> the baseline fingerprint of this run's settings (:mod:`harness.experiment.reuse`): every
     baseline record carries its task's from birth, so a later experiment can reuse it."""
+    reaper: TrialReaper | None = None
+    """The run's reaper: teardown is handed to it, off the next trial's critical path
+    (:mod:`harness.trial.reaper`); None: each trial tears itself down before its record is returned."""
 
 
 @dataclass
@@ -164,30 +173,18 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
     done = _TrialState()
     phase = _phases(ctx, spec, done)
+    gw_up: _InBackground[str] | None = None
     try:
         with phase("workspace"):
+            # the gateway's network and container come up on their own thread while the workspace is made
+            gw_up = _InBackground("gateway-up", lambda: _start_gateway(ctx, names["gateway"], network, labels))
             base = ctx.bases.get(ctx.provenance.base_sha)
             owner = workspace.parse_user(ctx.profile.user)
             dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
             done.workspace_kind = dirs.kind
 
         with phase("gateway"):
-            ctx.engine.create_network(network, labels, internal=True)
-            gw = sandbox.gateway_spec(
-                ctx.profile,
-                name=names["gateway"],
-                labels=labels,
-                upstream_network=ctx.upstream_network,
-                upstream=ctx.upstream,
-                key_volume=ctx.key_volume,
-                budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
-                route_env=ctx.route_env,
-                route_volumes=ctx.route_mounts,
-            )
-            ctx.engine.create(gw, extra_networks=[network])
-            ctx.engine.start(gw.name)
-            gateway.wait_listening(ctx.engine, gw.name)
-            gateway_ip = ctx.engine.container_ip(gw.name, network)
+            gateway_ip = gw_up.result()
 
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
@@ -218,7 +215,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     gate=ctx.starts.starting,
                 )
             _stop_if_asked(ctx)
-            agent_events = gateway.events(ctx.engine, gw.name)
+            agent_events = gateway.events(ctx.engine, names["gateway"])
             done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
             done.skill, done.provenance, skill_flags = installed.observe(
                 agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
@@ -275,7 +272,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 done.judge = _judge(ctx, spec, names["judge"], labels, network, gateway_ip, done, diff)
                 if done.judge is not None:
                     done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
-            judge_events = gateway.events(ctx.engine, gw.name)[len(agent_events) :]
+            judge_events = gateway.events(ctx.engine, names["gateway"])[len(agent_events) :]
             done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
     except _SkipRest:
         pass
@@ -284,8 +281,17 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     except HarnessError as e:
         done.status, done.error = "infra_error", str(e)
     finally:
+        if gw_up is not None:
+            gw_up.join()  # nothing of the trial is still being made when teardown lists it
         with phase("teardown"):
-            leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
+            if ctx.reaper is not None:  # its leftovers are the run's to report (and remove)
+                ctx.reaper.submit(
+                    spec.trial_id,
+                    functools.partial(_teardown, ctx, spec.trial_id, names.values(), network, dirs, this_attempt=True),
+                )
+                leftovers = []
+            else:
+                leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
         if leftovers:
             done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
     return TrialRecord(
@@ -322,6 +328,54 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
 class _SkipRest(Exception):
     """Internal: the trial's remaining phases do not run (the record is already decided)."""
+
+
+class _InBackground(Generic[T]):
+    """One step of the trial on its own thread while the trial goes on. :meth:`result` waits for it and
+    returns its value or raises its exception on the trial's thread; :meth:`join` only waits (teardown
+    joins every step first, so nothing is still being made when it lists what to remove)."""
+
+    def __init__(self, name: str, step: Callable[[], T]) -> None:
+        self._step = step
+        self._value: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._step()
+        except BaseException as e:  # handed to the trial's thread by result()
+            self._error = e
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._value)
+
+
+def _start_gateway(ctx: TrialContext, name: str, network: str, labels: dict[str, str]) -> str:
+    """The trial's internal network and its gateway, listening; returns the gateway's address there."""
+    ctx.engine.create_network(network, labels, internal=True)
+    gw = sandbox.gateway_spec(
+        ctx.profile,
+        name=name,
+        labels=labels,
+        upstream_network=ctx.upstream_network,
+        upstream=ctx.upstream,
+        key_volume=ctx.key_volume,
+        budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+        route_env=ctx.route_env,
+        route_volumes=ctx.route_mounts,
+    )
+    ctx.engine.create(gw, extra_networks=[network])
+    ctx.engine.start(gw.name)
+    gateway.wait_listening(ctx.engine, gw.name)
+    return ctx.engine.container_ip(gw.name, network)
 
 
 def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:
@@ -548,12 +602,22 @@ def _judge(
 
 
 def _teardown(
-    ctx: TrialContext, trial_id: str, containers: Iterable[str], network: str, dirs: workspace.TrialDirs
+    ctx: TrialContext,
+    trial_id: str,
+    containers: Iterable[str],
+    network: str,
+    dirs: workspace.TrialDirs,
+    *,
+    this_attempt: bool = False,
 ) -> list[str]:
     """The trial's containers, then its network (all carry its label); the worktree and trial
     directory at the same time: on every path. Each step removes its own container on success,
-    so normally only the gateway and the network are left."""
+    so normally only the gateway and the network are left.
+
+    ``this_attempt`` (a teardown handed to the run's reaper, which may run after the next attempt of the
+    same trial started): of what carries the trial's label, only this attempt's objects (by name)."""
     errors: list[str] = []
+    containers = list(containers)
 
     def remove_host_side() -> None:
         try:
@@ -564,10 +628,15 @@ def _teardown(
     host_side = threading.Thread(target=remove_host_side, name="teardown-host")
     host_side.start()
     try:
+        named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
         try:
-            _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
+            if this_attempt:
+                mine = {(o.kind, o.name) for o in named}
+                listed = ctx.engine.labelled({RUN: ctx.run_id, TRIAL: trial_id})
+                _, failed = ctx.engine.remove_objects(o for o in listed if (o.kind, o.name) in mine)
+            else:
+                _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
         except HarnessError:  # cannot list: try every role's name and the network
-            named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
             _, failed = ctx.engine.remove_objects(named)
         errors.extend(failed)
     finally:

@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +31,8 @@ from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
+from harness.trial import workspace
+from harness.trial.reaper import TrialReaper
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 from harness.trial.workspace import BaseTrees, WorkspaceKind
@@ -508,7 +511,7 @@ def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[...,
     bad = replace(rig.ctx, provenance=rig.ctx.provenance.model_copy(update={"base_sha": "0" * 40}))
     rec = run_trial(bad, rig.spec, 1)
     assert rec.status == "infra_error"
-    assert rig.created() == []
+    assert rig.created() in ([], ["gateway"]), "the gateway may have come up meanwhile; nothing else"
     rig.assert_torn_down()
 
 
@@ -523,3 +526,209 @@ def test_on_a_remote_engine_a_bind_mount_stops_the_run_and_the_trial_is_torn_dow
         rig.run()
     assert rig.created() == ["gateway", "agent"], "the gateway's volumes work remotely; the agent's workspace not yet"
     rig.assert_torn_down()
+
+
+# ------------------------------------------------------------- overlapped steps
+
+
+def test_the_gateway_comes_up_while_the_workspace_is_prepared(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace's preparation waits here until the gateway listens: it can finish only if the
+    gateway was brought up at the same time, on another thread."""
+    rig = make_rig(agent=agent(FIXED))
+    gateway = f"hx-{RUN_ID}-fix-b0-a1-gateway"
+    real = workspace.prepare
+    seen: list[bool] = []
+
+    def prepare(*args: Any, **kw: Any) -> workspace.TrialDirs:
+        deadline = time.monotonic() + 10
+        while not rig.runtime.is_running(gateway) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen.append(rig.runtime.is_running(gateway))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    rec = rig.run()
+    assert seen == [True], "the gateway ran before the workspace was ready"
+    assert rec.status == "completed"
+    assert list(rec.durations_s)[:2] == ["workspace", "gateway"]
+    rig.assert_torn_down()
+
+
+def test_a_gateway_failing_while_the_workspace_is_prepared_is_an_infra_error_of_the_gateway_phase(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(gateway=Outcome(exit_code=1, stderr=b"Traceback: no key\n"))
+    rig.runtime.fail("create_network", None, InfraError("create_network failed: no address pool left"))
+    rec = rig.run()
+    assert rec.status == "infra_error" and rec.error == "create_network failed: no address pool left"
+    assert list(rec.durations_s)[-2:] == ["gateway", "teardown"]
+    assert rig.created() == []
+    rig.assert_torn_down()
+
+
+def test_a_workspace_that_fails_while_the_gateway_comes_up_waits_for_it_then_tears_it_down(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's thread is joined before teardown lists the trial's objects: nothing it makes
+    after the failure is left behind."""
+    rig = make_rig()
+    slow = threading.Event()
+    real_create = rig.runtime.create
+
+    def create(spec: ContainerSpec, **kw: Any) -> str:
+        slow.wait(5)  # the gateway is still being made when the workspace fails
+        return real_create(spec, **kw)
+
+    def prepare(*_args: Any, **_kw: Any) -> workspace.TrialDirs:
+        threading.Timer(0.2, slow.set).start()
+        raise InfraError("preparing the workspace failed: disk full")
+
+    rig.runtime.create = create  # type: ignore[method-assign]
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    rec = rig.run()
+    assert rec.status == "infra_error" and rec.error == "preparing the workspace failed: disk full"
+    assert rig.created() == ["gateway"], "made after the failure, and still removed"
+    rig.assert_torn_down()
+
+
+def test_a_stop_while_the_gateway_comes_up_interrupts_and_tears_down(
+    make_rig: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = make_rig()
+    real = workspace.prepare
+
+    def prepare(*args: Any, **kw: Any) -> workspace.TrialDirs:
+        dirs = real(*args, **kw)
+        rig.ctx.starts.close()  # SIGINT arrives while the workspace is made
+        return dirs
+
+    monkeypatch.setattr(workspace, "prepare", prepare)
+    with pytest.raises(Interrupted):
+        rig.run()
+    assert "agent" not in rig.created()
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------------- the run's reaper
+
+
+def _reaped(rig: Rig, events: list[str], *, backlog: int = 4) -> TrialReaper:
+    reaper = TrialReaper(events.append, backlog=backlog)
+    rig.ctx = replace(rig.ctx, reaper=reaper)
+    return reaper
+
+
+def test_with_the_runs_reaper_the_record_comes_before_the_teardown_and_nothing_is_left(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(agent=agent(FIXED))
+    events: list[str] = []
+    hold = threading.Event()
+    real = rig.runtime.remove_objects
+
+    def remove_objects(objects: Any) -> Any:
+        assert hold.wait(10)
+        return real(objects)
+
+    rig.runtime.remove_objects = remove_objects  # type: ignore[method-assign]
+    with _reaped(rig, events):
+        rec = rig.run()
+        assert rec.status == "completed" and "teardown" in rec.durations_s
+        assert f"hx-{RUN_ID}-fix-b0-a1-gateway" in rig.runtime.containers, "still there: the reaper's now"
+        hold.set()
+    assert events == []
+    rig.assert_torn_down()
+
+
+@pytest.mark.parametrize("phase", ["agent", "collect", "verify", "judge"])
+def test_an_interrupted_trial_handed_to_the_reaper_is_torn_down_when_it_closes(
+    make_rig: Callable[..., Rig], phase: str
+) -> None:
+    def signalled(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        outcome = trial_behaviours(agent=agent(FIXED))[phase]
+        result = outcome(spec, runtime) if callable(outcome) else outcome
+        rig.ctx.stop.set()
+        return result
+
+    rig = make_rig(**{phase: signalled})
+    events: list[str] = []
+    with pytest.raises(Interrupted), _reaped(rig, events):
+        rig.run()
+    assert events == []
+    rig.assert_torn_down()
+
+
+def test_the_reapers_leftovers_are_reported_to_the_run_not_on_the_record(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig()
+    gateway = f"hx-{RUN_ID}-fix-b0-a1-gateway"
+    rig.runtime.fail("remove_container", gateway, InfraError(f"removing container {gateway} failed: busy"), times=None)
+    events: list[str] = []
+    with _reaped(rig, events):
+        rec = rig.run()
+    assert rec.status == "completed" and not any(f.startswith("teardown_incomplete") for f in rec.flags)
+    assert any(gateway in e and e.startswith(f"trial {rec.trial_id}: ") for e in events), events
+    assert not (rig.ctx.run_root / "fix-b0-a1").exists(), "the host side is torn down all the same"
+
+
+def test_the_reaper_removes_only_its_attempts_objects_not_the_next_attempts(make_rig: Callable[..., Rig]) -> None:
+    """A retry (attempt 2) of the same trial may start before attempt 1's teardown ran: they share the
+    trial's label, so the reaper removes attempt 1's objects by name."""
+    rig = make_rig(agent=agent(FIXED))
+    hold = threading.Event()
+    real = rig.runtime.labelled
+    events: list[str] = []
+
+    def labelled(selector: Any = None) -> Any:
+        if threading.current_thread().name == "trial-reaper":
+            assert hold.wait(10)
+        return real(selector)
+
+    rig.runtime.labelled = labelled  # type: ignore[method-assign]
+    with _reaped(rig, events):
+        rig.run(attempt=1)
+        labels = make_labels(RUN_ID, role="trial", trial_id=rig.spec.trial_id, ttl_s=600)
+        rig.runtime.create_network(f"hx-{RUN_ID}-fix-b0-a2-net", labels, internal=True)  # attempt 2 is under way
+        hold.set()
+    assert {o.name for o in rig.runtime.left()} == {
+        UPSTREAM_NET,
+        KEY_VOLUME,
+        SKILL_VOLUME,
+        f"hx-{RUN_ID}-fix-b0-a2-net",
+    }
+
+
+def test_the_reaper_drains_on_close_runs_late_work_inline_and_bounds_its_backlog() -> None:
+    events: list[str] = []
+    gate = threading.Event()
+    done: list[str] = []
+
+    def job(name: str) -> Callable[[], list[str]]:
+        def run() -> list[str]:
+            gate.wait(10)
+            done.append(name)
+            return []
+
+        return run
+
+    reaper = TrialReaper(events.append, backlog=1)
+    reaper.submit("t1", job("t1"))  # taken by the worker, which waits on the gate
+    time.sleep(0.05)
+    reaper.submit("t2", job("t2"))  # fills the backlog
+    third = threading.Thread(target=reaper.submit, args=("t3", job("t3")))
+    third.start()
+    third.join(0.2)
+    assert third.is_alive(), "a full backlog makes the hand-off wait"
+    gate.set()
+    third.join(10)
+    reaper.close()
+    assert done == ["t1", "t2", "t3"]
+
+    def broken() -> list[str]:
+        raise InfraError("the engine went away")
+
+    reaper.submit("t4", lambda: ["network x: busy"])  # after close: on the caller's thread
+    reaper.submit("t5", broken)
+    reaper.close()
+    assert events == ["trial t4: network x: busy", "trial t5: InfraError: the engine went away"]
