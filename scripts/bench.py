@@ -22,6 +22,10 @@ the machine. Prints a Markdown table:
    cache), and the time from ``harness demo`` start to its first trial with
    the images cached.
 
+5. issue 17's scaling row: the per-trial harness overhead (phases minus the agent's and the judge's CLI
+   run time) with 0 / 20k / 100k / 500k small files added to the repository, the largest disk any one
+   running trial holds, and the one-off cost of the run's base tree (``--scaling-files`` to choose).
+
 Trials hold slots of a private slot directory, so trials of other harness
 processes on the machine do not block the bench (they still share its cores).
 """
@@ -106,6 +110,7 @@ class Bench:
         (third / "SKILL.md").write_text("---\nname: terse-reviewer\n---\nReview tersely. terse-reviewer-5a1f\n")
         self.n = 0
         self.scenarios: dict[Path, Path] = {}
+        self.scaling_files: tuple[int, ...] = ()
 
     def _task_scripts(self) -> dict[str, Any]:
         data = yaml.safe_load((self.setup.root / "demo" / "scenario.yaml").read_text())
@@ -584,12 +589,13 @@ def _scaled_repo(bench: Bench, files: int) -> str:
 def scaling(bench: Bench) -> list[Row]:
     """Issue 17: a trial's cost against the size of the user's repository (one task, 2 runs per arm,
     ``--jobs 1``). Overhead is a trial's phases minus the agent's and the judge's CLI run time."""
-    sizes = (0, 20_000) if bench.quick else (0, 20_000, 100_000, 500_000)
+    sizes = bench.scaling_files or ((0, 20_000) if bench.quick else (0, 20_000, 100_000, 500_000))
+    sizes = (0, *sorted({n for n in sizes if n}))
     task = TASKS[:1]
     found: dict[int, tuple[float, float, str, str]] = {}
     zeros: list[float] = []
     # 0 files is measured first and again last, and the two averaged: a shared machine's load drifts
-    for files in (*sizes, 0):
+    for i, files in enumerate((*sizes, 0)):
         log(f"scaling: {files} files ...")
         prereg = bench.experiment(
             skill="careful-fixer",
@@ -600,7 +606,7 @@ def scaling(bench: Bench) -> list[Row]:
         )
         events = _Messages()
         with _DiskSampler(bench.trials_root) as disk:
-            result, _wall = bench.run(prereg, jobs=1, out=f"scaling-{files}", events=events)
+            result, _wall = bench.run(prereg, jobs=1, out=f"scaling-{i}-{files}", events=events)
         trials = [r for r in result.records if r.status == "completed"]
         if not trials:
             raise SystemExit(f"bench: no trial completed at {files} files: {result.records[0].error}")
@@ -616,12 +622,16 @@ def scaling(bench: Bench) -> list[Row]:
         kinds = ",".join(sorted({r.workspace or "?" for r in trials}))
         if files == 0:
             zeros.append(over)
-        found[files] = (statistics.mean(zeros) if files == 0 else over, disk.peak_kib / 1024, one_off, kinds)
+            if len(zeros) == 2:  # the second measurement at 0 files: keep the first's one-off and disk
+                found[0] = (statistics.mean(zeros), *found[0][1:])
+                continue
+        found[files] = (over, disk.peak_kib / 1024, one_off, kinds)
         log(f"scaling: {files} files: overhead {over:.2f} s, peak trial disk {disk.peak_kib} KiB, {ready}")
     zero = found[0][0]
     return [
         Row(
-            f"per-trial harness overhead at {files:,} files ({kinds} workspace; one-off base tree {one_off} s)",
+            f"per-trial harness overhead at {files:,} files ({kinds} workspace; one-off base tree {one_off} s)"
+            + (" (measured first and last, averaged)" if files == 0 else ""),
             f"{over:.2f} s, trial disk peak {mib:.1f} MiB",
             f"{zero:.2f} s at 0 files",
             f"{over / zero:.2f}x",
@@ -647,6 +657,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         help="run only these",
     )
+    parser.add_argument(
+        "--scaling-files",
+        type=lambda text: tuple(int(n) for n in text.split(",")),
+        default=(),
+        help="repository sizes of the scaling row, e.g. 0,500000 (default 0,20000,100000,500000)",
+    )
     args = parser.parse_args(argv)
     work = args.out.resolve()
     marker = work / ".harness-bench"
@@ -657,6 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     marker.write_text("scratch directory of scripts/bench.py; removed by the next run\n")
     bench = Bench(work, args.quick)
+    bench.scaling_files = args.scaling_files
     t0 = time.monotonic()
     rows: list[Row] = []
     steps = {
