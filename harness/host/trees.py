@@ -16,6 +16,8 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -60,6 +62,78 @@ def remove_tree(path: Path) -> None:
             timeout=600,
             check=False,
         )
+
+
+# ---------------------------------------------------------------- walking a tree the agent wrote
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One entry of :func:`walk_nofollow`."""
+
+    rel: bytes
+    """Its path below the walk's root."""
+    name: bytes
+    st: os.stat_result
+    """Its ``lstat``: a link is a link, never what it points to."""
+    depth: int
+    """0 for the root's own entries."""
+    dir_fd: int
+    """The directory holding it, open while the walk is paused at this entry."""
+
+
+def walk_nofollow(root: Path, descend: Callable[[Seen], bool] = lambda _seen: True) -> Generator[Seen, None, None]:
+    """Every entry below ``root``, depth first, never following a link and never opening anything but a
+    directory: each directory is opened with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
+    descriptor (``openat``), so an agent that swaps a directory for a symlink mid-walk cannot point the
+    controller outside the tree, and a FIFO or socket is only ``lstat``-ed. One descriptor per level is
+    held (:func:`harness.trial.watchdog.raise_fd_limit` lifts the limit for deep trees); a directory is
+    entered only when ``descend`` says so. Entries that vanish mid-walk are skipped. Stopping early
+    (closing the iterator) closes every descriptor. The watchdog and the overlay's change lists walk
+    with it."""
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return
+    stack: list[tuple[int, bytes, list[bytes], int]] = [(top, b"", _names(top), 0)]
+    try:
+        while stack:
+            fd, prefix, names, depth = stack[-1]
+            if not names:
+                stack.pop()
+                os.close(fd)
+                continue
+            name = names.pop()
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            seen = Seen(prefix + name, name, st, depth, fd)
+            yield seen
+            if not stat.S_ISDIR(st.st_mode) or not descend(seen):
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # replaced by a symlink or a non-directory since the listing: not followed
+            try:
+                stack.append((child, seen.rel + b"/", _names(child), depth + 1))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd, _prefix, _names_left, _depth in stack:
+            os.close(fd)
+
+
+def _names(fd: int) -> list[bytes]:
+    """A directory's names, in reverse order (the walk pops from the end: ascending order)."""
+    try:
+        return sorted((os.fsencode(n) for n in os.listdir(fd)), reverse=True)
+    except OSError:
+        return []
 
 
 # ---------------------------------------------------------------- overlay mounts of trial trees

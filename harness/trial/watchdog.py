@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.host.trees import walk_nofollow
 from harness.study.config import is_size, parse_size
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -117,61 +116,23 @@ class _Bounds:
 
 
 def _walk(root: Path, bounds: _Bounds | None) -> Trip | Usage:
-    """Depth-first, holding one descriptor per level (so at most ``max_depth``): each
-    directory's names are read at once and ``lstat``-ed relative to its descriptor. With ``bounds``,
-    stops at the first one crossed (so its cost is bounded by them); without, counts everything."""
-    try:
-        top = os.open(root, _DIR_FLAGS)
-    except OSError:
-        return Usage()
-    stack: list[tuple[int, list[str], int]] = []
-    used = 0
-    files = 0
-    deepest = 0
-    try:
-        stack.append((top, _names(top), 0))
-        while stack:
-            fd, names, depth = stack[-1]
-            if not names:
-                stack.pop()
-                os.close(fd)
-                continue
-            name = names.pop()
+    """With ``bounds``, stops at the first one crossed (so its cost is bounded by them); without,
+    counts everything (:func:`harness.host.trees.walk_nofollow`: no link followed, only directories
+    opened)."""
+    used = files = deepest = 0
+    with contextlib.closing(walk_nofollow(root)) as entries:
+        for seen in entries:
             files += 1
             if bounds is not None and files > bounds.files:
                 return Trip(f"more than {bounds.limit.max_files} files and directories added to the workspace", True)
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue
-            used += st.st_blocks * 512
+            used += seen.st.st_blocks * 512
             if bounds is not None and used > bounds.bytes:
                 return Trip(f"more than {bounds.limit.max_bytes} bytes added to the workspace", True)
-            if not stat.S_ISDIR(st.st_mode):
-                continue
-            deepest = max(deepest, depth + 1)
-            if bounds is not None and depth + 1 > bounds.depth:
-                return Trip(f"directories nested deeper than {bounds.depth} in the workspace", True)
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                continue  # replaced by a symlink or a non-directory since the listing: not followed
-            try:
-                stack.append((child, _names(child), depth + 1))
-            except BaseException:
-                os.close(child)
-                raise
-    finally:
-        for fd, _names_left, _depth in stack:
-            os.close(fd)
+            if stat.S_ISDIR(seen.st.st_mode):
+                deepest = max(deepest, seen.depth + 1)
+                if bounds is not None and seen.depth + 1 > bounds.depth:
+                    return Trip(f"directories nested deeper than {bounds.depth} in the workspace", True)
     return Usage(files, used, deepest)
-
-
-def _names(fd: int) -> list[str]:
-    try:
-        return os.listdir(fd)
-    except OSError:
-        return []
 
 
 def raise_fd_limit() -> None:

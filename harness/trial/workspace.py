@@ -31,6 +31,7 @@ write. Teardown unmounts, then deletes the tree without following symlinks (:fun
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -42,11 +43,10 @@ from typing import Literal
 
 from harness.errors import InfraError
 from harness.host import gitops
-from harness.host.trees import mount_overlay, overlay_available, remove_tree
+from harness.host.trees import Seen, mount_overlay, overlay_available, remove_tree, walk_nofollow
 
 WorkspaceKind = Literal["overlay", "copy"]
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPAQUE_XATTR = "trusted.overlay.opaque"
 CHANGE_LISTS = ("changed", "gone", "special", "nested")
 
@@ -281,27 +281,18 @@ def changes(upper: Path, cap: int = 65536) -> Changes:
     gone: list[bytes] = []
     special: list[bytes] = []
     nested: list[bytes] = []
-    top = os.open(upper, _DIR_FLAGS)
-    stack: list[tuple[int, bytes, list[bytes]]] = [(top, b"", _names(top))]
-    try:
-        while stack:
-            fd, prefix, names = stack[-1]
-            if not names:
-                stack.pop()
-                os.close(fd)
-                continue
-            name = names.pop()
-            rel = prefix + name
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
+
+    def descend(seen: Seen) -> bool:  # a nested repository is left out of the diff, as collect.sh does
+        return not (seen.name == b".git" and seen.depth > 0)
+
+    with contextlib.closing(walk_nofollow(upper, descend)) as entries:
+        for seen in entries:
+            rel, mode = seen.rel, seen.st.st_mode
+            if not descend(seen):
+                nested.append(b"/workspace/" + rel)
                 continue
             under_git = rel == b".git" or rel.startswith(b".git/")
-            if name == b".git" and prefix:
-                nested.append(b"/workspace/" + rel)
-                continue  # not descended: left out of the diff, as collect.sh's full scan does
-            mode = st.st_mode
-            if stat.S_ISCHR(mode) and st.st_rdev == 0:
+            if stat.S_ISCHR(mode) and seen.st.st_rdev == 0:
                 if not under_git:
                     gone.append(rel)  # a whiteout: the base entry at rel was deleted
                 continue
@@ -314,18 +305,10 @@ def changes(upper: Path, cap: int = 65536) -> Changes:
             ):
                 special.append(b"/workspace/" + rel)
             if stat.S_ISDIR(mode):
-                if not under_git and _opaque(fd, name):
-                    gone.append(rel)
-                try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                stack.append((child, rel + b"/", _names(child)))
+                if not under_git and _opaque(seen.dir_fd, seen.name):
+                    gone.append(rel)  # removed and made again: the base entries below it are gone
             elif not under_git:
                 changed.append(rel)
-    finally:
-        for fd, _prefix, _names_left in stack:
-            os.close(fd)
     return Changes(
         b"".join(p + b"\0" for p in sorted(changed)),
         b"".join(p + b"\0" for p in sorted(gone)),
@@ -347,13 +330,6 @@ def _opaque(fd: int, name: bytes) -> bool:
         return os.getxattr(f"/proc/self/fd/{fd}/".encode() + name, OPAQUE_XATTR, follow_symlinks=False) == b"y"
     except OSError:
         return False
-
-
-def _names(fd: int) -> list[bytes]:
-    try:
-        return sorted((os.fsencode(n) for n in os.listdir(fd)), reverse=True)
-    except OSError:
-        return []
 
 
 def read_capped(path: Path, cap: int) -> bytes:
