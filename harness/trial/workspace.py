@@ -177,6 +177,9 @@ class BaseTrees:
                 capture_output=True,
             )
             gitops.init_snapshot_repo(tree.template, _COLLECT_CONFIG)
+            # one pack instead of a loose object per file: collect's `rm -rf /verify/.git` on the overlay
+            # writes a whiteout per entry, and the agent's git, teardown and the copy fallback walk them
+            gitops.git(["repack", "-a", "-d", "-q", "--window=0"], cwd=tree.template, env=_git_dir(tree.template))
             agent_config = str(tree.template / ".git" / "config")
             gitops.git(["config", "--file", agent_config, "user.name", "agent"])
             gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
@@ -202,6 +205,10 @@ class BaseTrees:
             trees, self._trees = list(self._trees.values()), {}
         for tree in trees:
             self._remove(tree)
+
+
+def _git_dir(tree: Path) -> dict[str, str]:
+    return {"GIT_DIR": str(tree / ".git"), "GIT_WORK_TREE": str(tree)}
 
 
 def _entries(directory: Path) -> list[str]:
