@@ -620,13 +620,13 @@ def scaling(bench: Bench) -> list[Row]:
         ready = next((line for line in events.lines if line.startswith("base tree of")), "base tree: not reported")
         one_off = ready.split(" ready in ")[-1].split(" s")[0] if " ready in " in ready else "?"
         kinds = ",".join(sorted({r.workspace or "?" for r in trials}))
+        log(f"scaling: {files} files: overhead {over:.2f} s, peak trial disk {disk.peak_kib} KiB, {ready}")
         if files == 0:
             zeros.append(over)
             if len(zeros) == 2:  # the second measurement at 0 files: keep the first's one-off and disk
                 found[0] = (statistics.mean(zeros), *found[0][1:])
                 continue
         found[files] = (over, disk.peak_kib / 1024, one_off, kinds)
-        log(f"scaling: {files} files: overhead {over:.2f} s, peak trial disk {disk.peak_kib} KiB, {ready}")
     zero = found[0][0]
     return [
         Row(
