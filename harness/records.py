@@ -230,10 +230,11 @@ class TrialRecord(FrozenModel):
     """On ``skipped`` records: what stopped the run before this trial started (None: a TODO task)."""
     baseline_fingerprint: str | None = None
     """Baseline trials: a hash of every setting that shapes a baseline trial, the key for reuse."""
-    workspace: Literal["overlay", "copy"] | None = None
+    workspace: Literal["overlay", "copy", "volume"] | None = None
     """How the agent's /workspace was made: an overlay over the run's base tree (copy-on-write: the
-    trial's cost follows what the agent changes) or a copy of it (where overlay is not available).
-    None: records of older harness versions, or a trial that failed before its workspace existed."""
+    trial's cost follows what the agent changes) or a copy of it (where overlay is not available), both
+    directories of this machine; or ``volume``: an overlay volume on the engine's machine (a remote
+    engine, or ``HARNESS_WORKSPACE=volume``). None: records of older harness versions, or a trial that failed before its workspace existed."""
     reused_from: ReusedFrom | None = None
     """Set when this baseline trial was copied from another experiment instead of re-sampled."""
     skills_mounted: tuple[MountedSkill, ...] | None = None

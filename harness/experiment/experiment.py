@@ -60,7 +60,7 @@ from harness.sandbox.runtime import Runtime
 from harness.study import prices, scenario
 from harness.study.config import LockBlock, Study, parse_size
 from harness.study.lock import verify_lock
-from harness.trial import installed, samepatch
+from harness.trial import installed, samepatch, workspace
 from harness.trial.reaper import TrialReaper
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
@@ -505,6 +505,7 @@ class Experiment:
             scenario=compiled,
             library_copies=self.library_copies,
             base_sha=base_sha,
+            workspace_kind=workspace.kind_from_env(self.options.env),
         )
 
     def _trial_context(

@@ -53,7 +53,7 @@ from harness.study.config import Execution, Study
 from harness.study.lock import copy_locked_skill
 from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
-from harness.trial.workspace import BaseTrees, parse_user
+from harness.trial.workspace import BaseTrees, EngineSide, WorkspaceKind, parse_user
 
 SCRIPTED_LOG = "scripted-api.log"
 SCRIPTED_LOG_CAP = 16 << 20
@@ -84,6 +84,8 @@ class RunSetup:
     """Makes a library experiment's skill copies under the run directory (none for A/B)."""
     base_sha: str | None = None
     """The base commit whose tree is made before any trial starts (:class:`BaseTrees`; once per run)."""
+    workspace_kind: WorkspaceKind | None = None
+    """``HARNESS_WORKSPACE``: a forced workspace kind; None: volume on a remote engine, else overlay or copy."""
 
     @property
     def scripted(self) -> bool:
@@ -178,7 +180,8 @@ class RunResources:
         """Made once per run, before any trial: the one-off cost of a big repository is paid here (and
         shown), not by each trial."""
         s = self.setup
-        self._bases = BaseTrees(s.study.repo_path, self.root, parse_user(s.profile.user))
+        side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, self.volume_prefix)
+        self._bases = BaseTrees(s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side)
         if s.base_sha is not None:
             t0 = time.monotonic()
             self._bases.get(s.base_sha)

@@ -461,7 +461,9 @@ class Engine:
                 raise InfraError(f"volume path {text!r} cannot be an overlay option")
             return text
 
-        opts = f"lowerdir={path(lower)},upperdir={path(upper)},workdir={path(work)}"
+        # nosuid,nodev: nothing written through it becomes setuid or a device on the engine's host (the
+        # local driver parses mount flags out of "o", as mount(8) does)
+        opts = f"lowerdir={path(lower)},upperdir={path(upper)},workdir={path(work)},nosuid,nodev"
         try:
             self.client.api.create_volume(
                 name,

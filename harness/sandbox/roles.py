@@ -10,16 +10,19 @@ Roles and their only mounts:
 
     agent         /workspace (rw, the trial's copy)  /skill (ro, a copy; skill arm only)
     collect       /base (ro)  /workspace (ro)  /out (rw, fresh)  /verify (rw, fresh)   --network none
+                  (volume workspaces: /base, /workspace (ro)  /trial (rw: scratch)  /verify (rw))
+    watch         /trial (ro: a volume workspace's scratch; the in-engine watchdog)    --network none
     verify        /workspace (rw, base + patch, protected paths restored)               --network none
     judge         none
     gateway       /run/harness/key (ro volume: the key, 0400, the gateway's uid)  /run/harness/route (ro
                   volume: the extra CA; real runs with --upstream-ca only)
     scripted API  /etc/scripted (ro volume: the scenario)
 
-Every mount but the trial's workspace is a volume the run filled through the archive API
+Every mount but the trial's trees is a volume the run filled through the archive API
 (:mod:`harness.sandbox.volumes`), never a path of the controller's: the skill copies (``/skill``,
-``/skills/<name>``, ``/workspace/.claude/skills/<name>``) as well, so the same specs run on an engine on
-another machine.
+``/skills/<name>``, ``/workspace/.claude/skills/<name>``) as well. The trees (workspace, collect's,
+verify's) are directories of the controller's on a local engine and volumes on a remote one
+(:mod:`harness.trial.workspace`): a role's tree is a ``Path`` (bind mount) or a ``str`` (volume name).
 
 The agent and the judge are on the trial's internal network, and their DNS
 upstream is their gateway (which serves no DNS): Docker's embedded resolver
@@ -45,6 +48,8 @@ KEY_MOUNT = "/run/harness/key"
 """Where the gateway's key volume is mounted (its only file is the key)."""
 GATEWAY_KEY_PATH = f"{KEY_MOUNT}/api-key"
 SCENARIO_MOUNT = "/etc/scripted"
+SCRATCH_MOUNT = "/trial"
+"""Where collect and the in-engine watchdog mount a volume workspace's scratch volume."""
 GATEWAY_PORT = 8080
 SCRIPTED_PORT = 8080
 PLACEHOLDER_KEY = "placeholder-the-gateway-injects-the-real-key"
@@ -130,6 +135,16 @@ def claude_env(gateway_ip: str) -> dict[str, str]:
     }
 
 
+def tree_mount(
+    tree: Path | str, target: str, *, read_only: bool
+) -> tuple[tuple[BindMount, ...], tuple[VolumeMount, ...]]:
+    """A trial tree at ``target``: a directory of the controller's (bind mount: local engines only) or a
+    volume's name. Returns (bind mounts, volume mounts), one of them empty."""
+    if isinstance(tree, str):
+        return (), (VolumeMount(tree, target, read_only=read_only),)
+    return (BindMount(tree, target, read_only=read_only),), ()
+
+
 def container_name(run_id: str, trial_key: str, role: str) -> str:
     return f"hx-{run_id}-{trial_key}-{role}"
 
@@ -173,7 +188,7 @@ def agent_spec(
     labels: Mapping[str, str],
     network: str,
     gateway_ip: str,
-    workspace: Path,
+    workspace: Path | str,
     skill_volume: str | None,
     command: Sequence[str],
     skill_mounts: Sequence[VolumeMount] = (),
@@ -183,6 +198,7 @@ def agent_spec(
     experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
     ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
     at ``/workspace/.claude/skills/<name>``, see :mod:`harness.trial.installed`)."""
+    binds, trees = tree_mount(workspace, "/workspace", read_only=False)
     skills = [VolumeMount(skill_volume, skill_target, read_only=True)] if skill_volume is not None else []
     skills.extend(skill_mounts)
     return _claude_spec(
@@ -192,8 +208,8 @@ def agent_spec(
         network=network,
         gateway_ip=gateway_ip,
         command=command,
-        mounts=(BindMount(workspace, "/workspace", read_only=False),),
-        volumes=tuple(skills),
+        mounts=binds,
+        volumes=(*trees, *skills),
         workdir="/workspace",
     )
 
@@ -271,10 +287,76 @@ def collect_spec(
     )
 
 
+def collect_volume_spec(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    base_volume: str,
+    workspace_volume: str,
+    scratch_volume: str,
+    verify_volume: str,
+    protected: Sequence[str],
+    patch_cap: int,
+) -> ContainerSpec:
+    """collect.sh on a volume workspace (:mod:`harness.trial.workspace`): it lists the overlay's upper
+    directory itself and writes its outputs into the scratch volume's ``out/``, which the controller
+    copies out as one archive after it exited."""
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=("sh", "-c", collect_script(), "collect", *protected),
+        labels={**labels, ROLE: "collect"},
+        user=p.user,
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "COLLECT_PATCH_CAP": str(patch_cap),
+            "LANG": "C.UTF-8",
+            "COLLECT_UPPER": f"{SCRATCH_MOUNT}/upper",
+            "COLLECT_OUT": f"{SCRATCH_MOUNT}/out",
+            "COLLECT_BASEGIT": "/base/.git",
+        },
+        volumes=(
+            VolumeMount(base_volume, "/base", read_only=True),
+            VolumeMount(workspace_volume, "/workspace", read_only=True),
+            VolumeMount(scratch_volume, SCRATCH_MOUNT, read_only=False),
+            VolumeMount(verify_volume, "/verify", read_only=False),
+        ),
+        network="none",
+        limits=p.limits,
+        tmpfs=("/tmp",),
+        workdir="/",
+        runtime=p.runtime,
+    )
+
+
+def watch_spec(
+    p: Profile, *, name: str, labels: Mapping[str, str], scratch_volume: str, command: Sequence[str]
+) -> ContainerSpec:
+    """The in-engine workspace watchdog of a volume workspace (:class:`harness.trial.watchdog.EngineWatchdog`):
+    the agent's uid, the scratch volume read-only, no network, a small share of the machine."""
+    return ContainerSpec(
+        name=name,
+        image=p.trial_image,
+        command=tuple(command),
+        labels={**labels, ROLE: "watch"},
+        user=p.user,
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"},
+        volumes=(VolumeMount(scratch_volume, SCRATCH_MOUNT, read_only=True),),
+        network="none",
+        limits=Limits(memory="128m", cpus=0.5, pids=32, tmpfs_size="1m"),
+        tmpfs=("/tmp",),
+        workdir="/",
+        runtime=p.runtime,
+    )
+
+
 def verify_spec(
     p: Profile, *, name: str, labels: Mapping[str, str], verify_tree: Path | str, verify_cmd: str, timeout_s: int
 ) -> ContainerSpec:
-    """``verify_tree``: a directory of the controller's, or the name of a volume (the preflight's)."""
+    """``verify_tree``: a directory of the controller's, or the name of a volume (the preflight's, a
+    volume workspace's)."""
+    binds, trees = tree_mount(verify_tree, "/workspace", read_only=False)
     return ContainerSpec(
         name=name,
         image=p.trial_image,
@@ -288,8 +370,8 @@ def verify_spec(
             "TZ": "UTC",
             "CI": "1",
         },
-        mounts=() if isinstance(verify_tree, str) else (BindMount(verify_tree, "/workspace", read_only=False),),
-        volumes=(VolumeMount(verify_tree, "/workspace", read_only=False),) if isinstance(verify_tree, str) else (),
+        mounts=binds,
+        volumes=trees,
         network="none",
         limits=p.limits,
         tmpfs=("/tmp", "/home/agent"),

@@ -114,11 +114,16 @@ def skill_target(name: str) -> str:
     return f"{SKILLS_DIR}/{name}"
 
 
+def mountpoint(name: str) -> tuple[str, ...]:
+    """The skill's mount point in the workspace, part by part: ``.claude/skills/<name>``."""
+    return (".claude", "skills", name)
+
+
 def prepare_mountpoint(workspace: Path, name: str) -> None:
     """Make ``.claude/skills/<name>`` in the (not yet started) workspace: an empty directory for the
     read-only mount. Refuses a symlink or a file on the way (the repository's content is data)."""
     path = workspace
-    for part in (".claude", "skills", name):
+    for part in mountpoint(name):
         path = path / part
         try:
             os.lstat(path)

@@ -166,11 +166,13 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
     names = {
         role: sandbox.container_name(ctx.run_id, key, role)
-        for role in ("gateway", "agent", "collect", "verify", "judge")
+        for role in ("gateway", "agent", "watch", "collect", "verify", "judge")
     }
     network = f"hx-{ctx.run_id}-{key}-net"
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
-    dirs = workspace.TrialDirs.at(ctx.run_root / key)  # known before it exists: teardown needs it on every path
+    # known before it exists: teardown needs it on every path
+    volumes = workspace.TrialVolumes.named(f"hx-{ctx.run_id}-{key}") if ctx.bases.kind == "volume" else None
+    dirs = workspace.TrialDirs.at(ctx.run_root / key, ctx.bases.kind, volumes)
     done = _TrialState()
     phase = _phases(ctx, spec, done)
     gw_up: _InBackground[str] | None = None
@@ -180,7 +182,12 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             gw_up = _InBackground("gateway-up", lambda: _start_gateway(ctx, names["gateway"], network, labels))
             base = ctx.bases.get(ctx.provenance.base_sha)
             owner = workspace.parse_user(ctx.profile.user)
-            dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
+            if volumes is not None:  # on the engine's machine; the skill's mount point is made in the fill
+                mountpoint = installed.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
+                assert ctx.bases.side is not None
+                dirs = workspace.prepare_volumes(ctx.bases.side, base, dirs.root, volumes, labels, owner, mountpoint)
+            else:
+                dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
             done.workspace_kind = dirs.kind
 
         with phase("gateway"):
@@ -189,16 +196,14 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
             command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
-            dog = watchdog.Watchdog(
-                dirs.watched, ctx.workspace_limit, on_trip=lambda _trip: ctx.engine.kill(names["agent"])
-            )
+            dog = _watchdog(ctx, dirs, base, names, labels, timeout_s)
             agent = sandbox.agent_spec(
                 ctx.profile,
                 name=names["agent"],
                 labels=labels,
                 network=network,
                 gateway_ip=gateway_ip,
-                workspace=dirs.workspace,
+                workspace=dirs.workspace_tree,
                 skill_volume=ctx.skill_volume if spec.arm == "skill" else None,
                 command=command,
                 skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
@@ -230,6 +235,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             if run.stdout_truncated:
                 done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
             done.oom = run.oom_killed
+            if isinstance(dog, watchdog.EngineWatchdog) and dog.error is not None:
+                done.flags.append(f"workspace_unwatched: {dog.error}")
             if dog.tripped is not None:
                 _workspace_limit(dog.tripped, done)
                 raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
@@ -237,31 +244,14 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
 
         with phase("extract"):
-            if dirs.kind == "overlay":  # what the agent wrote, from the overlay's upper directory (lstat only)
-                workspace.write_changes(dirs)
-            collect = ctx.engine.run(
-                sandbox.collect_spec(
-                    ctx.profile,
-                    name=names["collect"],
-                    labels=labels,
-                    base=base.checkout,
-                    workspace=dirs.workspace,
-                    out=dirs.out,
-                    verify_tree=dirs.verify,
-                    protected=spec.task.protected_paths,
-                    patch_cap=PATCH_CAP,
-                    incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
-                ),
-                deadline_s=300,
-                gate=ctx.starts.starting,
-            )
+            collect, out = _collect(ctx, spec, names["collect"], labels, dirs, base)
             _stop_if_asked(ctx)
-            done.patch, diff = _read_patch(dirs, spec.task, collect)
+            done.patch, diff = _read_patch(out, spec.task, collect)
             done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
 
         truncated = done.status in ("timeout", "budget_exceeded")
         with phase("verify"):
-            done.verify = _verify(ctx, spec, names["verify"], labels, dirs, done.patch, truncated)
+            done.verify = _verify(ctx, spec, names["verify"], labels, dirs.verify_tree, done.patch, truncated)
             if done.verify.output_tail:
                 done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
 
@@ -399,6 +389,98 @@ def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:
     )
 
 
+def _installs_skill(ctx: TrialContext, spec: TrialSpec) -> bool:
+    """The installed delivery's skill arm: the skill copy is mounted inside the workspace."""
+    return ctx.execution.delivery == "installed" and spec.arm == "skill"
+
+
+def _watchdog(
+    ctx: TrialContext,
+    dirs: workspace.TrialDirs,
+    base: workspace.BaseTree,
+    names: Mapping[str, str],
+    labels: dict[str, str],
+    timeout_s: int,
+) -> watchdog.Watchdog | watchdog.EngineWatchdog:
+    """The bound on what the agent writes into its workspace: walked here, or in the engine for a volume
+    workspace (its upper directory is on the engine's machine). A trip kills the agent."""
+
+    def kill_agent(_trip: watchdog.Trip) -> None:
+        ctx.engine.kill(names["agent"])
+
+    if dirs.volumes is None:
+        return watchdog.Watchdog(dirs.watched, ctx.workspace_limit, on_trip=kill_agent)
+    upper = f"{sandbox.SCRATCH_MOUNT}/upper"
+    return watchdog.EngineWatchdog(
+        ctx.engine,
+        sandbox.watch_spec(
+            ctx.profile,
+            name=names["watch"],
+            labels=labels,
+            scratch_volume=dirs.volumes.scratch,
+            command=watchdog.engine_command(upper, ctx.workspace_limit, base.depth),
+        ),
+        ctx.workspace_limit,
+        base.depth,
+        kill_agent,
+        deadline_s=host_deadline_s(timeout_s) + 60,
+        gate=ctx.starts.starting,
+    )
+
+
+def _collect(
+    ctx: TrialContext,
+    spec: TrialSpec,
+    name: str,
+    labels: dict[str, str],
+    dirs: workspace.TrialDirs,
+    base: workspace.BaseTree,
+) -> tuple[ExitInfo, Mapping[str, bytes]]:
+    """collect.sh in a ``--network none`` container: the patch, its stats and scans, and verify's tree.
+    Returns its exit and its outputs (read capped, links never followed)."""
+    protected = spec.task.protected_paths
+    if dirs.volumes is not None:  # it lists the upper directory itself; its outputs come back as one archive
+        assert base.volume is not None
+        run = ctx.engine.run(
+            sandbox.collect_volume_spec(
+                ctx.profile,
+                name=name,
+                labels=labels,
+                base_volume=base.volume,
+                workspace_volume=dirs.volumes.workspace,
+                scratch_volume=dirs.volumes.scratch,
+                verify_volume=dirs.volumes.verify,
+                protected=protected,
+                patch_cap=PATCH_CAP,
+            ),
+            deadline_s=300,
+            gate=ctx.starts.starting,
+            archive=f"{sandbox.SCRATCH_MOUNT}/out",
+            archive_cap=PATCH_CAP + (10 << 20),
+        )
+        return run, workspace.read_out_archive(run.archive, PATCH_CAP)
+    if dirs.kind == "overlay":  # what the agent wrote, from the overlay's upper directory (lstat only)
+        workspace.write_changes(dirs)
+    run = ctx.engine.run(
+        sandbox.collect_spec(
+            ctx.profile,
+            name=name,
+            labels=labels,
+            base=base.checkout,
+            workspace=dirs.workspace,
+            out=dirs.out,
+            verify_tree=dirs.verify,
+            protected=protected,
+            patch_cap=PATCH_CAP,
+            incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
+        ),
+        deadline_s=300,
+        gate=ctx.starts.starting,
+    )
+    caps = {name: cap or PATCH_CAP + 1 for name, cap in workspace.OUT_FILES.items()}
+    return run, {name: workspace.read_capped(dirs.out / name, cap) for name, cap in caps.items()}
+
+
 def _agent_command(
     ctx: TrialContext, spec: TrialSpec, dirs: workspace.TrialDirs, timeout_s: int
 ) -> tuple[tuple[str, ...], str]:
@@ -410,7 +492,7 @@ def _agent_command(
             spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
         )
         return argv, "/skill"
-    if spec.arm == "skill":
+    if spec.arm == "skill" and dirs.volumes is None:  # a volume workspace's was made with it
         installed.prepare_mountpoint(dirs.workspace, ctx.skill_name)
     argv = installed.agent_command(
         spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
@@ -483,21 +565,21 @@ def _raise_if_api_failed(run: ExitInfo, result: AgentResult, meter: GatewayMeter
         raise InfraError(f"the model API kept failing: {upstream}")
 
 
-def _read_patch(dirs: workspace.TrialDirs, task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:
-    status = workspace.read_capped(dirs.out / "status", 4096).decode("utf-8", "replace").strip()
+def _read_patch(out: Mapping[str, bytes], task: Task, collect: ExitInfo) -> tuple[PatchInfo, bytes]:
+    status = out.get("status", b"").decode("utf-8", "replace").strip()
     if collect.timed_out:
         status = "extraction timed out (workspace too large?)"
     elif not status:
         raise InfraError(f"patch extraction failed (exit {collect.exit_code}): {collect.stderr[-500:]!r}")
-    diff = workspace.read_capped(dirs.out / "patch.diff", PATCH_CAP + 1)
+    diff = out.get("patch.diff", b"")
     info = patch.analyze(
         diff,
-        workspace.read_capped(dirs.out / "raw", 4 << 20),
-        workspace.read_capped(dirs.out / "numstat", 4 << 20),
+        out.get("raw", b""),
+        out.get("numstat", b""),
         protected_paths=task.protected_paths,
         cap=PATCH_CAP,
-        special=workspace.read_capped(dirs.out / "special", 65536),
-        nested=workspace.read_capped(dirs.out / "nested", 65536),
+        special=out.get("special", b""),
+        nested=out.get("nested", b""),
         extract_status=status,
     )
     return info, diff[:PATCH_CAP]
@@ -508,7 +590,7 @@ def _verify(
     spec: TrialSpec,
     name: str,
     labels: dict[str, str],
-    dirs: workspace.TrialDirs,
+    tree: Path | str,
     info: PatchInfo,
     truncated: bool,
 ) -> VerifyResult:
@@ -525,7 +607,7 @@ def _verify(
                 ctx.profile,
                 name=name,
                 labels=labels,
-                verify_tree=dirs.verify,
+                verify_tree=tree,
                 verify_cmd=task.verify_cmd,
                 timeout_s=timeout_s,
             ),
@@ -629,6 +711,7 @@ def _teardown(
     host_side.start()
     try:
         named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
+        named += dirs.volumes.objects() if dirs.volumes is not None else []
         try:
             if this_attempt:
                 mine = {(o.kind, o.name) for o in named}

@@ -1,5 +1,8 @@
 """The workspace watchdog: a bound on the one thing no Docker flag bounds.
 
+(A volume workspace, on the engine's machine, is watched from inside the engine instead:
+:class:`EngineWatchdog`, below.)
+
 ``/workspace`` is a bind mount of a directory on the host's disk. ``--read-only``,
 tmpfs ``size=``, ``--ulimit fsize`` and log ``max-size`` bound every other place
 an agent can write, but nothing in the engine bounds a bind mount: an agent can
@@ -32,12 +35,13 @@ import resource
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError
 from harness.host.trees import walk_nofollow
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Gate
 from harness.study.config import is_size, parse_size
 
 
@@ -204,3 +208,130 @@ class Watchdog:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ------------------------------------------------------------------- in the engine
+
+WATCH_SCRIPT = r"""
+set -u
+U=$1
+while :; do
+  r=$(find "$U" -mindepth 1 -printf '%b %d %y\n' 2>/dev/null | awk -v f="$2" -v b="$3" -v d="$4" '
+    { n++; u += $1 * 512; if ($3 == "d" && $2 > deep) deep = $2
+      if (n > f) { print "files"; exit } if (u > b) { print "bytes"; exit } if (deep > d) { print "depth"; exit } }')
+  case "$r" in files|bytes|depth) echo "$r"; exit 3;; esac
+  free=$(df -P -k "$U" | awk 'NR == 2 { print $4 }')
+  if [ -n "$free" ] && [ "$free" -lt "$5" ]; then echo free; exit 4; fi
+  sleep "$6"
+done
+"""
+"""The in-engine walk: ``find`` lists only what the agent wrote (the overlay's upper directory) by lstat,
+``awk`` stops at the first bound crossed; then the engine's own free space. Exit 3: the agent crossed a
+bound (the reason on stdout); exit 4: the engine's disk ran low."""
+
+
+def engine_command(upper: str, limit: WorkspaceLimit, base_depth: int) -> tuple[str, ...]:
+    """The in-engine watchdog's argv over ``upper`` (a path in its container)."""
+    min_free_kib = -(-limit.min_free_bytes // 1024)
+    depth = max(limit.max_depth, base_depth)
+    interval = f"{max(limit.interval_s, 0.1):g}"
+    args = (upper, str(limit.max_files), str(limit.max_bytes), str(depth), str(min_free_kib), interval)
+    return ("sh", "-c", WATCH_SCRIPT, "watch", *args)
+
+
+def _engine_trip(reason: str, limit: WorkspaceLimit, base_depth: int) -> Trip:
+    texts = {
+        "files": f"more than {limit.max_files} files and directories added to the workspace",
+        "bytes": f"more than {limit.max_bytes} bytes added to the workspace",
+        "depth": f"directories nested deeper than {max(limit.max_depth, base_depth)} in the workspace",
+    }
+    if reason in texts:
+        return Trip(texts[reason], True)
+    return Trip(f"the engine's filesystem holding the workspace has less than {limit.min_free_bytes} bytes free", False)
+
+
+class EngineWatchdog:
+    """The watchdog of a volume workspace (:mod:`harness.trial.workspace`), whose upper directory is on
+    the engine's machine: a ``--network none`` container of the agent's uid mounts the scratch volume
+    read-only and walks it (:data:`WATCH_SCRIPT`); when it exits with a trip, ``on_trip`` is called once.
+    The same interface as :class:`Watchdog` (``with``, ``start``, ``tripped``).
+
+    Started on its own thread once the agent runs; :meth:`stop` refuses its start when it has not started
+    yet (so no watcher outlives the trial) and kills it otherwise. Its limits hold as the host watchdog's
+    do for a controller that is not root: a directory the agent makes unreadable hides its content from
+    the count, and the engine's free-space floor still holds. ``error`` says why it could not watch (the
+    trial records it as a flag)."""
+
+    def __init__(
+        self,
+        runtime: ContainerRuntime,
+        spec: ContainerSpec,
+        limit: WorkspaceLimit,
+        base_depth: int,
+        on_trip: Callable[[Trip], None],
+        *,
+        deadline_s: float,
+        gate: Gate | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.spec = spec
+        self.limit = limit
+        self.base_depth = base_depth
+        self.on_trip = on_trip
+        self.deadline_s = deadline_s
+        self.tripped: Trip | None = None
+        self.error: str | None = None
+        self._outer_gate = gate
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"watchdog-{self.spec.name}", daemon=True)
+            self._thread.start()
+
+    @contextlib.contextmanager
+    def _gate(self) -> Iterator[None]:
+        with self._lock:
+            if self._stopping.is_set():
+                raise _Stopped
+            if self._outer_gate is None:
+                yield
+            else:
+                with self._outer_gate():
+                    yield
+
+    def _run(self) -> None:
+        try:
+            run = self.runtime.run(self.spec, deadline_s=self.deadline_s, output_cap=4096, gate=self._gate)
+        except _Stopped:
+            return
+        except Exception as e:  # any failure: the trial goes on, and records that it was unwatched
+            if not self._stopping.is_set():
+                self.error = f"the workspace watchdog did not run: {e}"[:300]
+            return
+        if self._stopping.is_set():
+            return
+        if run.exit_code in (3, 4):
+            self.tripped = _engine_trip(run.stdout.decode("utf-8", "replace").strip(), self.limit, self.base_depth)
+            self.on_trip(self.tripped)
+        else:
+            self.error = f"the workspace watchdog stopped early (exit {run.exit_code}): {run.stderr[-200:]!r}"
+
+    def stop(self) -> None:
+        with self._lock:  # a start in progress finishes first, so the kill below reaches it
+            self._stopping.set()
+        if self._thread is not None:
+            self.runtime.kill(self.spec.name)
+            self._thread.join(timeout=60)
+
+    def __enter__(self) -> EngineWatchdog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Stopped(Exception):
+    """The watcher's start was refused: the agent had already finished."""

@@ -20,7 +20,22 @@ it where the machine allows one:
         out/                  what the collect container writes (patch, stats, scan)
 
 ``overlay`` needs a controller that may mount (root) and a filesystem overlayfs accepts as upper; the
-probe (:func:`overlay_available`) decides once per process, and every record says which one ran. The agent
+probe (:func:`overlay_available`) decides once per process, and every record says which one ran.
+
+``volume`` is the same overlay made by the engine instead of the controller, for an engine on another
+machine (``DOCKER_HOST=ssh://`` or ``tcp://``), which sees none of this machine's paths; a local engine
+uses it with ``HARNESS_WORKSPACE=volume``. Nothing of a trial's trees is then a path here:
+
+    hx-<run>-base-<sha12>     volume: the template, filled once per run through the archive API
+    hx-<run>-<trial>-scratch  volume: upper/ work/ verify-upper/ verify-work/ out/ (one fill, owners set)
+    hx-<run>-<trial>-ws       overlay volume: base + scratch/upper, the agent's /workspace
+    hx-<run>-<trial>-vf       overlay volume: base + scratch/verify-upper, collect's /verify, then verify's
+
+The engine's local volume driver mounts the overlays (``nosuid,nodev``) when a container uses them.
+Collect lists the upper directory itself (the controller cannot walk it), the outputs come back as one
+capped archive (:func:`read_out_archive`), and the workspace watchdog runs in the engine
+(:class:`harness.trial.watchdog.EngineWatchdog`). Every volume carries the trial's labels: teardown and
+``harness gc`` find them like the trial's containers. The agent
 never sees the user's .git: its repository is a new one holding only the base tree. After the agent starts,
 the controller never reads or writes inside ``workspace/``: it only mounts it read-only into the collect
 container, and walks ``upper/`` by ``lstat`` (never following a link, never opening a file) for the
@@ -33,22 +48,52 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import stat
 import subprocess
+import tarfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple, get_args
 
-from harness.errors import InfraError
+from harness.errors import ConfigError, InfraError
 from harness.host import gitops
 from harness.host.trees import Seen, mount_overlay, overlay_available, remove_tree, walk_nofollow
+from harness.sandbox import volumes
+from harness.sandbox.runtime import ContainerRuntime, DockerObject, VolumeDir
+from harness.trial.watchdog import census
 
-WorkspaceKind = Literal["overlay", "copy"]
+WorkspaceKind = Literal["overlay", "copy", "volume"]
+KIND_VARIABLE = "HARNESS_WORKSPACE"
+"""Forces a workspace kind (``overlay``, ``copy`` or ``volume``); unset: chosen by the engine and the probe."""
 
 OPAQUE_XATTR = "trusted.overlay.opaque"
 CHANGE_LISTS = ("changed", "gone", "special", "nested")
+
+
+def kind_from_env(env: Mapping[str, str]) -> WorkspaceKind | None:
+    """:data:`KIND_VARIABLE`, checked; None when it is unset or empty."""
+    value = env.get(KIND_VARIABLE, "").strip()
+    if not value:
+        return None
+    for kind in get_args(WorkspaceKind):
+        if value == kind:
+            return kind  # type: ignore[no-any-return]
+    raise ConfigError(KIND_VARIABLE, f"must be one of overlay, copy, volume; got {value!r}")
+
+
+@dataclass(frozen=True)
+class EngineSide:
+    """Where volume workspaces live: the engine, the image of the never-started containers that fill
+    volumes (:func:`harness.sandbox.volumes.fill`), the run's labels and its volume-name prefix."""
+
+    runtime: ContainerRuntime
+    image: str
+    labels: Mapping[str, str]
+    prefix: str
 
 
 @dataclass(frozen=True)
@@ -59,6 +104,27 @@ class BaseTree:
     template: Path
     index: Path
     """The template's own repository (``template/.git``): its index and objects are the base."""
+    volume: str | None = None
+    """Volume workspaces: the template in a volume of the engine (the overlays' lower layer, collect's /base)."""
+    depth: int = 0
+    """Volume workspaces: the template's deepest directory level (the in-engine watchdog's depth floor)."""
+
+
+class TrialVolumes(NamedTuple):
+    """A volume workspace's volumes (see the module docstring), named before any exists: teardown
+    removes them by name on every path."""
+
+    scratch: str
+    workspace: str
+    verify: str
+
+    @classmethod
+    def named(cls, prefix: str) -> TrialVolumes:
+        return cls(f"{prefix}-scratch", f"{prefix}-ws", f"{prefix}-vf")
+
+    def objects(self) -> list[DockerObject]:
+        """Overlays first: nothing mounts them once the trial's containers are gone."""
+        return [DockerObject("volume", v) for v in (self.workspace, self.verify, self.scratch)]
 
 
 @dataclass(frozen=True)
@@ -73,9 +139,11 @@ class TrialDirs:
     verify_work: Path
     changes: Path
     kind: WorkspaceKind = "copy"
+    volumes: TrialVolumes | None = None
+    """Volume workspaces only: then none of the paths above exists."""
 
     @classmethod
-    def at(cls, root: Path, kind: WorkspaceKind = "copy") -> TrialDirs:
+    def at(cls, root: Path, kind: WorkspaceKind = "copy", volumes: TrialVolumes | None = None) -> TrialDirs:
         """The layout of a trial directory (whether or not it exists yet)."""
         return cls(
             root,
@@ -88,12 +156,23 @@ class TrialDirs:
             root / "verify-work",
             root / "changes",
             kind,
+            volumes,
         )
 
     @property
     def watched(self) -> Path:
         """What the watchdog walks: only what the agent wrote (overlay), or the whole copy."""
         return self.upper if self.kind == "overlay" else self.workspace
+
+    @property
+    def workspace_tree(self) -> Path | str:
+        """The agent's /workspace: a directory of this machine, or a volume's name."""
+        return self.volumes.workspace if self.volumes is not None else self.workspace
+
+    @property
+    def verify_tree(self) -> Path | str:
+        """Verify's /workspace (base + patch, made by collect): a directory, or a volume's name."""
+        return self.volumes.verify if self.volumes is not None else self.verify
 
 
 def container_user() -> tuple[int, int]:
@@ -134,11 +213,20 @@ class BaseTrees:
     else overlay where :func:`overlay_available` says so."""
 
     def __init__(
-        self, repo: Path, run_root: Path, owner: tuple[int, int] | None = None, kind: WorkspaceKind | None = None
+        self,
+        repo: Path,
+        run_root: Path,
+        owner: tuple[int, int] | None = None,
+        kind: WorkspaceKind | None = None,
+        side: EngineSide | None = None,
     ) -> None:
         self.repo = repo
         self.run_root = run_root
         self.owner = owner or container_user()
+        self.side = side
+        """The engine of volume workspaces (None: only the controller's directories are possible)."""
+        if kind == "volume" and side is None:
+            raise ValueError("volume workspaces need the engine they live on")
         self._kind = kind
         self._lock = threading.Lock()
         self._trees: dict[str, BaseTree] = {}
@@ -146,8 +234,13 @@ class BaseTrees:
 
     @property
     def kind(self) -> WorkspaceKind:
+        """Forced, else ``volume`` on a remote engine (it sees none of this machine's paths), else
+        ``overlay`` where the probe allows one, else ``copy``."""
         if self._kind is None:
-            self._kind = "overlay" if overlay_available(self.run_root) else "copy"
+            if self.side is not None and self.side.runtime.endpoint().remote:
+                self._kind = "volume"
+            else:
+                self._kind = "overlay" if overlay_available(self.run_root) else "copy"
         return self._kind
 
     def get(self, sha: str) -> BaseTree:
@@ -185,6 +278,8 @@ class BaseTrees:
             gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
             if os.getuid() == 0:
                 _chown_tree(tree.template, *self.owner)
+            if self.kind == "volume":
+                tree = self._to_volume(tree, sha)
         except (OSError, subprocess.CalledProcessError) as e:
             self._remove(tree)
             detail = e.stderr.decode("utf-8", "replace")[-300:] if isinstance(e, subprocess.CalledProcessError) else e
@@ -194,7 +289,23 @@ class BaseTrees:
             raise
         return tree
 
+    def _to_volume(self, tree: BaseTree, sha: str) -> BaseTree:
+        """The template, copied once into a volume of the engine (one archive stream)."""
+        assert self.side is not None
+        volume = f"{self.side.prefix}base-{sha[:12]}"
+        uid, gid = self.owner
+        volumes.make(
+            self.side.runtime,
+            volume,
+            volumes.tar_tree(tree.template, uid=uid, gid=gid),
+            image=self.side.image,
+            labels=self.side.labels,
+        )
+        return BaseTree(tree.checkout, tree.template, tree.index, volume, census(tree.template).depth)
+
     def _remove(self, tree: BaseTree) -> None:
+        if tree.volume is not None and self.side is not None:
+            self.side.runtime.remove_objects([DockerObject("volume", tree.volume)])
         if tree.checkout.exists():
             gitops.remove_worktree(self.repo, tree.checkout)
         remove_tree(tree.checkout.parent)
@@ -254,6 +365,86 @@ def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceK
         remove(dirs)
         raise
     return dirs
+
+
+def prepare_volumes(
+    side: EngineSide,
+    base: BaseTree,
+    root: Path,
+    volumes_: TrialVolumes,
+    labels: Mapping[str, str],
+    owner: tuple[int, int],
+    mountpoint: tuple[str, ...] = (),
+) -> TrialDirs:
+    """A volume workspace on ``base`` (see the module docstring): the scratch volume, filled once with its
+    directories (the upper ones owned by ``owner`` with the template root's mode, which the merged root
+    takes), and the two overlay volumes over it. ``mountpoint``: directories to make in the workspace
+    (the installed delivery's ``.claude/skills/<name>``, checked against the base: a file or symlink on
+    the way is refused). ``root``: the trial's directory, which a volume workspace never makes. What is
+    made carries ``labels``: teardown removes it by name or label."""
+    if base.volume is None:
+        raise InfraError("a volume workspace needs its base tree in a volume")
+    uid, gid = owner
+    top = stat.S_IMODE(os.stat(base.template).st_mode)
+    entries = [
+        volumes.Entry("upper", None, top, uid, gid),
+        volumes.Entry("work", None, 0o700),
+        volumes.Entry("verify-upper", None, top, uid, gid),
+        volumes.Entry("verify-work", None, 0o700),
+        volumes.Entry("out", None, 0o755, uid, gid),
+    ]
+    here = base.template
+    for depth, part in enumerate(mountpoint, start=1):
+        here = here / part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            raise InfraError(
+                f"cannot mount the skill: {'/'.join(mountpoint[:depth])} exists in the base and is not a directory"
+            )
+        entries.append(volumes.Entry("/".join(("upper", *mountpoint[:depth])), None, 0o755, uid, gid))
+    side.runtime.create_volume(volumes_.scratch, labels)
+    volumes.fill(side.runtime, volumes_.scratch, volumes.tar_entries(entries), image=side.image, labels=labels)
+    for overlay, upper, work in (
+        (volumes_.workspace, "upper", "work"),
+        (volumes_.verify, "verify-upper", "verify-work"),
+    ):
+        side.runtime.create_overlay_volume(
+            overlay,
+            labels,
+            lower=VolumeDir(base.volume),
+            upper=VolumeDir(volumes_.scratch, upper),
+            work=VolumeDir(volumes_.scratch, work),
+        )
+    return TrialDirs.at(root, "volume", volumes_)  # ``root`` is never made: nothing of the trial is here
+
+
+OUT_FILES = {"status": 4096, "patch.diff": 0, "raw": 4 << 20, "numstat": 4 << 20, "special": 65536, "nested": 65536}
+"""collect's outputs the controller reads, and the cap of each (0: the caller's patch cap)."""
+
+
+def read_out_archive(tar: bytes | None, patch_cap: int) -> dict[str, bytes]:
+    """collect's outputs from the archive of a volume workspace's ``out/`` (``run(archive=...)``): regular
+    files of :data:`OUT_FILES` only, each capped; links, directories and anything else are ignored, and a
+    cut archive yields the members that arrived whole."""
+    found: dict[str, bytes] = {}
+    if not tar:
+        return found
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as archive:
+            for member in archive:
+                name = member.name.removeprefix("./").removeprefix("out/")
+                if name not in OUT_FILES or not member.isreg() or name in found:
+                    continue
+                fh = archive.extractfile(member)
+                if fh is None:
+                    continue
+                found[name] = fh.read(OUT_FILES[name] or patch_cap + 1)
+    except (tarfile.TarError, EOFError, OSError):
+        pass  # a cut archive: what arrived whole is kept
+    return found
 
 
 def remove(dirs: TrialDirs) -> None:
