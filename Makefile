@@ -52,7 +52,7 @@ test: install engine ## the whole test suite: unit tests and integration tests o
 	@$(BIN)/pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-remote
 
-REMOTE_TESTS = tests/remote tests/contract tests/integration/test_pipeline.py tests/security
+REMOTE_TESTS = tests/remote tests/contract tests/integration/test_pipeline.py tests/integration/test_volume_workspaces.py tests/security
 test-remote: install engine ## the pipeline and isolation suites once more, on a docker-in-docker engine over TCP (tests/remote)
 	@$(HARNESS) images build >/dev/null
 	@$(BIN)/pytest --engine remote -m docker $(REMOTE_TESTS) $(PYTEST_ARGS)

@@ -332,8 +332,9 @@ def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
 
 def cmd_doctor(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.doctor import gather
+    from harness.trial import workspace
 
-    checks = gather(_engine(env), _image_options(args))
+    checks = gather(_engine(env), _image_options(args), workspace_kind=workspace.kind_from_env(env))
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
     for c in checks:
         print(f"[{marks[c.level]}] {c.name}: {c.detail}")

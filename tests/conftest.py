@@ -61,8 +61,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """With ``--engine remote``, a test that fails only because a step needs a path of this machine in a
-    container (``NeedsLocalEngine``: the trial's workspace until issue 17) is reported as skipped with
-    that message, so the suite runs whatever already works remotely and grows as bind mounts go."""
+    container (``NeedsLocalEngine``: a test that bind-mounts a host tree on purpose, e.g. the host-overlay
+    workspace attacks; no step of a run does any more) is reported as skipped with that message."""
     report = yield
     from harness.errors import NeedsLocalEngine
 

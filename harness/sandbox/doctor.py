@@ -125,14 +125,26 @@ def uid_check(security_options: tuple[str, ...]) -> Check:
     return Check("ok", "container uids", users.describe())
 
 
-def workspace_check(work_root: Path) -> Check:
-    """Which workspaces trials get here (issue 17): overlays, whose cost follows the agent's changes, or
-    copies, whose cost follows the repository's size."""
+def workspace_check(work_root: Path, *, remote: bool = False, forced: str | None = None) -> Check:
+    """Which workspaces trials get here (issue 17, issue 15 item 7): overlays, whose cost follows the
+    agent's changes, or copies, whose cost follows the repository's size, both directories of this
+    machine; or, on a remote engine (or ``forced``), overlay volumes the engine makes."""
+    if forced == "volume" or (forced is None and remote):
+        why = "HARNESS_WORKSPACE=volume" if forced else "the engine is remote"
+        return Check(
+            "ok",
+            "workspaces",
+            f"volume ({why}): each trial an overlay volume on one base volume per run, made by the engine",
+        )
     scratch = work_root if work_root.is_dir() else Path(tempfile.gettempdir())
+    if forced == "copy":
+        return Check("info", "workspaces", "copy of the base tree per trial (HARNESS_WORKSPACE=copy)")
     if overlay_available(scratch):
         return Check(
             "ok", "workspaces", f"overlay: each trial a copy-on-write view of one base tree per run ({scratch})"
         )
+    if forced == "overlay":
+        return Check("fail", "workspaces", f"HARNESS_WORKSPACE=overlay, but {scratch} cannot hold an overlay here")
     why = "the controller is not root" if os.geteuid() != 0 else f"the filesystem of {scratch} refuses an overlay"
     return Check(
         "info", "workspaces", f"copy of the base tree per trial ({why}): a trial's cost grows with the repository"
@@ -144,13 +156,14 @@ def remote_notes() -> Check:
     return Check(
         "warn",
         "remote engine",
-        "the engine's free disk is not checked (its data root is on another machine), and the container "
-        "uids were chosen against this machine's accounts, not the engine host's; trials whose workspace is "
-        "a path of this machine stop with a message naming it",
+        "the engine's free disk is not checked here (its data root is on another machine; each trial's "
+        "watchdog checks it in the engine), and the container uids were chosen against this machine's "
+        "accounts, not the engine host's",
     )
 
 
-def gather(engine: Engine, options: ImageOptions) -> list[Check]:
+def gather(engine: Engine, options: ImageOptions, *, workspace_kind: str | None = None) -> list[Check]:
+    """Every check, in the order doctor prints them. ``workspace_kind``: ``HARNESS_WORKSPACE``, if set."""
     checks: list[Check] = []
     where = engine.endpoint()
     checks.append(Check("info", "engine endpoint", where.describe()))
@@ -195,7 +208,7 @@ def gather(engine: Engine, options: ImageOptions) -> list[Check]:
         checks.append(Check("ok" if gib >= 5 else "warn", "free disk", f"{gib:.1f} GiB under {info.docker_root}"))
     git = git_version()
     checks.append(Check("ok" if git else "fail", "git", git or "not installed"))
-    checks.append(workspace_check(HostPaths.from_env(os.environ).work_root))
+    checks.append(workspace_check(HostPaths.from_env(os.environ).work_root, remote=where.remote, forced=workspace_kind))
     checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version, "git": git}))
     checks.append(
         Check(

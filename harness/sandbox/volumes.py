@@ -1,5 +1,6 @@
 """Files the controller gives a container without a path the engine must see: a volume, filled through
-the engine's archive API, so the same run works on a local engine and on one on another machine.
+the engine's archive API, so the same run works on a local engine and on one on another machine (and
+:func:`probe_overlay`, which checks that the engine can mount the overlay volumes of volume workspaces).
 
     create_volume -> a created, never started container that mounts it read-write -> put_archive
     into the mountpoint -> that container removed -> the volume mounted where a role needs it
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from harness.errors import HarnessError, PrerequisiteError
 from harness.sandbox.labels import ROLE
-from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, Limits, VolumeMount
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
 from harness.sandbox.uids import FREE_RANGE_END
 
 FILL_MOUNT = "/fill"
@@ -155,3 +157,47 @@ def make(
         if not isinstance(data, bytes):
             data.close()
     return volume
+
+
+def probe_overlay(runtime: ContainerRuntime, lower: str, *, image: str, labels: Mapping[str, str], prefix: str) -> None:
+    """Check once, before any trial, that the engine mounts an overlay volume over ``lower`` (the local
+    driver's ``type=overlay``): a started container (``true``) mounts one over a scratch volume. An engine
+    that cannot (its volumes directory on overlayfs itself, a driver without overlay) stops the run here
+    with a PrerequisiteError, instead of failing every trial as an infrastructure error. Everything the
+    probe made is removed on every path."""
+    scratch, overlay, name = f"{prefix}overlay-probe", f"{prefix}overlay-probe-ws", f"{prefix}overlay-probe"
+    made = [DockerObject("container", name), DockerObject("volume", overlay), DockerObject("volume", scratch)]
+    spec = ContainerSpec(
+        name=name,
+        image=image,
+        command=("true",),
+        labels={**labels, ROLE: "volume-fill"},
+        user=FILLER_USER,
+        volumes=(VolumeMount(overlay, "/probe", read_only=True),),
+        limits=Limits(memory="64m", cpus=0.1, pids=8, tmpfs_size="1m"),
+    )
+    try:
+        runtime.create_volume(scratch, labels)
+        fill(
+            runtime,
+            scratch,
+            tar_entries([Entry("upper", None, 0o755), Entry("work", None, 0o700)]),
+            image=image,
+            labels=labels,
+        )
+        runtime.create_overlay_volume(
+            overlay, labels, lower=VolumeDir(lower), upper=VolumeDir(scratch, "upper"), work=VolumeDir(scratch, "work")
+        )
+        run = runtime.run(spec, deadline_s=60)
+        if run.exit_code != 0:
+            raise PrerequisiteError(f"the overlay volume probe exited {run.exit_code}: {run.stderr[-300:]!r}")
+    except PrerequisiteError:
+        raise
+    except HarnessError as e:
+        raise PrerequisiteError(
+            f"this engine cannot mount an overlay volume (volume workspaces need one): {e}",
+            hint="a volume workspace needs a Linux engine whose volumes directory accepts overlayfs as its "
+            "upper layer (not on overlayfs itself); on a local engine, unset HARNESS_WORKSPACE",
+        ) from e
+    finally:
+        runtime.remove_objects(made)

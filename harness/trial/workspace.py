@@ -301,6 +301,9 @@ class BaseTrees:
             image=self.side.image,
             labels=self.side.labels,
         )
+        volumes.probe_overlay(
+            self.side.runtime, volume, image=self.side.image, labels=self.side.labels, prefix=volume + "-"
+        )
         return BaseTree(tree.checkout, tree.template, tree.index, volume, census(tree.template).depth)
 
     def _remove(self, tree: BaseTree) -> None:

@@ -13,8 +13,8 @@ place of the CLI:
   reaches its gateway but not the upstream side;
 - nothing is left on the engine afterwards (the conftest leak check, volumes included).
 
-On a remote engine the full A/B trial (workspace, extraction, verify) waits for issue 17: until then
-``test_a_trial_on_a_remote_engine_stops_the_run_naming_the_path`` holds what it does instead.
+- a whole A/B trial runs there: its workspace, extraction and verify trees are volumes the engine makes
+  (volume workspaces, :mod:`harness.trial.workspace`), not paths of the controller.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import NeedsLocalEngine
 from harness.sandbox import roles, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
@@ -148,14 +147,13 @@ def test_the_key_and_the_skill_copy_hold_on_this_engine(engine: Engine, images: 
     assert run["key"].encode() not in res.stdout + res.stderr
 
 
-def test_a_trial_on_a_remote_engine_stops_the_run_naming_the_path(
+def test_a_whole_trial_runs_on_this_engine_without_a_path_of_the_controller(
     engine: Engine, images: ImageSet, tmp_path: Path
 ) -> None:
-    """Until issue 17 the agent's /workspace is a path of the controller: on a remote engine the run
-    gets through its set-up and the trial's gateway (volumes), then stops with the path named, leaving
-    nothing behind, instead of recording a retried infra_error per trial."""
-    if not engine.endpoint().remote:
-        pytest.skip("a local engine runs the whole trial (tests/integration/test_pipeline.py)")
+    """A whole A/B trial (workspace, agent, extraction, verify, judge) on an engine that shares no path
+    with the controller: a remote engine picks volume workspaces by itself (a local one is told to, so
+    the same path is tested on both); the fixed task passes verify, and nothing of the trial is a
+    directory of the controller's or is left on the engine (the conftest leak check)."""
     from harness.demo import prepare_demo
 
     setup = prepare_demo(tmp_path / "demo")
@@ -164,6 +162,12 @@ def test_a_trial_on_a_remote_engine_stops_the_run_naming_the_path(
     prereg, scen = write_experiment(setup.root, "remote", tasks=["fix-mean"], scenario=scenario)
     work_root = tmp_path / "trials"
     work_root.mkdir(mode=0o700)
-    with pytest.raises(NeedsLocalEngine, match=r"/workspace, and the engine at tcp://.* is remote"):
-        run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=1)
-    assert not list(work_root.glob("*/*/workspace")), "the trial's directories are removed"
+    env = {} if engine.endpoint().remote else {"HARNESS_WORKSPACE": "volume"}
+    result = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=1, env=env)
+    (baseline,) = [r for r in result.records if r.arm == "baseline"]
+    assert baseline.workspace == "volume", baseline.workspace
+    assert baseline.status == "completed", baseline.error
+    assert baseline.verify is not None and baseline.verify.exit_code == 0, baseline.verify
+    assert baseline.patch is not None and baseline.patch.files_changed == 1 and baseline.patch.rejected is None
+    assert not [f for f in baseline.flags if f.startswith("workspace_")], baseline.flags
+    assert not list(work_root.glob("*/*/workspace")), "no trial directory was made on the controller"

@@ -321,7 +321,11 @@ def test_no_role_runs_as_a_host_account(round2: dict[str, Any]) -> None:
     assert roles["gateway"].isdisjoint(roles["agent"]), roles
 
 
-def test_a_host_process_with_the_old_uids_cannot_read_the_key_through_proc(round2: dict[str, Any]) -> None:
+def test_a_host_process_with_the_old_uids_cannot_read_the_key_through_proc(
+    round2: dict[str, Any], engine: Engine
+) -> None:
+    if engine.endpoint().remote:
+        pytest.skip("reads the engine host's /proc: a remote engine's processes are on another machine")
     reads = round2["reads"]
     gateways = {n: r for n, r in reads.items() if r["role"] == "gateway"}
     agents = {n: r for n, r in reads.items() if r["role"] == "agent"}
@@ -341,6 +345,8 @@ def test_positive_control_under_the_old_uid_a_host_process_reads_the_key(
     round2: dict[str, Any], engine: Engine
 ) -> None:
     """main ran the gateway as 65534 with a 0400 key file of that owner: `nobody` on the host read it."""
+    if engine.endpoint().remote:
+        pytest.skip("reads the engine host's /proc: a remote engine's processes are on another machine")
     secret_dir = round2["tmp"] / "old-uid"
     secret_dir.mkdir(mode=0o700)
     key_file = secret_dir / "api-key"
@@ -366,6 +372,8 @@ def test_positive_control_under_the_old_uid_a_host_process_reads_the_key(
 
 
 def test_positive_control_an_agent_as_uid_1000_is_open_to_host_uid_1000(round2: dict[str, Any], engine: Engine) -> None:
+    if engine.endpoint().remote:
+        pytest.skip("reads the engine host's /proc: a remote engine's processes are on another machine")
     name = f"hxsec-isolation-agent1000-{secrets.token_hex(3)}"
     subprocess.run(
         ["docker", "run", "-d", "--name", name, "--network", "none", "--user", "1000:1000",

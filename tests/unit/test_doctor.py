@@ -91,3 +91,19 @@ def test_the_workspace_check_says_which_kind_and_why(tmp_path: Path, monkeypatch
     monkeypatch.setattr(doctor, "overlay_available", lambda _p: False)
     check = doctor.workspace_check(tmp_path / "missing")
     assert check.level == "info" and "copy" in check.detail and "grows with the repository" in check.detail
+
+
+def test_the_workspace_check_says_volume_on_a_remote_engine_or_when_forced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.sandbox import doctor
+
+    monkeypatch.setattr(doctor, "overlay_available", lambda _p: True)
+    remote = doctor.workspace_check(tmp_path, remote=True)
+    assert remote.level == "ok" and remote.detail.startswith("volume (the engine is remote)")
+    forced = doctor.workspace_check(tmp_path, forced="volume")
+    assert forced.detail.startswith("volume (HARNESS_WORKSPACE=volume)")
+    assert doctor.workspace_check(tmp_path, remote=True, forced="copy").detail.startswith("copy")
+    assert doctor.workspace_check(tmp_path).detail.startswith("overlay"), "positive control: local, not forced"
+    monkeypatch.setattr(doctor, "overlay_available", lambda _p: False)
+    assert doctor.workspace_check(tmp_path, forced="overlay").level == "fail"

@@ -1,0 +1,203 @@
+"""Volume workspaces on the real engine (issue 15 item 7): the trial's trees as overlay volumes the
+engine makes, for an engine that shares no path with the controller.
+
+Runs on both engines (``make test-remote`` runs it again on the docker-in-docker engine): nothing here
+mounts a path of the controller's. The agent's edits are made by a hardened container of the agent's
+uid (the same edits tests/integration/test_workspaces.py makes on the host); everything is read back
+through containers and the archive API.
+
+- collect.sh's volume mode (it lists the overlay's upper directory itself) makes byte for byte the
+  patch, stats and verify tree its full mode makes from the same merged workspace (the full mode is
+  held equal to the host overlay's incremental mode by test_workspaces.py);
+- the base volume is never written, and a trial's volumes are gone after teardown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import io
+import os
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import roles
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
+from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.runtime import ContainerSpec, DockerObject, ExitInfo, VolumeMount
+from harness.study.config import Resources
+from harness.trial import workspace
+from harness.trial.workspace import BaseTree, BaseTrees, EngineSide, TrialDirs, TrialVolumes
+from tests.factories import init_repo, run_git
+from tests.integration.test_workspaces import BASE, _edits, _tree
+
+pytestmark = [pytest.mark.docker]
+
+RUN_ID = "volws"
+PROTECTED = ("docs/guide.md",)
+
+
+@dataclass
+class Rig:
+    engine: Engine
+    profile: roles.Profile
+    side: EngineSide
+    bases: BaseTrees
+    base: BaseTree
+    labels: dict[str, str]
+    run_root: Path
+
+    def trial(self, name: str) -> TrialDirs:
+        vols = TrialVolumes.named(f"hx-{RUN_ID}-{name}")
+        return workspace.prepare_volumes(
+            self.side, self.base, self.run_root / name, vols, self.labels, workspace.parse_user(self.profile.user)
+        )
+
+    def container(self, name: str, command: tuple[str, ...], *mounts: VolumeMount) -> ContainerSpec:
+        """A hardened ``--network none`` container of the agent's uid on the trial image."""
+        return ContainerSpec(
+            name=f"hx-{RUN_ID}-{name}",
+            image=self.profile.trial_image,
+            command=command,
+            labels=self.labels,
+            user=self.profile.user,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+            volumes=mounts,
+            network="none",
+            limits=self.profile.limits,
+            tmpfs=("/tmp",),
+            workdir="/",
+        )
+
+    def archive(self, volume: str, name: str) -> bytes:
+        """A tar of what a container sees of ``volume`` (its entries under ``v/``), through the archive API."""
+        run = self.engine.run(
+            self.container(name, ("true",), VolumeMount(volume, "/v", read_only=True)),
+            deadline_s=120,
+            archive="/v",
+            archive_cap=64 << 20,
+        )
+        assert run.archive is not None and not run.archive_truncated
+        return run.archive
+
+    def tree(self, volume: str, name: str) -> dict[str, tuple[str, bytes]]:
+        """What a container sees of ``volume``: its files, links and directories."""
+        dest = self.run_root / f"read-{name}"
+        with tarfile.open(fileobj=io.BytesIO(self.archive(volume, name))) as tar:
+            tar.extractall(dest, filter="fully_trusted")  # our own test tree, into a temp dir
+        return _tree(dest / "v")
+
+    def names(self, volume: str, name: str) -> dict[str, bool]:
+        """Every entry of ``volume`` (relative to its root) -> whether it is a whiteout: a character device,
+        or a hard link to one (the kernel may link every whiteout to one shared inode)."""
+        with tarfile.open(fileobj=io.BytesIO(self.archive(volume, name))) as tar:
+            return {m.name.removeprefix("v/"): m.ischr() or m.islnk() for m in tar.getmembers() if m.name != "v"}
+
+
+@pytest.fixture
+def rig(tmp_path: Path, engine: Engine, images: ImageSet) -> Iterator[Rig]:
+    repo = tmp_path / "repo"
+    init_repo(repo, BASE)
+    (repo / "bin/run.sh").chmod(0o755)
+    run_git(repo, "add", "-f", "build.log", "bin/run.sh")
+    run_git(repo, "commit", "-q", "--no-verify", "-m", "an ignored file tracked, an executable")
+    sha = run_git(repo, "rev-parse", "HEAD").decode().strip()
+    users = roles.role_users(engine, os.getuid(), os.getgid())
+    profile = roles.make_profile(Resources(), images.trial, images.sidecar, users, None)
+    labels = make_labels(RUN_ID, role="trial", trial_id="volws", ttl_s=600)
+    side = EngineSide(engine, images.sidecar, labels, f"hx-{RUN_ID}-")
+    run_root = tmp_path / "run"
+    run_root.mkdir()
+    bases = BaseTrees(repo, run_root, users.agent, kind="volume", side=side)
+    try:
+        yield Rig(engine, profile, side, bases, bases.get(sha), labels, run_root)
+    finally:
+        engine.remove_labelled({RUN: RUN_ID})
+        bases.close()
+
+
+def _edit(rig: Rig, dirs: TrialDirs) -> None:
+    """``_edits`` run inside the engine, as the agent, on the trial's /workspace volume."""
+    assert dirs.volumes is not None
+    source = (
+        "import os, shutil\nfrom pathlib import Path\n" + inspect.getsource(_edits) + "\n_edits(Path('/workspace'))\n"
+    )
+    spec = rig.container(
+        "edit", ("python3", "-c", source), VolumeMount(dirs.volumes.workspace, "/workspace", read_only=False)
+    )
+    run = rig.engine.run(spec, deadline_s=120)
+    assert run.exit_code == 0, run.stderr[-800:]
+
+
+def _collect(rig: Rig, name: str, dirs: TrialDirs, *, workspace_of: TrialDirs | None = None) -> dict[str, bytes]:
+    """collect.sh on ``dirs`` (its scratch's out/ and its verify volume), in volume mode; with
+    ``workspace_of``, in full mode over that trial's workspace (COLLECT_UPPER unset)."""
+    assert dirs.volumes is not None and rig.base.volume is not None
+    source = workspace_of if workspace_of is not None else dirs
+    assert source.volumes is not None
+    spec = roles.collect_volume_spec(
+        rig.profile,
+        name=f"hx-{RUN_ID}-{name}",
+        labels=rig.labels,
+        base_volume=rig.base.volume,
+        workspace_volume=source.volumes.workspace,
+        scratch_volume=dirs.volumes.scratch,
+        verify_volume=dirs.volumes.verify,
+        protected=PROTECTED,
+        patch_cap=1 << 20,
+    )
+    if workspace_of is not None:
+        env = {k: v for k, v in spec.env.items() if k != "COLLECT_UPPER"}
+        spec = dataclasses.replace(spec, env=env)
+    run: ExitInfo = rig.engine.run(spec, deadline_s=120, archive=f"{roles.SCRATCH_MOUNT}/out", archive_cap=16 << 20)
+    out = workspace.read_out_archive(run.archive, 1 << 20)
+    assert out.get("status") == b"ok\n", (name, out.get("status"), run.stderr[-800:])
+    return out
+
+
+def test_volume_extraction_is_byte_identical_to_the_full_one(rig: Rig) -> None:
+    edited, reference = rig.trial("edited"), rig.trial("reference")
+    assert edited.kind == "volume" and edited.volumes is not None and reference.volumes is not None
+    base_before = rig.tree(rig.base.volume or "", "base-before")
+    assert rig.tree(edited.volumes.workspace, "ws-before") == base_before, "a fresh workspace is the base"
+    _edit(rig, edited)
+    after = rig.tree(edited.volumes.workspace, "ws-after")
+    assert after != base_before and "src/new.py" in after, "positive control: the edits landed"
+    upper = rig.names(edited.volumes.scratch, "scratch")
+    assert "upper/src/new.py" in upper and "upper/.gitignore" not in upper, "the upper layer holds only changes"
+    assert upper["upper/src/util.py"], "a deletion is a whiteout (a character device) in the upper layer"
+
+    inc = _collect(rig, "inc-collect", edited)
+    full = _collect(rig, "full-collect", reference, workspace_of=edited)
+    assert inc["patch.diff"] == full["patch.diff"]
+    assert inc["numstat"] == full["numstat"] and inc["raw"] == full["raw"]
+    assert inc["nested"] == full["nested"] == b""
+    patch = inc["patch.diff"].decode("utf-8", "replace")
+    for present in ("src/new.py", "src/util.py", "src/gone/one.txt", "src/replaced/old.txt", "build.log"):
+        assert present in patch, present
+    for absent in ("new.log", "ignored-dir", "planted", "empty-dir"):
+        assert absent not in patch, absent
+    inc_verify = rig.tree(edited.volumes.verify, "verify-inc")
+    full_verify = rig.tree(reference.volumes.verify, "verify-full")
+    assert inc_verify == full_verify, "verify trees: base + patch, protected path restored"
+    assert inc_verify["docs/guide.md"][0] == oct(0), "the protected path is the base's (not executable)"
+    assert rig.tree(rig.base.volume or "", "base-after") == base_before, "the base volume was never written"
+
+
+def test_a_trial_s_volumes_go_with_teardown(rig: Rig) -> None:
+    dirs = rig.trial("gone")
+    assert dirs.volumes is not None
+    names = {v.name for v in dirs.volumes.objects()}
+    listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
+    assert names <= listed, "positive control: the trial's volumes exist and carry its labels"
+    removal = rig.engine.remove_objects(dirs.volumes.objects())
+    assert not removal.errors
+    listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
+    assert not names & listed
+    assert rig.base.volume in listed, "the run's base volume stays until the run ends"
+    rig.engine.remove_objects([DockerObject("volume", rig.base.volume or "")])
