@@ -25,6 +25,9 @@ the machine. Prints a Markdown table:
 5. issue 17's scaling row: the per-trial harness overhead (phases minus the agent's and the judge's CLI
    run time) with 0 / 20k / 100k / 500k small files added to the repository, the largest disk any one
    running trial holds, and the one-off cost of the run's base tree (``--scaling-files`` to choose).
+6. issue 15's remote row: a trial's phase times on a docker-in-docker engine reached over TCP (volume
+   workspaces: nothing of the trial is a path of the controller's) against the machine's engine
+   (overlay workspaces), and the machine's engine with volume workspaces (``--only remote``).
 
 Trials hold slots of a private slot directory, so trials of other harness
 processes on the machine do not block the bench (they still share its cores).
@@ -171,8 +174,18 @@ class Bench:
         }
 
     def run(
-        self, prereg: Path, *, jobs: int, out: str, reuse_from: Sequence[Path] = (), events: Events | None = None
+        self,
+        prereg: Path,
+        *,
+        jobs: int,
+        out: str,
+        reuse_from: Sequence[Path] = (),
+        events: Events | None = None,
+        engine: Engine | None = None,
+        env: dict[str, str] | None = None,
     ) -> tuple[ExperimentResult, float]:
+        """``engine``: another engine than the machine's (the remote row); ``env``: the run's environment
+        knobs (e.g. ``HARNESS_WORKSPACE``)."""
         study = load_study(prereg)
         scenario = self.scenarios[prereg]
         options = RunOptions(
@@ -183,9 +196,10 @@ class Bench:
             host_slots=max(jobs, 8),
             reuse_from=tuple(reuse_from),
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
+            env=env or {},
         )
         t0 = time.monotonic()
-        result = Experiment(study, self.engine, options, events).run()
+        result = Experiment(study, engine or self.engine, options, events).run()
         wall = time.monotonic() - t0
         bad = [r for r in result.records if r.status == "infra_error"]
         if bad:
@@ -641,6 +655,71 @@ def scaling(bench: Bench) -> list[Row]:
     ]
 
 
+PHASES = ("workspace", "gateway", "agent", "extract", "verify", "judge", "teardown")
+
+
+def _phase_means(result: ExperimentResult) -> dict[str, float]:
+    trials = [r for r in result.records if r.status == "completed"]
+    if not trials:
+        raise SystemExit(f"bench: no trial completed: {result.records[0].error if result.records else 'no records'}")
+    means = {p: statistics.mean(r.durations_s.get(p, 0.0) for r in trials) for p in PHASES}
+    means["total"] = statistics.mean(sum(r.durations_s.values()) for r in trials)
+    return means
+
+
+def remote(bench: Bench) -> list[Row]:
+    """Issue 15 item 7: a trial's phase times on an engine that shares no filesystem with the controller
+    (docker-in-docker reached over TCP on a network the bench creates, tests/remote/dind.py; volume
+    workspaces) against the machine's engine (overlay workspaces on the controller's disk), and the
+    machine's engine with volume workspaces (what the volumes cost, apart from the engine). The same
+    design on each (2 tasks x 2 runs per arm, model latency 0, ``--jobs 1``), run local, volume, remote,
+    then local again (a shared machine's load drifts; the two local runs are averaged)."""
+    from tests.remote import dind
+
+    tasks = TASKS[:1] if bench.quick else TASKS[:2]
+    runs = 1 if bench.quick else 2
+
+    def design() -> Path:
+        return bench.experiment(
+            skill="careful-fixer",
+            tasks=tasks,
+            runs=runs,
+            scenario=bench.scenario(tasks, latency_ms=0, baseline_p=1, skills={"careful-fixer": 1}),
+        )
+
+    images = bench.images
+    t0 = time.monotonic()
+    with dind.remote_engine(images.runtime, [images.base, images.runtime, images.sidecar, images.trial]) as far:
+        log(f"remote: inner engine at {far.docker_host} ready in {time.monotonic() - t0:.0f} s ({far.seconds})")
+        inner = Engine({"DOCKER_HOST": far.docker_host})
+        ImageBuilder(inner).ensure()  # the loaded images: nothing is built
+        local_a = _phase_means(bench.run(design(), jobs=1, out="remote-local-a")[0])
+        volume = _phase_means(bench.run(design(), jobs=1, out="remote-volume", env={"HARNESS_WORKSPACE": "volume"})[0])
+        far_result, _ = bench.run(design(), jobs=1, out="remote-far", engine=inner)
+        kinds = {r.workspace for r in far_result.records}
+        far_means = _phase_means(far_result)
+        local_b = _phase_means(bench.run(design(), jobs=1, out="remote-local-b")[0])
+    local = {p: (local_a[p] + local_b[p]) / 2 for p in local_a}
+    log("remote: phases (mean s) local " + ", ".join(f"{p} {v:.2f}" for p, v in local.items()))
+    log("remote: phases (mean s) volume " + ", ".join(f"{p} {v:.2f}" for p, v in volume.items()))
+    log("remote: phases (mean s) remote " + ", ".join(f"{p} {v:.2f}" for p, v in far_means.items()))
+    n = len(tasks) * runs * 2
+    rows = []
+    for phase in (*PHASES, "total"):
+        ratio = far_means[phase] / local[phase] if local[phase] >= 0.005 else float("nan")
+        rows.append(
+            Row(
+                f"remote engine ({'/'.join(sorted(k or '?' for k in kinds))} workspaces, {n} trials): "
+                + ("per-trial total" if phase == "total" else f"{phase} phase"),
+                f"{far_means[phase]:.2f} s (local engine, volume workspaces: {volume[phase]:.2f} s)",
+                f"{local[phase]:.2f} s on the local engine (overlay workspaces)",
+                f"{ratio:.2f}x",
+                "",
+            )
+        )
+    return rows
+
+
 def table(rows: Sequence[Row]) -> str:
     out = ["| figure | measured | baseline (same run) | ratio | target |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r.figure} | {r.measured} | {r.baseline} | {r.ratio} | {r.target} |" for r in rows]
@@ -653,7 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-output"), help="work directory (default bench-output)")
     parser.add_argument(
         "--only",
-        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling"],
+        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote"],
         action="append",
         help="run only these",
     )
@@ -684,6 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "image": image_sizes,
         "demo": demo_first_trial,
         "scaling": scaling,
+        "remote": remote,
     }
     for name, step in steps.items():
         if args.only and name not in args.only:
