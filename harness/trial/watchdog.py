@@ -216,18 +216,22 @@ WATCH_SCRIPT = r"""
 set -u
 U=$1
 while :; do
-  r=$(find "$U" -mindepth 1 -printf '%b %d %y\n' 2>/dev/null | awk -v f="$2" -v b="$3" -v d="$4" '
+  r=$(find "$U" -mindepth 1 -printf '%b %d %y %M\n' 2>/dev/null | awk -v f="$2" -v b="$3" -v d="$4" '
     { n++; u += $1 * 512; if ($3 == "d" && $2 > deep) deep = $2
+      if ($3 == "d" && (substr($4, 2, 1) != "r" || substr($4, 4, 1) != "x")) { print "hidden"; exit }
       if (n > f) { print "files"; exit } if (u > b) { print "bytes"; exit } if (deep > d) { print "depth"; exit } }')
-  case "$r" in files|bytes|depth) echo "$r"; exit 3;; esac
+  case "$r" in files|bytes|depth|hidden) echo "$r"; exit 3;; esac
   free=$(df -P -k "$U" | awk 'NR == 2 { print $4 }')
   if [ -n "$free" ] && [ "$free" -lt "$5" ]; then echo free; exit 4; fi
   sleep "$6"
 done
 """
 """The in-engine walk: ``find`` lists only what the agent wrote (the overlay's upper directory) by lstat,
-``awk`` stops at the first bound crossed; then the engine's own free space. Exit 3: the agent crossed a
-bound (the reason on stdout); exit 4: the engine's disk ran low."""
+``awk`` stops at the first bound crossed; then the engine's own free space. The walk runs as the agent's
+uid, and everything in the upper directory is the agent's own: a directory its owner may not list or
+enter was made so by the agent, and would hide what is below it from the count, so it is a trip of its
+own (``hidden``). Exit 3: the agent crossed a bound (the reason on stdout); exit 4: the engine's disk ran
+low."""
 
 
 def engine_command(upper: str, limit: WorkspaceLimit, base_depth: int) -> tuple[str, ...]:
@@ -244,6 +248,7 @@ def _engine_trip(reason: str, limit: WorkspaceLimit, base_depth: int) -> Trip:
         "files": f"more than {limit.max_files} files and directories added to the workspace",
         "bytes": f"more than {limit.max_bytes} bytes added to the workspace",
         "depth": f"directories nested deeper than {max(limit.max_depth, base_depth)} in the workspace",
+        "hidden": "a directory in the workspace that its owner cannot read or enter (its content would go uncounted)",
     }
     if reason in texts:
         return Trip(texts[reason], True)
@@ -257,10 +262,10 @@ class EngineWatchdog:
     The same interface as :class:`Watchdog` (``with``, ``start``, ``tripped``).
 
     Started on its own thread once the agent runs; :meth:`stop` refuses its start when it has not started
-    yet (so no watcher outlives the trial) and kills it otherwise. Its limits hold as the host watchdog's
-    do for a controller that is not root: a directory the agent makes unreadable hides its content from
-    the count, and the engine's free-space floor still holds. ``error`` says why it could not watch (the
-    trial records it as a flag)."""
+    yet (so no watcher outlives the trial) and kills it otherwise. It walks as the agent's uid, so a
+    directory the agent makes unreadable would hide its content from the count: such a directory is a
+    trip of its own (see :data:`WATCH_SCRIPT`). ``error`` says why it could not watch (the trial records
+    it as a flag)."""
 
     def __init__(
         self,
