@@ -13,11 +13,14 @@ go: through the spec's bind mounts (:func:`host_path`) and volumes (:meth:`FakeR
 overlay volume's writes land in its upper directory, :meth:`FakeRuntime.merged` is what a reader sees), and
 into its own log or a peer's
 (:meth:`FakeRuntime.append_log`). :func:`trial_behaviours` scripts a whole successful trial; its
-:func:`collect` extracts the patch with host git the way ``harness/sidecars/collect.sh`` does.
+:func:`collect` extracts the patch with host git the way ``harness/sidecars/collect.sh`` does, on bind mounts
+or on a volume workspace (``COLLECT_UPPER``: the merged volumes read, the outputs written into the scratch
+volume's ``out/``, verify's overlay made base + patch through its upper directory).
 
 Modelled: containers (created, running, exited), networks and their members (a network with a member
 cannot be removed), volumes (host directories; overlays as lower + upper, ``.wh.NAME`` files for
-deletions; one in use cannot be removed), archives in and out of a container's mounts, labels and the owner filter, deadlines (simulated run time, or real time held until
+deletions; one in use cannot be removed; a container whose overlay's lower, upper or work directory is
+missing does not start, as the mount fails), archives in and out of a container's mounts, labels and the owner filter, deadlines (simulated run time, or real time held until
 a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), a
 fault at any call (:meth:`FakeRuntime.fail`; a create may fail after making its container), and a record
 of every call (:attr:`FakeRuntime.calls`).
@@ -34,6 +37,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -149,6 +153,48 @@ def host_path(spec: ContainerSpec, target: str) -> Path:
         if m.target == target:
             return m.source
     raise AssertionError(f"{spec.name} has no mount at {target}")
+
+
+def _same_entry(a: Path, b: Path) -> bool:
+    """Two non-directory entries alike for a reader: same type, mode and content (or link target)."""
+    if not (b.exists() or b.is_symlink()):
+        return False
+    sa, sb = os.lstat(a), os.lstat(b)
+    if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode) or stat.S_IMODE(sa.st_mode) != stat.S_IMODE(sb.st_mode):
+        return False
+    if stat.S_ISLNK(sa.st_mode):
+        return os.readlink(a) == os.readlink(b)
+    return stat.S_ISREG(sa.st_mode) and a.read_bytes() == b.read_bytes()
+
+
+def _clear(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _write_through(upper: Path, now: Path, desired: Path) -> None:
+    """Write into ``upper`` what turns the merged view ``now`` into ``desired`` (see :func:`_overlay_copy`)."""
+    here = set(os.listdir(now)) if now.is_dir() and not now.is_symlink() else set()
+    wanted = set(os.listdir(desired))
+    for name in sorted(here - wanted):
+        upper.mkdir(parents=True, exist_ok=True)
+        _clear(upper / name)
+        (upper / f"{WHITEOUT}{name}").write_bytes(b"")
+    for name in sorted(wanted):
+        want, seen, up = desired / name, now / name, upper / name
+        if want.is_dir() and not want.is_symlink():
+            if seen.is_dir() and not seen.is_symlink():
+                _write_through(up, seen, want)
+                continue
+            upper.mkdir(parents=True, exist_ok=True)
+            _clear(up)
+            shutil.copytree(want, up, symlinks=True)
+        elif not _same_entry(want, seen):
+            upper.mkdir(parents=True, exist_ok=True)
+            _clear(up)
+            shutil.copy2(want, up, follow_symlinks=False)
 
 
 def _overlay_copy(src: Path, dest: Path) -> None:
@@ -330,13 +376,56 @@ class FakeRuntime:
 
     def _container_dir(self, name: str, path: str) -> Path:
         """The host directory behind ``path`` in a container (inside one of its volume or bind mounts)."""
-        c = self._get(name)
-        mounts = [(m.target, m.source) for m in c.spec.mounts]
-        mounts += [(v.target, self._writable_dir(v.volume)) for v in c.spec.volumes]
+        return self.path_in(self._get(name).spec, path)
+
+    def path_in(self, spec: ContainerSpec, path: str) -> Path:
+        """The host path where a container's writes at ``path`` (inside one of its bind or volume mounts,
+        the innermost) land: under a bind mount's source, a volume's directory or an overlay's upper."""
+        mounts = [(m.target, m.source) for m in spec.mounts]
+        mounts += [(v.target, self._writable_dir(v.volume)) for v in spec.volumes]
         for target, source in sorted(mounts, key=lambda m: -len(m[0])):
             if path == target or path.startswith(target.rstrip("/") + "/"):
                 return source / path[len(target) :].lstrip("/")
-        raise InfraError(f"copying into {name}:{path} failed: not inside a volume (the root filesystem is read-only)")
+        raise InfraError(
+            f"copying into {spec.name}:{path} failed: not inside a volume (the root filesystem is read-only)"
+        )
+
+    def view(self, spec: ContainerSpec, target: str, dest: Path) -> Path:
+        """What a container sees at the mount ``target``: a bind mount's source itself, or the volume
+        (lower + upper for an overlay) copied into ``dest``."""
+        for m in spec.mounts:
+            if m.target == target:
+                return m.source
+        for v in spec.volumes:
+            if v.target == target:
+                return self.merged(v.volume, dest)
+        raise AssertionError(f"{spec.name} has no mount at {target}")
+
+    def write_merged(self, volume: str, desired: Path) -> None:
+        """Make what a container sees of the overlay ``volume`` equal to the tree ``desired``, writing only
+        into its upper directory, where a container's writes land: what differs from the merged view is
+        copied up, what is gone gets a ``.wh.NAME`` whiteout."""
+        with self._lock:
+            vol = self.volumes[volume]
+        if vol.overlay is None:
+            raise AssertionError(f"{volume} is not an overlay volume")
+        with tempfile.TemporaryDirectory(prefix="fake-merged-") as tmp:
+            _write_through(self._writable_dir(volume), self.merged(volume, Path(tmp) / "now"), desired)
+
+    def _mountable(self, spec: ContainerSpec) -> None:
+        """The engine mounts a container's volumes when it starts it: an overlay whose directories are gone
+        cannot be mounted (the local driver's ``mount`` fails), and the container does not start."""
+        for v in spec.volumes:
+            with self._lock:
+                vol = self.volumes.get(v.volume)
+            if vol is None:
+                raise InfraError(f"starting container {spec.name} failed: volume {v.volume} not found")
+            for d in vol.overlay or ():
+                if not self._dir(d).is_dir():
+                    raise InfraError(
+                        f"starting container {spec.name} failed: error while mounting volume {v.volume}: "
+                        f"{d.volume}/{d.subdir or ''}: no such file or directory"
+                    )
 
     def targets(self, method: str) -> list[str]:
         """The targets of every call to ``method``, in order."""
@@ -429,6 +518,7 @@ class FakeRuntime:
             if c.state != "created":
                 return
             behaviour = self._behaviour(c.spec)
+        self._mountable(c.spec)
         outcome = behaviour(c.spec, self) if callable(behaviour) else behaviour
         with self._lock:
             c.outcome, c.state, c.started_at = outcome, "running", time.monotonic()
@@ -832,11 +922,12 @@ def cli_result(**fields: Any) -> bytes:
 def agent(
     edits: Mapping[str, str] | None = None, *, result: Mapping[str, Any] | None = None, cost_usd: float = 0.01
 ) -> Callable[[ContainerSpec, FakeRuntime], Outcome]:
-    """An agent that writes ``edits`` (path -> text) into its /workspace, is metered once by its
-    gateway, and prints a successful CLI result (overridden by ``result``)."""
+    """An agent that writes ``edits`` (path -> text) into its /workspace (a bind mount, or a volume: an
+    overlay's upper directory), is metered once by its gateway, and prints a successful CLI result
+    (overridden by ``result``)."""
 
     def behaviour(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
-        ws = host_path(spec, "/workspace")
+        ws = runtime.mount_path(spec, "/workspace")
         for rel, text in (edits if edits is not None else {"README.md": "edited by the agent\n"}).items():
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (ws / rel).write_text(text)
@@ -877,11 +968,55 @@ def _git(args: Sequence[str], git_dir: Path, *, cwd: Path | None = None) -> byte
 def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
     """``harness/sidecars/collect.sh`` with host git, on the spec's mounts: the patch base -> workspace and
     its stats into /out, base + patch with protected paths restored into /verify, "ok" into /out/status.
-    (The real script also scans for special files and nested repositories; here both lists are empty.)"""
-    base, ws = host_path(spec, "/base"), host_path(spec, "/workspace")
-    out, verify = host_path(spec, "/out"), host_path(spec, "/verify")
+    (The real script also scans for special files and nested repositories; here both lists are empty.)
+
+    A volume workspace's collect (``COLLECT_UPPER`` set, :func:`harness.sandbox.roles.collect_volume_spec`)
+    reads the merged /base and /workspace volumes, writes its outputs into ``COLLECT_OUT`` (the scratch
+    volume's ``out/``) and makes verify's overlay base + patch through its upper directory; where the real
+    script would stop (no upper directory to list, no base repository, no ``out/``), so does this."""
     protected = spec.command[4:]  # sh -c SCRIPT collect PROTECTED...
     cap = int(spec.env.get("COLLECT_PATCH_CAP", "8388608"))
+    if "COLLECT_UPPER" in spec.env:
+        return _collect_volumes(spec, runtime, protected, cap)
+    base, ws = host_path(spec, "/base"), host_path(spec, "/workspace")
+    out, verify = host_path(spec, "/out"), host_path(spec, "/verify")
+    return _extract(base, ws, out, verify, protected, cap, verify_is_base="COLLECT_CHANGES" in spec.env)
+
+
+def _collect_volumes(spec: ContainerSpec, runtime: FakeRuntime, protected: Sequence[str], cap: int) -> Outcome:
+    out_at = spec.env.get("COLLECT_OUT", "/out")
+    out = runtime.path_in(spec, out_at)
+    writable = {v.target for v in spec.volumes if not v.read_only} | {m.target for m in spec.mounts if not m.read_only}
+    if not out.is_dir() or not any(out_at == t or out_at.startswith(t + "/") for t in writable):
+        # `fail` cannot even write its status: the controller finds none
+        return Outcome(exit_code=3, stderr=f"sh: cannot create {out_at}/status: not a writable directory\n".encode())
+
+    def fail(status: str) -> Outcome:
+        (out / "status").write_text(status + "\n")
+        return Outcome(exit_code=3, seconds=1.0)
+
+    if not runtime.path_in(spec, spec.env["COLLECT_UPPER"]).is_dir():
+        return fail("listing what the agent wrote failed (unreadable?)")
+    if "/verify" not in writable:
+        return fail("clearing the verify tree's .git failed")
+    with tempfile.TemporaryDirectory(prefix="fake-collect-view-") as tmp:
+        base = runtime.view(spec, "/base", Path(tmp) / "base")
+        basegit = spec.env.get("COLLECT_BASEGIT", "/basegit")
+        if not basegit.startswith("/base/") or not (base / basegit.removeprefix("/base/") / "index").is_file():
+            return fail("copying the base index failed")
+        ws = runtime.view(spec, "/workspace", Path(tmp) / "workspace")
+        verify = runtime.view(spec, "/verify", Path(tmp) / "verify")
+        outcome = _extract(base, ws, out, verify, protected, cap, verify_is_base=True)
+        (volume,) = [v.volume for v in spec.volumes if v.target == "/verify"]
+        runtime.write_merged(volume, verify)
+    return outcome
+
+
+def _extract(
+    base: Path, ws: Path, out: Path, verify: Path, protected: Sequence[str], cap: int, *, verify_is_base: bool
+) -> Outcome:
+    """collect.sh's work on host directories. ``verify_is_base``: verify's tree is an overlay of the
+    template already (its .git included), else an empty directory the base is copied into."""
     with tempfile.TemporaryDirectory(prefix="fake-collect-") as tmp:
         git_dir = Path(tmp) / "x.git"
         _git(["init", "-q", "--bare", str(git_dir)], git_dir)
@@ -900,7 +1035,7 @@ def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
     if len(patch) > cap:
         (out / "status").write_text(f"patch larger than {cap} bytes\n")
         return Outcome(seconds=1.0)
-    if "COLLECT_CHANGES" in spec.env:  # an overlay's verify tree is base already (with the agent's .git)
+    if verify_is_base:  # an overlay's verify tree is base already (with the agent's .git)
         shutil.rmtree(verify / ".git")
     else:
         shutil.copytree(
@@ -936,12 +1071,19 @@ def collect(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
     return Outcome(seconds=1.0)
 
 
+WATCH = SERVICE
+"""The in-engine workspace watchdog of a volume trial (role ``watch``): it watches until it is killed (the
+trial stops it when the agent is done). Script ``Outcome(exit_code=3, stdout=b"files\\n")`` for a trip."""
+
+
 def trial_behaviours(**overrides: Behaviour) -> dict[str, Behaviour]:
-    """Every role of a trial that passes: a listening gateway, an agent that edits README.md, collect,
-    a verify that exits 0 and a judge that says pass. ``overrides`` replace roles by name."""
+    """Every role of a trial that passes: a listening gateway, an agent that edits README.md, a workspace
+    watchdog that never trips (volume workspaces), collect, a verify that exits 0 and a judge that says
+    pass. ``overrides`` replace roles by name."""
     roles: dict[str, Behaviour] = {
         "gateway": GATEWAY,
         "agent": agent(),
+        "watch": WATCH,
         "collect": collect,
         "verify": Outcome(exit_code=0, stdout=b"1 passed\n", seconds=2.0),
         "judge": judge(),

@@ -111,6 +111,12 @@ def tar_tree(
     return out  # type: ignore[return-value]
 
 
+def filler_name(volume: str) -> str:
+    """The name of the never-started container :func:`fill` makes for ``volume`` (a teardown that removes
+    by name lists it: when its own removal failed, it still holds the volume)."""
+    return f"{volume}-fill"
+
+
 def fill(
     runtime: ContainerRuntime,
     volume: str,
@@ -124,7 +130,7 @@ def fill(
     container that mounts it read-write, which is removed on every path. Raises InfraError (and
     PrerequisiteError when ``image`` is missing)."""
     spec = ContainerSpec(
-        name=f"{volume}-fill",
+        name=filler_name(volume),
         image=image,
         command=("true",),
         labels={**labels, ROLE: "volume-fill"},

@@ -32,7 +32,12 @@ GIT_OPTS="-c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.attributes
 export GIT_OPTS
 # shellcheck disable=SC2086
 G() { git $GIT_OPTS "$@"; }
-fail() { printf '%s\n' "$1" > "$OUT/status"; exit "${2:-3}"; }
+# Every output is capped, so all of them together fit the archive a volume workspace's controller copies
+# out (status comes last there): git's messages are kept in /tmp/err and copied to $OUT capped, on every exit.
+ERRCAP=65536
+mkdir -p /tmp/err
+keep_errors() { for f in /tmp/err/*.err; do [ -f "$f" ] && tail -c "$ERRCAP" "$f" > "$OUT/${f##*/}"; done; }
+fail() { keep_errors; printf '%s\n' "$1" > "$OUT/status"; exit "${2:-3}"; }
 
 # Incremental mode (COLLECT_CHANGES set: an overlay workspace): the controller listed what the agent
 # wrote from the overlay's upper directory (/changes: changed, gone, special, nested, NUL-separated),
@@ -104,18 +109,20 @@ if [ -n "$INC" ]; then
       xargs -0 -r sh -c "$LS" ls --others --exclude-standard -- < "$INC/changed"
     } > /tmp/paths || exit 3
     G --work-tree=/workspace update-index --add --remove --replace -z --stdin < /tmp/paths
-  ) 2>"$OUT/add.err" || fail "adding the workspace failed (too large or unreadable?)"
+  ) 2>/tmp/err/add.err || fail "adding the workspace failed (too large or unreadable?)"
 else
   # --force: every file of the checkout is tracked upstream, also one a .gitignore matches (then the
   # agent's edit of it is part of the patch, as `git add -A` updates tracked files whatever ignores them)
-  G --work-tree=/base add -A --force 2>"$OUT/base.err" || fail "adding the base failed"
+  G --work-tree=/base add -A --force 2>/tmp/err/base.err || fail "adding the base failed"
   G --work-tree=/base commit -q --no-verify --allow-empty -m base || fail "committing the base failed"
-  G --work-tree=/workspace add -A 2>"$OUT/add.err" || fail "adding the workspace failed (too large or unreadable?)"
+  G --work-tree=/workspace add -A 2>/tmp/err/add.err || fail "adding the workspace failed (too large or unreadable?)"
 fi
 G diff --cached --binary --full-index --no-ext-diff --no-textconv --no-color --no-renames HEAD \
   | head -c "$((CAP + 1))" > "$OUT/patch.diff" || fail "diff failed"
-G diff --cached --numstat --no-renames -z HEAD > "$OUT/numstat" || fail "numstat failed"
-G diff --cached --raw --no-renames -z --full-index HEAD > "$OUT/raw" || fail "raw diff failed"
+G diff --cached --numstat --no-renames -z HEAD > /tmp/numstat || fail "numstat failed"
+G diff --cached --raw --no-renames -z --full-index HEAD > /tmp/raw || fail "raw diff failed"
+head -c 4194304 /tmp/numstat > "$OUT/numstat"  # the controller reads 4 MiB of each
+head -c 4194304 /tmp/raw > "$OUT/raw"
 
 size=$(wc -c < "$OUT/patch.diff")
 if [ "$size" -gt "$CAP" ]; then fail "patch larger than $CAP bytes" 0; fi
@@ -128,7 +135,7 @@ else
 fi
 if [ "$size" -gt 0 ]; then
   (cd /verify && env -u GIT_DIR git -c core.hooksPath=/dev/null apply --binary --whitespace=nowarn \
-      "$OUT/patch.diff") 2>"$OUT/apply.err" || fail "the patch does not apply to the base" 0
+      "$OUT/patch.diff") 2>/tmp/err/apply.err || fail "the patch does not apply to the base" 0
 fi
 for p in "$@"; do
   rm -rf "/verify/$p"
@@ -137,4 +144,5 @@ for p in "$@"; do
     cp -a "/base/$p" "/verify/$p" || fail "restoring protected path $p failed"
   fi
 done
+keep_errors
 printf 'ok\n' > "$OUT/status"

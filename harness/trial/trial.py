@@ -42,6 +42,7 @@ from harness.records import (
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
+from harness.sandbox import volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
@@ -171,8 +172,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     network = f"hx-{ctx.run_id}-{key}-net"
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
     # known before it exists: teardown needs it on every path
-    volumes = workspace.TrialVolumes.named(f"hx-{ctx.run_id}-{key}") if ctx.bases.kind == "volume" else None
-    dirs = workspace.TrialDirs.at(ctx.run_root / key, ctx.bases.kind, volumes)
+    vols = workspace.TrialVolumes.named(f"hx-{ctx.run_id}-{key}") if ctx.bases.kind == "volume" else None
+    dirs = workspace.TrialDirs.at(ctx.run_root / key, ctx.bases.kind, vols)
     done = _TrialState()
     phase = _phases(ctx, spec, done)
     gw_up: _InBackground[str] | None = None
@@ -182,10 +183,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             gw_up = _InBackground("gateway-up", lambda: _start_gateway(ctx, names["gateway"], network, labels))
             base = ctx.bases.get(ctx.provenance.base_sha)
             owner = workspace.parse_user(ctx.profile.user)
-            if volumes is not None:  # on the engine's machine; the skill's mount point is made in the fill
+            if vols is not None:  # on the engine's machine; the skill's mount point is made in the fill
                 mountpoint = installed.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
                 assert ctx.bases.side is not None
-                dirs = workspace.prepare_volumes(ctx.bases.side, base, dirs.root, volumes, labels, owner, mountpoint)
+                dirs = workspace.prepare_volumes(ctx.bases.side, base, dirs.root, vols, labels, owner, mountpoint)
             else:
                 dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
             done.workspace_kind = dirs.kind
@@ -569,6 +570,8 @@ def _read_patch(out: Mapping[str, bytes], task: Task, collect: ExitInfo) -> tupl
     status = out.get("status", b"").decode("utf-8", "replace").strip()
     if collect.timed_out:
         status = "extraction timed out (workspace too large?)"
+    elif not status and collect.archive_truncated:  # outputs past the archive cap: cut before status, the last
+        status = "extraction outputs larger than the archive cap (too many changes?)"
     elif not status:
         raise InfraError(f"patch extraction failed (exit {collect.exit_code}): {collect.stderr[-500:]!r}")
     diff = out.get("patch.diff", b"")
@@ -711,7 +714,8 @@ def _teardown(
     host_side.start()
     try:
         named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
-        named += dirs.volumes.objects() if dirs.volumes is not None else []
+        if dirs.volumes is not None:  # its volumes, and the filler of its scratch volume if that outlived its fill
+            named += [DockerObject("container", volumes.filler_name(dirs.volumes.scratch)), *dirs.volumes.objects()]
         try:
             if this_attempt:
                 mine = {(o.kind, o.name) for o in named}

@@ -3,11 +3,16 @@
 The workspace is real (host git: a worktree of a tiny repository, the agent's one-commit copy), the
 patch is extracted from it with host git the way collect.sh does, and every container is the fake's.
 Each test scripts one role differently from a passing trial and checks the record, and that teardown
-left nothing: no container or network of the trial, no trial directory, no worktree.
+left nothing: no container, network or volume of the trial, no trial directory, no worktree.
+
+Volume workspaces (``workspace_kind="volume"``, the remote engine's) run on the fake's volumes: the base
+template in one volume per run, the trial's scratch and overlay volumes over it, collect's outputs read
+from its archive, and the in-engine watchdog as the fake's ``watch`` container.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
@@ -28,13 +33,13 @@ from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles, volumes
 from harness.sandbox.deadline import host_deadline_s
-from harness.sandbox.labels import ROLE, RUN, make_labels
+from harness.sandbox.labels import ROLE, RUN, TRIAL, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial import workspace
 from harness.trial.reaper import TrialReaper
-from harness.trial.trial import StartGate, TrialContext, run_trial
-from harness.trial.watchdog import WorkspaceLimit
+from harness.trial.trial import PATCH_CAP, StartGate, TrialContext, run_trial
+from harness.trial.watchdog import WorkspaceLimit, engine_command
 from harness.trial.workspace import BaseTrees, WorkspaceKind
 from tests.factories import PROV, init_repo
 from tests.fakes import (
@@ -42,9 +47,9 @@ from tests.fakes import (
     Outcome,
     agent,
     cli_result,
+    collect,
     forwarded,
     gateway_log,
-    host_path,
     judge,
     trial_behaviours,
 )
@@ -54,6 +59,10 @@ RUN_ID = "r1"
 UPSTREAM_NET = f"hx-{RUN_ID}-up"
 KEY_VOLUME = f"hx-{RUN_ID}-key"
 SKILL_VOLUME = f"hx-{RUN_ID}-skill"
+BASE_VOLUME = f"hx-{RUN_ID}-base-"
+"""The prefix of a volume workspace's base volume (one per base commit and run)."""
+KEY = "fix-b0-a1"
+"""The trial key of the first attempt of the baseline (its containers' and volumes' names)."""
 TASK = Task(
     id="fix",
     prompt="make add() add",
@@ -79,20 +88,43 @@ class Rig:
     def assert_torn_down(self) -> None:
         left = sorted((o.kind, o.name) for o in self.runtime.left())
         run_own = [("network", UPSTREAM_NET), ("volume", KEY_VOLUME), ("volume", SKILL_VOLUME)]
-        assert left == run_own, "only the run's own network and volumes may be left"
+        bases = [("volume", name) for kind, name in left if kind == "volume" and name.startswith(BASE_VOLUME)]
+        assert left == sorted(run_own + bases), "only the run's own network and volumes may be left"
+        assert not bases or self.ctx.bases.kind == "volume", "a base volume is made for volume workspaces only"
         left_dirs = [p.name for p in self.ctx.run_root.iterdir()]
         assert all(name.startswith("base-") for name in left_dirs), f"the trial directory is removed: {left_dirs}"
         assert not mounts_below(self.ctx.run_root), "no overlay of the trial is left mounted"
         self.ctx.bases.close()  # the run's base trees go with the run (RunResources)
         assert not any(self.ctx.run_root.iterdir()), "the base trees are removed"
+        assert sorted((o.kind, o.name) for o in self.runtime.left()) == run_own, "the base volume goes with them"
         worktrees = subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True
         ).stdout
         assert worktrees.count("worktree ") == 1, worktrees
 
     def created(self) -> list[str]:
-        """The roles of the containers created, in order."""
-        return [name.rsplit("-", 1)[1] for name in self.runtime.targets("create")]
+        """The roles of the trial's containers created, in order: not the never-started ones that fill
+        volumes, nor those that make the run's base volume (made on first use)."""
+        return [name.rsplit("-", 1)[1] for name in self._created() if not name.endswith("-fill")]
+
+    def fills(self) -> list[str]:
+        """The trial's volumes filled through a created, never-started container (:func:`volumes.fill`)."""
+        return sorted(name.removesuffix("-fill") for name in self._created() if name.endswith("-fill"))
+
+    def _created(self) -> list[str]:
+        return [name for name in self.runtime.targets("create") if not name.startswith(BASE_VOLUME)]
+
+    def specs(self) -> list[ContainerSpec]:
+        """Every container spec created from now on (call before :meth:`run`)."""
+        seen: list[ContainerSpec] = []
+        real = self.runtime.create
+
+        def create(spec: ContainerSpec, **kw: Any) -> str:
+            seen.append(spec)
+            return real(spec, **kw)
+
+        self.runtime.create = create  # type: ignore[method-assign]
+        return seen
 
 
 @pytest.fixture
@@ -100,13 +132,20 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
     rigs: list[Rig] = []
 
     def make(
-        arm: str = "baseline", *, task: Task = TASK, workspace_kind: WorkspaceKind = "copy", **roles_and_ctx: Any
+        arm: str = "baseline",
+        *,
+        task: Task = TASK,
+        workspace_kind: WorkspaceKind | None = "copy",
+        files: dict[str, str] = FILES,
+        remote: bool = False,
+        **roles_and_ctx: Any,
     ) -> Rig:
+        """``workspace_kind`` None: chosen as a run chooses it (``remote``: an engine on another machine)."""
         ctx_fields = {k: roles_and_ctx.pop(k) for k in list(roles_and_ctx) if k in TrialContext.__dataclass_fields__}
         root = tmp_path / f"rig{len(rigs)}"
         repo = root / "repo"
-        sha = init_repo(repo, FILES)
-        runtime = FakeRuntime(trial_behaviours(**roles_and_ctx), images=[TRIAL_IMAGE, SIDECAR_IMAGE])
+        sha = init_repo(repo, files)
+        runtime = FakeRuntime(trial_behaviours(**roles_and_ctx), images=[TRIAL_IMAGE, SIDECAR_IMAGE], remote=remote)
         run_labels = make_labels(RUN_ID, role="run", ttl_s=600)
         runtime.create_network(UPSTREAM_NET, run_labels, internal=True)
         skill = volumes.tar_entries([volumes.Entry("SKILL.md", b"# careful\n", 0o444)])
@@ -116,10 +155,13 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         runtime.calls.clear()  # the run's set-up is not the trial's
         stop = threading.Event()
         user = f"{os.getuid()}:{os.getgid()}"
+        side = workspace.EngineSide(runtime, SIDECAR_IMAGE, run_labels, f"hx-{RUN_ID}-")
+        ctx_fields.setdefault(
+            "execution", Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600))
+        )
         ctx = TrialContext(
             engine=runtime,
             profile=roles.Profile(TRIAL_IMAGE, SIDECAR_IMAGE, Limits(), user=user, sidecar_user=user),
-            execution=Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600)),
             experiment_id="e1",
             run_id=RUN_ID,
             run_root=root / "run",
@@ -133,7 +175,7 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
             redactor=Redactor(["sk-ant-test-key"]),
             stop=stop,
             starts=StartGate(stop),
-            bases=BaseTrees(repo, root / "run", (os.getuid(), os.getgid()), kind=workspace_kind),
+            bases=BaseTrees(repo, root / "run", (os.getuid(), os.getgid()), kind=workspace_kind, side=side),
             **ctx_fields,
         )
         (root / "run").mkdir()
@@ -156,6 +198,7 @@ KINDS = [
         "overlay",
         marks=pytest.mark.skipif(not overlay_available(Path("/tmp")), reason="overlay mounts need root here"),
     ),
+    "volume",
 ]
 
 
@@ -165,7 +208,11 @@ def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[
     rec = rig.run()
     assert rec.status == "completed" and rec.error is None, rec.error
     assert rec.workspace == kind
-    assert rig.created() == ["gateway", "agent", "collect", "verify", "judge"]
+    watch = ["watch"] if kind == "volume" else []  # the in-engine watchdog, next to the agent
+    assert rig.created() == ["gateway", "agent", *watch, "collect", "verify", "judge"]
+    assert rig.fills() == ([f"hx-{RUN_ID}-{KEY}-scratch"] if kind == "volume" else [])
+    base_volume = ("volume", f"{BASE_VOLUME}{rig.ctx.provenance.base_sha[:12]}")
+    assert (base_volume in [(o.kind, o.name) for o in rig.runtime.left()]) == (kind == "volume")
     assert rec.patch is not None and rec.patch.files_changed == 1 and rec.patch.rejected is None
     assert rec.verify is not None and rec.verify.exit_code == 0
     assert rec.judge is not None and rec.judge.verdict == "pass"
@@ -210,19 +257,27 @@ def test_the_key_volume_is_mounted_in_the_gateway_only(make_rig: Callable[..., R
     assert data == b"sk-ant-test-key" and mode == 0o400 and uid == os.getuid()
 
 
-def test_the_agent_edits_to_protected_paths_are_flagged_and_restored_for_verify(make_rig: Callable[..., Rig]) -> None:
-    verified: list[str] = []
+@pytest.mark.parametrize("kind", ["copy", "volume"])
+def test_the_agent_edits_to_protected_paths_are_flagged_and_restored_for_verify(
+    make_rig: Callable[..., Rig], tmp_path: Path, kind: str
+) -> None:
+    verified: list[tuple[str, str, bool]] = []
 
     def verify(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
-        tree = host_path(spec, "/workspace")
-        verified.append((tree / "tests" / "test_calc.py").read_text())
+        tree = runtime.view(spec, "/workspace", tmp_path / "verify-view")  # a volume: lower + upper
+        verified.append(
+            ((tree / "tests" / "test_calc.py").read_text(), (tree / "calc.py").read_text(), (tree / ".git").exists())
+        )
         return Outcome(exit_code=0)
 
-    rig = make_rig(agent=agent({**FIXED, "tests/test_calc.py": "# no tests any more\n"}), verify=verify)
+    rig = make_rig(
+        agent=agent({**FIXED, "tests/test_calc.py": "# no tests any more\n"}), verify=verify, workspace_kind=kind
+    )
     rec = rig.run()
     assert rec.patch is not None
     assert any("protected" in f for f in rec.patch.flags), rec.patch.flags
-    assert verified == ["# the tests\n"], "verify runs on base + patch with protected paths restored"
+    assert verified == [("# the tests\n", FIXED["calc.py"], False)], "base + patch, protected paths restored, no .git"
+    rig.assert_torn_down()
 
 
 # ----------------------------------------------------------- failure classes
@@ -368,7 +423,7 @@ def test_a_dropped_engine_connection_while_waiting_for_the_agent_is_infra_not_ti
 
 
 def _flood(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
-    ws = host_path(spec, "/workspace")
+    ws = runtime.mount_path(spec, "/workspace")
     for i in range(60):
         (ws / f"junk{i}").write_text("x")
     gateway_log(runtime, spec, forwarded())
@@ -394,6 +449,299 @@ def test_a_host_running_low_on_disk_stops_the_agent_as_an_infra_error(make_rig: 
     rec = rig.run()
     assert rec.status == "infra_error"
     assert rec.error is not None and rec.error.startswith("the agent was stopped")
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------- volume workspaces
+
+
+def _trial_objects() -> tuple[str, str, str]:
+    """The scratch, workspace and verify volumes of the first attempt."""
+    return workspace.TrialVolumes.named(f"hx-{RUN_ID}-{KEY}")
+
+
+def test_a_volume_trial_mounts_no_path_of_the_controller(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=agent(FIXED), workspace_kind="volume")
+    specs = rig.specs()
+    archives: list[tuple[str, str]] = []
+    real = rig.runtime.get_archive
+
+    def get_archive(name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+        archives.append((name, path))
+        return real(name, path, cap=cap)
+
+    rig.runtime.get_archive = get_archive  # type: ignore[method-assign]
+    rec = rig.run()
+    assert rec.status == "completed" and rec.workspace == "volume", rec.error
+    scratch, ws, vf = _trial_objects()
+    by_role = {s.labels[ROLE]: s for s in specs if s.labels.get(TRIAL) == rig.spec.trial_id}
+    assert set(by_role) >= {"gateway", "agent", "watch", "collect", "verify", "judge"}, set(by_role)
+    assert all(s.mounts == () for s in specs), [(s.name, s.mounts) for s in specs if s.mounts]
+    assert [v for v in by_role["agent"].volumes if v.target == "/workspace"] == [VolumeMount(ws, "/workspace", False)]
+    assert by_role["verify"].volumes == (VolumeMount(vf, "/workspace", read_only=False),)
+    base = rig.ctx.bases.get(rig.ctx.provenance.base_sha).volume
+    assert base is not None
+    assert set(by_role["collect"].volumes) == {
+        VolumeMount(base, "/base", read_only=True),
+        VolumeMount(ws, "/workspace", read_only=True),
+        VolumeMount(scratch, "/trial", read_only=False),
+        VolumeMount(vf, "/verify", read_only=False),
+    }
+    assert by_role["watch"].volumes == (VolumeMount(scratch, "/trial", read_only=True),)
+    assert by_role["watch"].network == "none" and by_role["collect"].network == "none"
+    collect = f"hx-{RUN_ID}-{KEY}-collect"
+    assert archives == [(collect, "/trial/out")], "collect's outputs come back as one archive"
+    assert b"return a + b" in rig.ctx.artifacts.get(rec.artifacts["patch.diff"])
+    rig.assert_torn_down()
+
+
+def test_a_volume_trial_runs_whole_on_a_remote_engine(make_rig: Callable[..., Rig]) -> None:
+    """A remote engine refuses every path of the controller (the fake, as Docker, with NeedsLocalEngine):
+    the run picks volume workspaces for it, and the whole trial runs."""
+    rig = make_rig(agent=agent(FIXED), workspace_kind=None, remote=True)
+    rec = rig.run()
+    assert rec.status == "completed" and rec.error is None, rec.error
+    assert rec.workspace == "volume"
+    assert rec.verify is not None and rec.verify.exit_code == 0
+    assert b"return a + b" in rig.ctx.artifacts.get(rec.artifacts["patch.diff"])
+    rig.assert_torn_down()
+
+
+def _waits_for_the_kill(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    gateway_log(runtime, spec, forwarded())
+    return Outcome(hold_s=math.inf)
+
+
+@pytest.mark.parametrize(
+    ("fault", "role", "roles_", "phase", "error"),
+    [
+        (None, None, {"agent": Outcome(exit_code=1, stderr=b"fetch failed")}, "agent", "no API call got through"),
+        ("start", "agent", {}, "agent", "the engine said no"),
+        ("wait", "agent", {"agent": _waits_for_the_kill}, "agent", "the engine said no"),
+        ("put_archive", f"hx-{RUN_ID}-{KEY}-scratch-fill", {}, "workspace", "the engine said no"),
+        ("create_overlay_volume", f"hx-{RUN_ID}-{KEY}-vf", {}, "workspace", "the engine said no"),
+        ("create", "collect", {}, "extract", "the engine said no"),
+        ("get_archive", "collect", {}, "extract", "the engine said no"),
+    ],
+    ids=["no-api-call", "agent-start", "agent-wait", "scratch-fill", "overlay", "collect-create", "collect-archive"],
+)
+def test_a_failing_volume_trial_is_an_infra_error_and_leaves_no_container_network_or_volume(
+    make_rig: Callable[..., Rig], fault: str | None, role: str | None, roles_: dict[str, Any], phase: str, error: str
+) -> None:
+    rig = make_rig(workspace_kind="volume", **roles_)
+    if fault is not None:
+        rig.runtime.fail(fault, role, InfraError(f"{fault} failed: the engine said no"))
+    rec = rig.run()
+    assert rec.status == "infra_error" and rec.error is not None and error in rec.error, rec.error
+    assert list(rec.durations_s)[-2:] == [phase, "teardown"]
+    made = set(rig.runtime.targets("create_volume")) | set(rig.runtime.targets("create_overlay_volume"))
+    mine = set(_trial_objects())
+    assert made & mine, "positive control: the trial made volumes before it failed"
+    rig.assert_torn_down()
+
+
+@pytest.mark.parametrize("phase", ["agent", "collect", "verify", "judge"])
+@pytest.mark.parametrize("reaped", [False, True], ids=["inline", "reaper"])
+def test_an_interrupted_volume_trial_leaves_nothing(make_rig: Callable[..., Rig], phase: str, reaped: bool) -> None:
+    def signalled(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        outcome = trial_behaviours(agent=agent(FIXED))[phase]
+        result = outcome(spec, runtime) if callable(outcome) else outcome
+        rig.ctx.stop.set()
+        return result
+
+    rig = make_rig(workspace_kind="volume", **{phase: signalled})
+    events: list[str] = []
+    with pytest.raises(Interrupted), _reaped(rig, events) if reaped else contextlib.nullcontext():
+        rig.run()
+    assert events == []
+    assert rig.created()[-1] in (phase, "watch"), "no container is created after the stop"
+    rig.assert_torn_down()
+
+
+def test_a_volume_trials_teardown_that_cannot_list_removes_its_volumes_by_name(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(workspace_kind="volume")
+    rig.runtime.fail("labelled", error=InfraError("listing harness objects failed: engine busy"))
+    rec = rig.run()
+    assert rec.status == "completed" and not any(f.startswith("teardown_incomplete") for f in rec.flags)
+    assert set(_trial_objects()) <= set(rig.runtime.targets("remove_volume"))
+    rig.assert_torn_down()
+
+
+def _links_its_status(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    """collect, then its status replaced by a symlink to a file saying "ok" (never followed)."""
+    outcome = collect(spec, runtime)
+    out = runtime.path_in(spec, spec.env.get("COLLECT_OUT", "/out"))
+    (out / "status").rename(out / "elsewhere")
+    (out / "status").symlink_to("elsewhere")
+    return outcome
+
+
+@pytest.mark.parametrize("kind", ["copy", "volume"])
+def test_a_collect_output_that_is_a_link_is_not_followed(make_rig: Callable[..., Rig], kind: str) -> None:
+    rec = make_rig(agent=agent(FIXED), collect=_links_its_status, workspace_kind=kind).run()
+    assert rec.status == "infra_error" and rec.error is not None and "patch extraction failed" in rec.error
+
+
+def _huge_numstat(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+    """collect, then a numstat past the outputs' archive cap (collect.sh caps only patch.diff: numstat and
+    raw grow with the number of changed paths and their length, up to the watchdog's file bound)."""
+    outcome = collect(spec, runtime)
+    out = runtime.path_in(spec, spec.env.get("COLLECT_OUT", "/out"))
+    (out / "numstat").write_bytes(b"1\t0\tx\0" * ((PATCH_CAP + (10 << 20)) // 6 + 1))
+    return outcome
+
+
+def test_collect_outputs_cut_at_the_archive_cap_reject_the_patch_not_the_trial(make_rig: Callable[..., Rig]) -> None:
+    """The archive comes in name order and ``status`` is its last file: outputs past the cap lose it. That is
+    the agent's change being too large (as a timed-out extraction is), never an infra_error to exclude."""
+    rec = make_rig(agent=agent(FIXED), collect=_huge_numstat, workspace_kind="volume").run()
+    assert rec.status == "completed", rec.error
+    assert rec.patch is not None and rec.patch.rejected is not None and "archive" in rec.patch.rejected
+    assert rec.verify is not None and rec.verify.skipped_reason is not None
+    copy = make_rig(agent=agent(FIXED), collect=_huge_numstat).run()
+    assert copy.status == "completed" and copy.patch is not None, "positive control: bind mounts read each file capped"
+
+
+@pytest.mark.parametrize("arm", ["skill", "baseline"])
+def test_the_installed_skill_arm_gets_its_mount_point_in_the_scratch_fill(
+    make_rig: Callable[..., Rig], arm: str
+) -> None:
+    seen: list[tuple[bool, dict[str, tuple[int, int, int]], tuple[VolumeMount, ...]]] = []
+    scratch, _ws, _vf = workspace.TrialVolumes.named(f"hx-{RUN_ID}-fix-{arm[0]}0-a1")
+
+    def looks(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        upper = runtime.mount_path(spec, "/workspace")  # the overlay's upper: scratch/upper
+        meta = {k: v for k, v in runtime.volumes[scratch].meta.items() if k.startswith("upper/.claude")}
+        seen.append(((upper / ".claude" / "skills" / "careful").is_dir(), meta, spec.volumes))
+        return agent(FIXED)(spec, runtime)
+
+    execution = Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600), delivery="installed")
+    rig = make_rig(arm, agent=looks, workspace_kind="volume", execution=execution, skill_name="careful")
+    rec = rig.run()
+    assert rec.status == "completed", rec.error
+    ((made, meta, mounts),) = seen
+    owner = (os.getuid(), os.getgid())
+    if arm == "baseline":
+        assert not made and meta == {}, "the baseline's workspace is the base: no mount point"
+        assert not any(v.target.startswith("/workspace/") for v in mounts)
+        return
+    assert made, "the mount point is in the workspace before the agent starts"
+    assert meta == {
+        "upper/.claude": (*owner, 0o755),
+        "upper/.claude/skills": (*owner, 0o755),
+        "upper/.claude/skills/careful": (*owner, 0o755),
+    }, "made by the scratch fill, owned by the agent's uid"
+    assert VolumeMount(SKILL_VOLUME, "/workspace/.claude/skills/careful", read_only=True) in mounts
+    assert b".claude" not in rig.ctx.artifacts.get(rec.artifacts["patch.diff"]), "the mount point is not a change"
+    rig.assert_torn_down()
+
+
+def test_a_base_whose_claude_is_a_file_is_refused_before_any_volume_of_the_trial(
+    make_rig: Callable[..., Rig],
+) -> None:
+    execution = Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600), delivery="installed")
+    rig = make_rig(
+        "skill",
+        workspace_kind="volume",
+        execution=execution,
+        skill_name="careful",
+        files={**FILES, ".claude": "a file, not a directory\n"},
+    )
+    rec = rig.run()
+    assert rec.status == "infra_error"
+    assert rec.error is not None and ".claude exists in the base and is not a directory" in rec.error, rec.error
+    assert "agent" not in rig.created()
+    trial = f"hx-{RUN_ID}-fix-s0-a1-"
+    assert not [v for v in rig.runtime.targets("create_volume") if v.startswith(trial)], "refused before any volume"
+    rig.assert_torn_down()
+
+
+# ------------------------------------------------------ the in-engine watchdog
+
+
+def test_the_watch_container_walks_the_upper_with_the_runs_limits(make_rig: Callable[..., Rig]) -> None:
+    limit = WorkspaceLimit(max_files=7, max_bytes=1 << 20, max_depth=3, min_free_bytes=4096, interval_s=0.5)
+    rig = make_rig(workspace_kind="volume", workspace_limit=limit)
+    specs = rig.specs()
+    assert rig.run().status == "completed"
+    (watch,) = [s for s in specs if s.labels.get(ROLE) == "watch"]
+    base = rig.ctx.bases.get(rig.ctx.provenance.base_sha)
+    assert watch.command == engine_command("/trial/upper", limit, base.depth)
+    assert watch.user == rig.ctx.profile.user and watch.network == "none"
+    assert watch.name == f"hx-{RUN_ID}-{KEY}-watch"
+    rig.assert_torn_down()
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "stdout", "status", "reason"),
+    [
+        (3, b"files\n", "agent_error", "more than 200000 files and directories added to the workspace"),
+        (3, b"bytes\n", "agent_error", f"more than {4 << 30} bytes added to the workspace"),
+        (3, b"depth\n", "agent_error", "directories nested deeper than 100 in the workspace"),
+        (4, b"free\n", "infra_error", "the engine's filesystem holding the workspace has less than"),
+    ],
+    ids=["files", "bytes", "depth", "free"],
+)
+def test_a_tripped_watch_container_kills_the_agent(
+    make_rig: Callable[..., Rig], exit_code: int, stdout: bytes, status: str, reason: str
+) -> None:
+    rig = make_rig(
+        agent=_waits_for_the_kill, watch=Outcome(exit_code=exit_code, stdout=stdout), workspace_kind="volume"
+    )
+    rec = rig.run()
+    assert rec.status == status
+    (flag,) = [f for f in rec.flags if f.startswith("workspace_limit:")]
+    assert reason in flag
+    assert rec.error is not None and reason in rec.error
+    if status == "agent_error":
+        assert "killed by the workspace watchdog" in rec.error
+        assert rec.patch is not None and rec.patch.rejected is not None
+    else:
+        assert rec.error.startswith("the agent was stopped")
+    assert f"hx-{RUN_ID}-{KEY}-agent" in rig.runtime.targets("kill")
+    assert "collect" not in rig.created(), "a flooded workspace is never extracted"
+    rig.assert_torn_down()
+
+
+def _agent_outlives_the_watchdog(rig: Rig) -> None:
+    """The agent's wait returns only once the watchdog's thread is done: the trial then always sees what
+    the watcher did while the agent ran (not a stop that came first)."""
+    real_wait = rig.runtime.wait
+    thread_name = f"watchdog-hx-{RUN_ID}-{KEY}-watch"
+
+    def wait(name: str, deadline_s: float) -> Any:
+        if name.endswith("-agent"):
+            for thread in threading.enumerate():
+                if thread.name == thread_name:
+                    thread.join(10)
+        return real_wait(name, deadline_s)
+
+    rig.runtime.wait = wait  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("method", ["create", "start"])
+def test_a_watch_container_that_cannot_start_is_flagged_and_the_trial_completes(
+    make_rig: Callable[..., Rig], method: str
+) -> None:
+    rig = make_rig(agent=agent(FIXED), workspace_kind="volume")
+    watch = f"hx-{RUN_ID}-{KEY}-watch"
+    rig.runtime.fail(method, "watch", InfraError(f"{method} {watch} failed: no such image"))
+    _agent_outlives_the_watchdog(rig)
+    rec = rig.run()
+    assert rec.status == "completed", rec.error
+    (flag,) = [f for f in rec.flags if f.startswith("workspace_unwatched:")]
+    assert "the workspace watchdog did not run" in flag and "no such image" in flag
+    assert rec.verify is not None and rec.verify.exit_code == 0
+    rig.assert_torn_down()
+
+
+def test_a_watch_container_that_exits_early_is_flagged(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(agent=agent(FIXED), workspace_kind="volume", watch=Outcome(exit_code=2, stderr=b"find: not found"))
+    _agent_outlives_the_watchdog(rig)
+    rec = rig.run()
+    assert rec.status == "completed", rec.error
+    (flag,) = [f for f in rec.flags if f.startswith("workspace_unwatched:")]
+    assert "stopped early (exit 2)" in flag and "find: not found" in flag
     rig.assert_torn_down()
 
 
