@@ -257,7 +257,7 @@ def collect_spec(
 ) -> ContainerSpec:
     """``incremental``: (the controller's change lists, the base index) of an overlay workspace, for
     collect.sh's incremental mode; None for the full one."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8"}
+    env: dict[str, str] = {}
     extra: tuple[BindMount, ...] = ()
     if incremental is not None:
         env["COLLECT_CHANGES"] = "/changes"
@@ -265,26 +265,14 @@ def collect_spec(
             BindMount(incremental[0], "/changes", read_only=True),
             BindMount(incremental[1], "/basegit", read_only=True),
         )
-    return ContainerSpec(
-        name=name,
-        image=p.trial_image,
-        command=("sh", "-c", collect_script(), "collect", *protected),
-        labels={**labels, ROLE: "collect"},
-        user=p.user,
-        env=env,
-        mounts=(
-            BindMount(base, "/base", read_only=True),
-            BindMount(workspace, "/workspace", read_only=True),
-            BindMount(out, "/out", read_only=False),
-            BindMount(verify_tree, "/verify", read_only=False),
-            *extra,
-        ),
-        network="none",
-        limits=p.limits,
-        tmpfs=("/tmp",),
-        workdir="/",
-        runtime=p.runtime,
+    binds = (
+        BindMount(base, "/base", read_only=True),
+        BindMount(workspace, "/workspace", read_only=True),
+        BindMount(out, "/out", read_only=False),
+        BindMount(verify_tree, "/verify", read_only=False),
+        *extra,
     )
+    return _collect(p, name=name, labels=labels, protected=protected, patch_cap=patch_cap, env=env, binds=binds)
 
 
 def collect_volume_spec(
@@ -302,26 +290,41 @@ def collect_volume_spec(
     """collect.sh on a volume workspace (:mod:`harness.trial.workspace`): it lists the overlay's upper
     directory itself and writes its outputs into the scratch volume's ``out/``, which the controller
     copies out as one archive after it exited."""
+    env = {
+        "COLLECT_UPPER": f"{SCRATCH_MOUNT}/upper",
+        "COLLECT_OUT": f"{SCRATCH_MOUNT}/out",
+        "COLLECT_BASEGIT": "/base/.git",
+    }
+    trees = (
+        VolumeMount(base_volume, "/base", read_only=True),
+        VolumeMount(workspace_volume, "/workspace", read_only=True),
+        VolumeMount(scratch_volume, SCRATCH_MOUNT, read_only=False),
+        VolumeMount(verify_volume, "/verify", read_only=False),
+    )
+    return _collect(p, name=name, labels=labels, protected=protected, patch_cap=patch_cap, env=env, trees=trees)
+
+
+def _collect(
+    p: Profile,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    protected: Sequence[str],
+    patch_cap: int,
+    env: Mapping[str, str],
+    binds: tuple[BindMount, ...] = (),
+    trees: tuple[VolumeMount, ...] = (),
+) -> ContainerSpec:
+    """collect.sh in a fresh ``--network none`` container of the agent's uid, on the given trees."""
     return ContainerSpec(
         name=name,
         image=p.trial_image,
         command=("sh", "-c", collect_script(), "collect", *protected),
         labels={**labels, ROLE: "collect"},
         user=p.user,
-        env={
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "COLLECT_PATCH_CAP": str(patch_cap),
-            "LANG": "C.UTF-8",
-            "COLLECT_UPPER": f"{SCRATCH_MOUNT}/upper",
-            "COLLECT_OUT": f"{SCRATCH_MOUNT}/out",
-            "COLLECT_BASEGIT": "/base/.git",
-        },
-        volumes=(
-            VolumeMount(base_volume, "/base", read_only=True),
-            VolumeMount(workspace_volume, "/workspace", read_only=True),
-            VolumeMount(scratch_volume, SCRATCH_MOUNT, read_only=False),
-            VolumeMount(verify_volume, "/verify", read_only=False),
-        ),
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "COLLECT_PATCH_CAP": str(patch_cap), "LANG": "C.UTF-8", **env},
+        mounts=binds,
+        volumes=trees,
         network="none",
         limits=p.limits,
         tmpfs=("/tmp",),

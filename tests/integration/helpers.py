@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from harness.host.paths import HostPaths
 from harness.records import TrialRecord
 from harness.results.attempts import latest_by_trial
 from harness.sandbox.engine import Engine
+from harness.sandbox.roles import Profile
+from harness.sandbox.runtime import ContainerSpec, VolumeMount
 from harness.study.config import load_study
 from harness.study.lock import lock
 
@@ -104,3 +107,23 @@ def run_experiment(
 def latest(result: ExperimentResult) -> dict[str, TrialRecord]:
     """The final attempt of each trial."""
     return latest_by_trial(result.records)
+
+
+def volume_probe_spec(
+    profile: Profile, name: str, labels: Mapping[str, str], command: tuple[str, ...], *mounts: VolumeMount
+) -> ContainerSpec:
+    """A hardened ``--network none`` container of the agent's uid on the trial image, with only ``mounts``
+    (volumes): how the volume workspace tests write and read a volume without a path of the controller's."""
+    return ContainerSpec(
+        name=name,
+        image=profile.trial_image,
+        command=command,
+        labels=labels,
+        user=profile.user,
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+        volumes=mounts,
+        network="none",
+        limits=profile.limits,
+        tmpfs=("/tmp",),
+        workdir="/",
+    )

@@ -131,6 +131,15 @@ def _collect(engine: Engine, images: ImageSet, bases: BaseTrees, dirs: TrialDirs
     return out
 
 
+def assert_patch_holds_the_edits(diff: bytes) -> None:
+    """What :func:`_edits` changed is in the patch; what git ignores or the agent's own .git holds is not."""
+    patch = diff.decode("utf-8", "replace")
+    for present in ("src/new.py", "src/util.py", "src/gone/one.txt", "src/replaced/old.txt", "build.log"):
+        assert present in patch, present
+    for absent in ("new.log", "ignored-dir", "planted", "empty-dir"):
+        assert absent not in patch, absent
+
+
 def _tree(root: Path) -> dict[str, tuple[str, bytes]]:
     """Every entry but the agent's .git (its index holds stat data of whichever copy it is)."""
     seen: dict[str, tuple[str, bytes]] = {}
@@ -169,11 +178,7 @@ def test_incremental_extraction_is_byte_identical_to_the_full_one(
     assert inc["patch.diff"] == full["patch.diff"]
     assert inc["numstat"] == full["numstat"] and inc["raw"] == full["raw"]
     assert inc["nested"] == full["nested"] == b""
-    patch = inc["patch.diff"].decode("utf-8", "replace")
-    for present in ("src/new.py", "src/util.py", "src/gone/one.txt", "src/replaced/old.txt", "build.log"):
-        assert present in patch, present
-    for absent in ("new.log", "ignored-dir", "planted", "empty-dir"):
-        assert absent not in patch, absent
+    assert_patch_holds_the_edits(inc["patch.diff"])
     assert _tree(over.verify) == _tree(copy.verify), "verify trees: base + patch, protected path restored"
     assert (over.verify / "docs/guide.md").stat().st_mode & 0o111 == 0, "the protected path is the base's"
 

@@ -55,7 +55,7 @@ from harness.trial import watchdog, workspace
 from harness.trial.watchdog import WorkspaceLimit
 from harness.trial.workspace import BaseTrees, EngineSide, TrialDirs, TrialVolumes
 from tests.factories import init_repo
-from tests.integration.helpers import latest, run_experiment
+from tests.integration.helpers import latest, run_experiment, volume_probe_spec
 from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, write_hostile
 
 pytestmark = [pytest.mark.docker]
@@ -219,20 +219,7 @@ class Rig:
         return f"hx-{self.run_id}-{what}-{self.count}"
 
     def container(self, what: str, command: tuple[str, ...], *mounts: VolumeMount) -> ContainerSpec:
-        """A hardened ``--network none`` container of the agent's uid on the trial image."""
-        return ContainerSpec(
-            name=self.name(what),
-            image=self.profile.trial_image,
-            command=command,
-            labels=self.labels,
-            user=self.profile.user,
-            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-            volumes=mounts,
-            network="none",
-            limits=self.profile.limits,
-            tmpfs=("/tmp",),
-            workdir="/",
-        )
+        return volume_probe_spec(self.profile, self.name(what), self.labels, command, *mounts)
 
     def agent(self, what: str, workspace_volume: str, command: tuple[str, ...], *extra: VolumeMount) -> ContainerSpec:
         """The agent's own spec (:func:`roles.agent_spec`, the workspace a volume), a probe in place of the
