@@ -15,7 +15,9 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-ASSETS = ("Dockerfile.trial", "images", "examples/demo", "examples/skills")
+ASSETS = ("Dockerfile.trial", "images", "examples/demo", "examples/skills", "examples/library", "examples/triggers")
+"""Every part of ``harness demo``: the A/B demos, the library demo and the trigger demo (``prepare_demo``
+skips a part whose folder is missing, so a wheel without one ran a shorter demo without a word)."""
 
 
 class BuildWithAssets(build_py):

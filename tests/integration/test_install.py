@@ -68,6 +68,14 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     assert wheel_tags == checkout_tags
     assert wheel_tags["trial"] == images.trial
 
+    # every part of the demo ships (`demo --quick` below runs only the first two; the library and trigger
+    # demos were once left out of the wheel, and the full demo silently ran without them)
+    parts = "import sys; from pathlib import Path; from harness.demo import prepare_demo; " \
+        "s = prepare_demo(Path(sys.argv[1])); print(s.library is not None, (s.root / 'triggers' / 'preregistration.yaml').is_file())"  # fmt: skip
+    shipped = _run([str(py), "-c", parts, str(tmp_path / "parts")], cwd=tmp_path, env=env).stdout.split()
+    assert shipped == ["True", "True"], "the wheel carries the library and the trigger demo"
+    assert (ROOT / "examples" / "library").is_dir() and (ROOT / "examples" / "triggers").is_dir(), "positive control"
+
     t1 = time.monotonic()
     demo = _run([str(venv / "bin" / "harness"), "demo", "--quick", "--out", str(tmp_path / "demo"), "--jobs", "4"],
                 cwd=tmp_path, env=env)  # fmt: skip
