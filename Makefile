@@ -1,10 +1,10 @@
-# skill-harness: `make help` lists the targets.
+# skilltrial: `make help` lists the targets.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-HARNESS := $(BIN)/harness
+HARNESS := $(BIN)/skilltrial
 SKILL ?=
 PREREG ?=
 OUT ?=
@@ -21,12 +21,13 @@ help: ## list the targets
 	@echo "  make eval SKILL=path      a real evaluation (needs ANTHROPIC_API_KEY); PREREG=, OUT=, JOBS= optional"
 	@echo "  make check                what CI runs before make test; .pre-commit-config.yaml runs the same (make hooks)"
 
-$(BIN)/harness: pyproject.toml
+$(BIN)/skilltrial: pyproject.toml
 	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip uninstall --quiet --yes skill-harness 2>/dev/null || true  # the distribution's earlier name
 	@$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-install: $(BIN)/harness ## create .venv and install the harness with its dev tools
+install: $(BIN)/skilltrial ## create .venv and install the harness with its dev tools
 
 engine: ## find a Docker engine (as root on Debian: install docker.io and start dockerd)
 	@sh scripts/ensure-engine.sh

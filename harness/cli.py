@@ -1,4 +1,4 @@
-"""``harness``: the command line. The only module that prints errors and exits.
+"""``skilltrial``: the command line. The only module that prints errors and exits.
 
 Every subcommand is a small function from parsed arguments to an exit code.
 Errors are :class:`~harness.errors.HarnessError` subclasses with their own exit
@@ -28,23 +28,23 @@ if TYPE_CHECKING:  # the commands import lazily: `gate` and `report` start witho
 
 EPILOG = """\
 typical use:
-  harness init path/to/skill                       write a commented tasks.json and preregistration.yaml
-  harness lock path/to/preregistration.yaml        freeze the plan before any trial runs
-  harness eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
-  harness demo                                     the whole pipeline offline, scripted model, no key
-  harness calibrate path/to/preregistration.yaml   A/A: the baseline against itself (after model/CLI updates)
-  harness gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
-  harness merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
-  harness report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
-  harness history <skill>                          the skill's results over time, by model and date
-  harness triggers path/to/triggers.yaml           trigger accuracy of a skill's description(s)
+  skilltrial init path/to/skill                       write a commented tasks.json and preregistration.yaml
+  skilltrial lock path/to/preregistration.yaml        freeze the plan before any trial runs
+  skilltrial eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
+  skilltrial demo                                     the whole pipeline offline, scripted model, no key
+  skilltrial calibrate path/to/preregistration.yaml   A/A: the baseline against itself (after model/CLI updates)
+  skilltrial gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
+  skilltrial merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
+  skilltrial report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
+  skilltrial history <skill>                          the skill's results over time, by model and date
+  skilltrial triggers path/to/triggers.yaml           trigger accuracy of a skill's description(s)
 
 exit codes: 0 ok, 3 infrastructure error, 4 bad input or lock, 5 missing prerequisite, 130 interrupted
 """
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on a usage error; here 2 means 'inconclusive' (harness gate), so bad
+    """argparse exits 2 on a usage error; here 2 means 'inconclusive' (skilltrial gate), so bad
     arguments exit 4 like every other bad input."""
 
     def error(self, message: str) -> NoReturn:
@@ -54,14 +54,14 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="harness",
+        prog="skilltrial",
         description="Decide by measurement whether a Claude Code Skill should be adopted: the same tasks run "
         "with and without the skill, several times each, in hardened Docker sandboxes, and a rule "
         "locked before the run decides adopt / reject / inconclusive.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"harness {__version__}")
+    p.add_argument("--version", action="version", version=f"skilltrial {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         help="use the scripted Messages API driven by this scenario file (offline, no key)",
     )
     _route_args(ev)
-    ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `harness merge`")
+    ev.add_argument("--shard", help="run only shard i of n (for example 2/4); merge shards with `skilltrial merge`")
     ev.add_argument("--resume", action="store_true", help="accepted for clarity: rerunning always resumes")
     ev.add_argument(
         "--reuse-baseline-from",
@@ -260,7 +260,7 @@ def _warn_without_recent_calibration(study: Any) -> None:
         print(
             f"warning: reusing baselines, but {path.name} records no A/A calibration of model "
             f"{study.prereg.execution.model} in the last {ledger.CALIBRATION_MAX_AGE_DAYS} days; "
-            f"run `harness calibrate {study.prereg_path.name}` to check for drift",
+            f"run `skilltrial calibrate {study.prereg_path.name}` to check for drift",
             file=sys.stderr,
         )
 
@@ -369,7 +369,7 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     made = init(args.skill, args.out)
     print(f"wrote {made.tasks}\nwrote {made.prereg}")
     print("next: write real tasks (prompts without TODO, a verify_cmd that fails on the base commit), fill in "
-          f"the preregistration, then `harness lock {made.prereg}` and `harness eval {made.prereg}`")  # fmt: skip
+          f"the preregistration, then `skilltrial lock {made.prereg}` and `skilltrial eval {made.prereg}`")  # fmt: skip
     return 0
 
 
@@ -395,7 +395,7 @@ def _find_prereg(args: argparse.Namespace) -> Path:
         if c.is_file():
             return Path(c)
     raise ConfigError(
-        candidates[0], "no preregistration given or found", hint="harness eval path/to/preregistration.yaml"
+        candidates[0], "no preregistration given or found", hint="skilltrial eval path/to/preregistration.yaml"
     )
 
 
@@ -561,7 +561,7 @@ def _print_demo_outcome(results: Path) -> None:
     for name in REPORT_FILES:
         print(f"  {results / name}")
     g = gate(results)
-    print(f"gate: {g.exit_code} ({g.verdict})   [harness gate {results}]")
+    print(f"gate: {g.exit_code} ({g.verdict})   [skilltrial gate {results}]")
 
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
@@ -591,7 +591,7 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     from harness.reporting.gate import gate
 
     if args.dir is None:
-        raise ResultsUnavailable("no experiment directory given", hint="harness gate harness-results/<skill>-<lock>")
+        raise ResultsUnavailable("no experiment directory given", hint="skilltrial gate harness-results/<skill>-<lock>")
     from harness.results.matrix import is_matrix_dir
 
     if is_matrix_dir(args.dir):  # a model matrix's top directory: the preregistered rule over the models
@@ -644,7 +644,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) ->
     data = analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
     write_reports(args.out, data)
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
-    print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [harness gate {args.out}]")
+    print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [skilltrial gate {args.out}]")
     return 0
 
 
@@ -669,7 +669,7 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> in
 
 
 def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
-    """``harness triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
+    """``skilltrial triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
     import time
 
     from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
@@ -740,14 +740,14 @@ def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -
         return COMMANDS[args.command](args, env, host)
     except (KeyboardInterrupt, Interrupted) as e:
         msg = str(e) if isinstance(e, Interrupted) else "interrupted"
-        print(f"harness: {msg}", file=sys.stderr)
+        print(f"skilltrial: {msg}", file=sys.stderr)
         return Interrupted.exit_code
     except HarnessError as e:
         if args.debug:
             traceback.print_exc()
-        print(f"harness: error: {e}", file=sys.stderr)
+        print(f"skilltrial: error: {e}", file=sys.stderr)
         return e.exit_code
     except Exception:
         traceback.print_exc()
-        print("harness: internal error (a bug): please report it with the traceback above", file=sys.stderr)
+        print("skilltrial: internal error (a bug): please report it with the traceback above", file=sys.stderr)
         return 3

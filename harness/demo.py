@@ -1,6 +1,6 @@
 """The embedded demo: ``examples/`` made into a real experiment setup, offline.
 
-``harness demo`` copies the example repository, tasks, preregistrations, skills
+``skilltrial demo`` copies the example repository, tasks, preregistrations, skills
 and scenario into a work directory, makes the repository a git repository of
 its own (one commit), locks each preregistration, and evaluates each skill
 against the scripted Messages API: real CLI, real containers, real git, real

@@ -69,7 +69,7 @@ class ResumeError(HarnessError):
 
 
 class ResultsUnavailable(HarnessError):
-    """An experiment directory has no usable results or decision: ``harness gate`` exits 3."""
+    """An experiment directory has no usable results or decision: ``skilltrial gate`` exits 3."""
 
     exit_code = 3
 

@@ -109,7 +109,7 @@ def plan_trials(tasks: Sequence[Task], runs_per_arm: int, seed: int) -> tuple[Tr
 
 
 class ShardRef(NamedTuple):
-    """One part of a split run: ``harness eval --shard number/total``."""
+    """One part of a split run: ``skilltrial eval --shard number/total``."""
 
     number: int
     """1-based."""

@@ -19,7 +19,7 @@ the machine. Prints a Markdown table:
    plan it is armed for);
 4. the trial image's size against a plain Debian + npm install of the same CLI
    (the trial image's own build stage, built here or taken from the build
-   cache), and the time from ``harness demo`` start to its first trial with
+   cache), and the time from ``skilltrial demo`` start to its first trial with
    the images cached.
 
 5. issue 17's scaling row: the per-trial harness overhead (phases minus the agent's and the judge's CLI
@@ -540,7 +540,7 @@ def demo_first_trial(bench: Bench) -> list[Row]:
             proc.wait()
     if first is None:
         raise SystemExit("bench: the demo started no trial within 180 s")
-    return [Row("`harness demo` start to its first trial, images cached", f"{first:.1f} s", "", "", "")]
+    return [Row("`skilltrial demo` start to its first trial, images cached", f"{first:.1f} s", "", "", "")]
 
 
 class _Messages(NullEvents):

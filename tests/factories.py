@@ -246,7 +246,7 @@ DEFAULT_TASKS: list[dict[str, Any]] = [
 
 DEFAULT_PREREG = """\
 # Preregistration written by a careful person.
-# These comments must survive `harness lock`.
+# These comments must survive `skilltrial lock`.
 skill: tidy
 skill_ref: skill
 tasks: tasks.json

@@ -494,7 +494,7 @@ class FakeRuntime:
         self._call("create", spec.name, spec.labels.get(ROLE, ""))
         with self._lock:
             if self._resolve_image(spec.image) is None:
-                raise PrerequisiteError(f"image {spec.image} is not present", hint="run `harness images build`")
+                raise PrerequisiteError(f"image {spec.image} is not present", hint="run `skilltrial images build`")
             if spec.name in self.containers:
                 raise InfraError(f"creating container {spec.name} failed: the name is already in use")
             if self.remote and spec.mounts:

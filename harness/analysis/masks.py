@@ -230,7 +230,7 @@ def expected_se(n_pairs: int, k: int, p: float, sigma_delta: float) -> float:
 
 @dataclass(frozen=True)
 class LibraryPlan:
-    """What ``harness plan`` prints for a library design before anything runs."""
+    """What ``skilltrial plan`` prints for a library design before anything runs."""
 
     tasks: int
     samples: int

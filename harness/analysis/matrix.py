@@ -7,13 +7,13 @@ decision (:func:`harness.analysis.decide.decide`). This module only combines the
    can undo that, so a broken run of another model does not hide it.
 2. Else any model has no valid verdict (``invalid``: its arms differ in provenance; ``unavailable``: no
    decision could be read or computed, e.g. it has not run yet): **no verdict** (``invalid`` if one is
-   invalid, else ``unavailable``; ``harness gate`` exits 3): that model might still reject.
+   invalid, else ``unavailable``; ``skilltrial gate`` exits 3): that model might still reject.
 3. Else ``every`` (the default): **adopt** only when every model adopts, otherwise **inconclusive**, naming
    the models that did not adopt (a skill that helps one model only is caught here); ``any``: **adopt**
    when at least one model adopts, otherwise inconclusive.
 
 A point-only adoption (the point rule adopts, the interval rule does not) counts as the model's verdict
-says, ``adopt``, as ``harness gate`` counts it for one model; the reports keep its amber label per model.
+says, ``adopt``, as ``skilltrial gate`` counts it for one model; the reports keep its amber label per model.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A/A calibration: the baseline against itself (``harness calibrate PREREG``).
+"""A/A calibration: the baseline against itself (``skilltrial calibrate PREREG``).
 
 Both arms run the baseline (same prompt, no skill mounted, same plan); the second
 arm is recorded under the arm name ``skill`` so the ordinary analysis applies.

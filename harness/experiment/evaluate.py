@@ -1,4 +1,4 @@
-"""``harness eval`` end to end: run the experiment, analyse, decide, write the reports.
+"""``skilltrial eval`` end to end: run the experiment, analyse, decide, write the reports.
 
 Nothing here prints: the experiment reports through the :class:`~harness.experiment.events.Events`
 it is given (the CLI's progress display), and what to show afterwards comes back as lines.

@@ -93,7 +93,7 @@ class RunOptions:
     workspace_limit: WorkspaceLimit | None = None
     """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.trial.watchdog)."""
     aa: bool = False
-    """A/A calibration (``harness calibrate``): the second arm runs exactly as the baseline (same prompt,
+    """A/A calibration (``skilltrial calibrate``): the second arm runs exactly as the baseline (same prompt,
     no skill mounted) and is recorded under the arm name ``skill``, so the usual analysis compares the
     baseline with itself."""
     route: Upstream | None = None
@@ -237,7 +237,7 @@ class Experiment:
         reaped = reaper.reap(self.engine, self.paths, own_pid=os.getpid())
         if reaped.objects:
             self.events.message(f"removed {len(reaped.objects)} object(s) left by an earlier, killed run")
-        # always: `harness gc` may have swept a killed run's worktrees without this repository at hand
+        # always: `skilltrial gc` may have swept a killed run's worktrees without this repository at hand
         gitops.prune_worktrees(self.study.repo_path)
         if reaped.trees:
             self.events.message(f"removed {reaped.trees} trial directory tree(s) left by an earlier, killed run")
@@ -267,7 +267,7 @@ class Experiment:
             raise PrerequisiteError(
                 f"the container runtime {wanted!r} is not registered with this Docker engine",
                 hint="install gVisor (runsc) and register it in /etc/docker/daemon.json, then check with "
-                "`harness doctor`; or run without --runtime",
+                "`skilltrial doctor`; or run without --runtime",
             )
 
     def _build_line(self, line: str) -> None:

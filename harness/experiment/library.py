@@ -1,4 +1,4 @@
-"""``harness eval`` for a library experiment: the A/B machinery with another plan and analysis.
+"""``skilltrial eval`` for a library experiment: the A/B machinery with another plan and analysis.
 
 :class:`LibraryExperiment` is an :class:`~harness.experiment.experiment.Experiment` (hardened containers,
 gateway, budgets, resume, shards, progress, baseline reuse) whose plan is one bare and one
@@ -349,7 +349,7 @@ def write_refusal(
 
 
 def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:
-    """Re-render a library experiment's outputs from ``root`` (``harness report``, ``harness merge``): no
+    """Re-render a library experiment's outputs from ``root`` (``skilltrial report``, ``skilltrial merge``): no
     Docker, no ledger update. Raises LibraryCheckError (after writing the refusal) like ``eval``."""
     from harness.results.store import read_results
 

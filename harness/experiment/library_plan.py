@@ -364,11 +364,11 @@ def baseline_info(study: Study, lock_files: Mapping[str, str]) -> dict[str, Any]
 class PlanLines(NamedTuple):
     lines: list[str]
     identifiable: bool
-    """The design and the masks its seed draws can identify every skill (``harness plan`` exits 0)."""
+    """The design and the masks its seed draws can identify every skill (``skilltrial plan`` exits 0)."""
 
 
 def plan_lines(study: Study, sigma_delta: float = masks.DEFAULT_SIGMA_DELTA) -> PlanLines:
-    """What ``harness plan`` prints: the sizing (expected SE per coefficient) and the identifiability
+    """What ``skilltrial plan`` prints: the sizing (expected SE per coefficient) and the identifiability
     verdict of the preregistered design and of the masks its seed actually draws."""
     import numpy as np
 

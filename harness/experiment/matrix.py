@@ -18,8 +18,8 @@ model's run stops the matrix the same way; the models before it keep their resul
 command resumes: a finished model is re-read and re-reported without running a trial, the stopped one
 continues. Nothing is written to the ledger until every model has a decision.
 
-Also here: ``harness merge`` of a sharded matrix (each model's shards merged as one experiment's are) and
-``harness report`` of a matrix (every model's reports and the summary re-rendered, read-only over results).
+Also here: ``skilltrial merge`` of a sharded matrix (each model's shards merged as one experiment's are) and
+``skilltrial report`` of a matrix (every model's reports and the summary re-rendered, read-only over results).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def summarize(root: Path, meta: MatrixMeta, reports: dict[str, ReportInput | Har
 
 
 def report_matrix(root: Path, prereg_path: Path | None = None) -> list[str]:
-    """``harness report`` on a matrix's top directory: every model's reports re-rendered from its results (a
+    """``skilltrial report`` on a matrix's top directory: every model's reports re-rendered from its results (a
     model without readable results is named in the summary, not fatal), then models.md and models.json."""
     meta = _require(root)
     reports: dict[str, ReportInput | HarnessError] = {}
@@ -138,7 +138,7 @@ def report_matrix(root: Path, prereg_path: Path | None = None) -> list[str]:
 
 
 def merge_matrix(out: Path, shard_tops: Sequence[Path], prereg_path: Path | None = None) -> list[str]:
-    """``harness merge OUT SHARD...`` for a sharded matrix: each model's shards merged exactly as one
+    """``skilltrial merge OUT SHARD...`` for a sharded matrix: each model's shards merged exactly as one
     experiment's are (every check of :mod:`harness.results.merge`), then OUT's matrix.json and summary."""
     metas = [_require(s, MergeError) for s in shard_tops]
     first = metas[0]

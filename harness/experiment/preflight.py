@@ -254,7 +254,7 @@ class Preflight:
 
 
 def write_record(directory: Path, outcomes: Sequence[BaseOutcome], *, enabled: bool = True) -> None:
-    """``preflight.json``: every task's base outcome (what the reports and ``harness report`` read)."""
+    """``preflight.json``: every task's base outcome (what the reports and ``skilltrial report`` read)."""
     data: dict[str, Any] = {
         "format": FORMAT,
         "enabled": enabled,

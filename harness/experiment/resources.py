@@ -22,7 +22,7 @@ directory. Objects that cannot be removed are reported through
 
 What the run's containers share but nothing here makes (the hardening profile, the role uids, the start
 gate, the provenance) is decided before and passed in: :class:`RunSetup`. The run directory's owner
-file (``<pid> <host>``) is what lets a later start or ``harness gc`` remove it after a SIGKILL
+file (``<pid> <host>``) is what lets a later start or ``skilltrial gc`` remove it after a SIGKILL
 (:mod:`harness.sandbox.reaper`). The trial context is the experiment's to build from the site.
 """
 

@@ -1,6 +1,6 @@
 """Trigger accuracy: does the model pick the skill up from its description, and only when it should?
 
-``harness triggers PREREG`` runs each labelled query (should-trigger, or a near miss
+``skilltrial triggers PREREG`` runs each labelled query (should-trigger, or a near miss
 that should not) N times in the installed delivery (see :mod:`harness.trial.installed`),
 one fresh gateway and agent container per run, for each *variant* (another
 description of the same skill, e.g. the current one and a proposed one). A run

@@ -9,7 +9,7 @@ place under ``/tmp``, never under ``TMPDIR``: the host-wide trial slots, the nam
 worktree changes) and the record of work roots. ``TMPDIR`` differs between shells, CI jobs and cron
 entries, and two jobs that saw different ones must still share slots and locks. What one run *owns*,
 its trial directories (agent-written trees and the gateway's key file), lives under the work root in
-that run's ``TMPDIR``, and every run records its work root in the shared record, so a ``harness gc``
+that run's ``TMPDIR``, and every run records its work root in the shared record, so a ``skilltrial gc``
 under any other ``TMPDIR`` still finds a killed run's directories. (Only a host without ``/tmp`` puts
 the shared places in the temporary directory instead.)
 """

@@ -1,9 +1,9 @@
-"""Every place trial directories have lived, recorded where a later ``harness gc`` finds it.
+"""Every place trial directories have lived, recorded where a later ``skilltrial gc`` finds it.
 
 Trial directories hold agent-written trees and the gateway's key file. They live under the
 work root (:attr:`harness.host.paths.HostPaths.work_root`: ``$TMPDIR/harness-<uid>`` of the run).
 ``TMPDIR`` differs between shells, CI jobs and cron entries, so a killed run's directories could
-sit where the next ``harness gc`` never looks, key file included. Each run therefore records its
+sit where the next ``skilltrial gc`` never looks, key file included. Each run therefore records its
 work root in a per-user file at a fixed place (:attr:`~harness.host.paths.HostPaths.work_roots`,
 ``/tmp/harness-work-roots-<uid>``, like the host slots), and gc and every start sweep all the
 roots recorded there (:mod:`harness.sandbox.reaper`).

@@ -1,4 +1,4 @@
-"""``decision.json``: the machine-readable verdict that ``harness gate`` and ``harness history`` read.
+"""``decision.json``: the machine-readable verdict that ``skilltrial gate`` and ``skilltrial history`` read.
 
 Infinite bounds are written as the strings ``"inf"`` / ``"-inf"`` (JSON has no infinity). The gate
 trusts the file only while it is current: same lock, same number of result lines

@@ -1,8 +1,8 @@
-"""``harness gate DIR``: the experiment's verdict as an exit code for CI (read-only).
+"""``skilltrial gate DIR``: the experiment's verdict as an exit code for CI (read-only).
 
 The verdict comes from ``decision.json`` while it is current (same lock, same number of result lines,
 every reason readable), else it is recomputed from ``results.jsonl`` and the preregistration exactly
-as ``harness eval`` computed it. Exit codes: 0 adopt, 1 reject, 2 inconclusive, 3 invalid, and 3 for
+as ``skilltrial eval`` computed it. Exit codes: 0 adopt, 1 reject, 2 inconclusive, 3 invalid, and 3 for
 every case where no verdict can be read or computed (:class:`~harness.errors.ResultsUnavailable`).
 
 A model matrix's top directory (``matrix.json``, see :mod:`harness.results.matrix`) is gated by
@@ -29,7 +29,7 @@ from harness.results.matrix import model_dir, read_matrix_meta
 from harness.results.meta import ExperimentMeta, require_meta
 
 GATE_CODES: dict[str, int] = {"adopt": 0, "reject": 1, "inconclusive": 2, "invalid": 3}
-"""``harness gate`` exit codes; 3 is also every case where no verdict can be read or computed."""
+"""``skilltrial gate`` exit codes; 3 is also every case where no verdict can be read or computed."""
 
 _CODES: frozenset[str] = frozenset(ReasonCode)
 _KINDS: frozenset[str] = frozenset(get_args(ReasonKind))

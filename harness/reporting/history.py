@@ -1,4 +1,4 @@
-"""``harness history SKILL``: one skill's results over time, by model and date (read-only).
+"""``skilltrial history SKILL``: one skill's results over time, by model and date (read-only).
 
 Every experiment directory of the skill becomes one row: when it ran, the
 model (requested alias and the model the API resolved), the Claude Code

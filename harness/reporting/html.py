@@ -571,14 +571,14 @@ def _footer(r: ReportInput) -> str:
     items += [("skipped", ", ".join(f"{t} ({r.skip_reason(t)})" for t in r.skipped_tasks))] if r.skipped_tasks else []
     items += [("note", n) for n in r.notes]
     rows = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in items)
-    return f"<footer><dl>{rows}</dl><p>Rendered by skill-harness {esc(__version__)} from results.jsonl.</p></footer>"
+    return f"<footer><dl>{rows}</dl><p>Rendered by skilltrial {esc(__version__)} from results.jsonl.</p></footer>"
 
 
 def render(r: ReportInput) -> str:
     """The whole page as one string (UTF-8 when written)."""
     a = r.analysis
     conf = round(100 * a.confidence)
-    title = f"{r.prereg.skill}: {r.decision.verdict.upper()} · skill-harness"
+    title = f"{r.prereg.skill}: {r.decision.verdict.upper()} · skilltrial"
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',

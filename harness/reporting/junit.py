@@ -26,7 +26,7 @@ def junit_xml(r: ReportInput) -> str:
     """
     a, d = r.analysis, r.decision
     prov = run_provenance(r)
-    cls = f"skill-harness.{r.prereg.skill}"
+    cls = f"skilltrial.{r.prereg.skill}"
     first, _ = run_dates(r)
     suite = ET.Element("testsuite", name=f"skill {r.prereg.skill}", timestamp=(first or "")[:19])
     props = ET.SubElement(suite, "properties")
@@ -91,7 +91,7 @@ def junit_xml(r: ReportInput) -> str:
         suite.set(k, str(v))
     wall = wall_seconds(r)  # the suite's time is the experiment's wall time, not the sum of its trials
     suite.set("time", f"{wall if wall is not None else total_time:.3f}")
-    root = ET.Element("testsuites", name=f"skill-harness {r.prereg.skill}", time=suite.get("time", "0"))
+    root = ET.Element("testsuites", name=f"skilltrial {r.prereg.skill}", time=suite.get("time", "0"))
     for k in ("tests", "failures", "errors", "skipped"):
         root.set(k, str(counts[k]))
     root.append(suite)

@@ -56,7 +56,7 @@ MAX_TRANSITIONS = 50
 """Status changes kept per skill (the oldest are dropped first)."""
 
 HEADER = """\
-# skills-ledger.yaml: written by `harness eval` after each decided experiment.
+# skills-ledger.yaml: written by `skilltrial eval` after each decided experiment.
 # status: candidate (not adopted) | adopted | retired (an adopted skill a regression run rejected).
 # A rejected skill's folder is moved to the preregistration's shelf folder, never deleted.
 """
@@ -107,7 +107,7 @@ class SkillEntry(FrozenModel):
 
 
 class CalibrationEntry(FrozenModel):
-    """One A/A calibration run (``harness calibrate``): the baseline against itself."""
+    """One A/A calibration run (``skilltrial calibrate``): the baseline against itself."""
 
     date: str
     run: str

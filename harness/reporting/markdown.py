@@ -226,6 +226,6 @@ def _footer(r: ReportInput) -> list[str]:
         f"{md_code(prov['image_digest'])} (built on {md_code(r.base_image or 'n/a')}) · base {md_code(prov['base_sha'])} · "
         f"{md_escape((first or 'n/a')[:16].replace('T', ' '))} to {md_escape((last or 'n/a')[:16].replace('T', ' '))}"
         f" · spent {fmt.usd(r.spent_usd)} (agents and judges; the cost figures above are the agents' alone, "
-        "as the decision compares them) · skill-harness</sub>",
+        "as the decision compares them) · skilltrial</sub>",
         "",
     ]

@@ -1,4 +1,4 @@
-"""The summary of a model matrix: ``models.md``, ``models.json`` and the section ``harness eval`` prints.
+"""The summary of a model matrix: ``models.md``, ``models.json`` and the section ``skilltrial eval`` prints.
 
 A matrix (``execution.models``) is one complete A/B per executor model, each with its own reports in
 ``<top>/models/<model>/``; this is the one table over them, so a skill that helps one model only is seen at
@@ -210,7 +210,7 @@ def markdown(m: MatrixReport) -> str:
     lines += [
         "",
         f"Matrix `{m.lock_hash[:12]}` · {md_escape(_design(m))} · each model is a complete A/B with its own "
-        f"decision in {md_code(f'{m.top}/models/<model>/')} · `harness gate` on this directory exits "
+        f"decision in {md_code(f'{m.top}/models/<model>/')} · `skilltrial gate` on this directory exits "
         f"{m.exit_code}",
         "",
     ]
@@ -268,7 +268,7 @@ def _finite(x: float | None) -> float | str | None:
 
 
 def terminal_lines(m: MatrixReport) -> list[str]:
-    """The section ``harness eval`` prints after the per-model summaries: one aligned row per model."""
+    """The section ``skilltrial eval`` prints after the per-model summaries: one aligned row per model."""
     conf = _confidence(m)
     header = ("model", "verdict", "baseline", "skill", f"paired difference ({conf}% CI)", f"cost ratio ({conf}% CI)",
               "judge")  # fmt: skip
@@ -283,7 +283,7 @@ def terminal_lines(m: MatrixReport) -> list[str]:
         where_line(m.rows),
         f"MATRIX DECISION ({m.rule}, preregistered): {m.verdict.verdict.upper()}: {m.verdict.reason}",
         f"summary in {Path(m.top) / MODELS_MD} and {MODELS_JSON}; each model's reports in {Path(m.top) / 'models'}/<model>/   "
-        f"[harness gate {m.top} exits {m.exit_code}]",
+        f"[skilltrial gate {m.top} exits {m.exit_code}]",
     ]
     return [clean(x) for x in out]
 

@@ -4,7 +4,7 @@
 :func:`analyze_records` is that for a study's lines plus the base image ``experiment.json`` recorded
 (what ``eval``, ``report``, ``gate`` and ``merge`` all show); :func:`load_experiment` rebuilds it from
 an experiment directory without writing there (through :mod:`harness.results.load`), so
-``harness report`` and ``harness gate`` need no Docker. The derived views (the deciding reasons,
+``skilltrial report`` and ``skilltrial gate`` need no Docker. The derived views (the deciding reasons,
 the headline, provenance, dates, flags by task, the every-trial rows) are computed here once so
 that every renderer says the same thing; the wording of numbers is :mod:`harness.fmt`'s and
 escaping is per format (:mod:`harness.reporting.escape`).
@@ -175,7 +175,7 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     needed: a shelved skill's experiment still renders.
     """
     exp = read_experiment(root, prereg_path)
-    # The very analysis `harness eval` ran (how the run stopped, the cost cap, reused trials), so a
+    # The very analysis `skilltrial eval` ran (how the run stopped, the cost cap, reused trials), so a
     # re-rendered report and the gate can never disagree with eval.
     data = analyze_records(exp.study, exp.lines.records, lock_hash=exp.meta.lock_hash, experiment_dir=root)
     return dataclasses.replace(data, notes=(*data.notes, *exp.lines.notes))

@@ -1,4 +1,4 @@
-"""``summary.txt`` and what ``harness eval`` prints: the whole decision in one terminal screen.
+"""``summary.txt`` and what ``skilltrial eval`` prints: the whole decision in one terminal screen.
 
 Every rate with its N and its exclusions, the paired difference with its interval, the cost ratio
 with its limit, both rules' verdicts and every reason, then the preregistered decision.

@@ -1,6 +1,6 @@
 """What an experiment's result lines say about how its run went (pure, no I/O).
 
-Shared by the experiment loop, the progress display, ``harness merge`` and the
+Shared by the experiment loop, the progress display, ``skilltrial merge`` and the
 analysis: the final attempt of each trial, whether the run was stopped (by the
 cumulative budget or the preregistered early stop), what it spent, and the
 per-trial cost cap that bounds what a trial not yet run could cost.

@@ -1,6 +1,6 @@
 """Reading an experiment directory back: its description, its result lines and the study it ran.
 
-Everything that opens a directory without running it (``harness report``, ``gate``, ``history``,
+Everything that opens a directory without running it (``skilltrial report``, ``gate``, ``history``,
 ``merge``, library re-renders) reads it through here, so none of them depends on a renderer. Nothing
 here writes, analyses or renders: the preregistration named in ``experiment.json`` is loaded and
 checked against the experiment's lock, the result lines are read with what was unreadable noted,
@@ -52,7 +52,7 @@ def read_records(root: Path) -> ResultLines:
     path = root / RESULTS
     if not path.is_file():
         raise ResultsUnavailable(f"{path} does not exist: there are no results to report on",
-                                 hint="run `harness eval` first, or check the directory name")  # fmt: skip
+                                 hint="run `skilltrial eval` first, or check the directory name")  # fmt: skip
     try:
         rr = read_results(path)
     except OSError as e:

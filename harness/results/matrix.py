@@ -1,12 +1,12 @@
 """A model matrix's top directory as data: ``matrix.json``, and where each model's experiment lives.
 
-``harness eval`` on a preregistration with ``execution.models`` runs one complete A/B per model, each in its
+``skilltrial eval`` on a preregistration with ``execution.models`` runs one complete A/B per model, each in its
 own experiment directory ``<top>/models/<name>/`` (``name`` from :func:`harness.study.config.model_dir_name`),
 exactly as a single-model experiment (its ``experiment.json`` names the model). The top directory holds
 ``matrix.json``, written once when the matrix starts (this module: one writer, one reader), and the summary
 over the models (``models.md``, ``models.json``; :mod:`harness.reporting.matrix`).
 
-``matrix.json`` is what resume, ``harness gate`` and ``harness merge`` read: the lock, the preregistered models
+``matrix.json`` is what resume, ``skilltrial gate`` and ``skilltrial merge`` read: the lock, the preregistered models
 in order with their directories, and the preregistered rule over their verdicts, so the gate needs neither
 the preregistration nor a summary that may be stale. It is not an experiment description: the top directory
 has no ``experiment.json`` and no results of its own.

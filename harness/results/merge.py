@@ -1,6 +1,6 @@
-"""``harness merge OUT SHARD_DIR...``: one experiment from the result files of its shards.
+"""``skilltrial merge OUT SHARD_DIR...``: one experiment from the result files of its shards.
 
-A CI matrix runs ``harness eval --shard i/n`` on n machines; each writes its own
+A CI matrix runs ``skilltrial eval --shard i/n`` on n machines; each writes its own
 experiment directory. Merging refuses anything that would make the combined
 result wrong, and says which shard to look at:
 
@@ -14,7 +14,7 @@ result wrong, and says which shard to look at:
 
 The merged directory gets ``experiment.json`` (``merged_from`` lists the shards),
 ``results.jsonl`` (every attempt of every shard, shard by shard), the artifacts
-and the reports with the decision, so ``harness gate OUT`` works as for a
+and the reports with the decision, so ``skilltrial gate OUT`` works as for a
 single-machine run.
 """
 
@@ -108,7 +108,7 @@ def check(shards: Sequence[Shard], prereg_path: Path | None = None, library_plan
     """Every check of the module docstring; returns the study and the lock hash. ``library_plan`` is
     required for a library experiment's shards (see :data:`LibraryPlan`)."""
     if not shards:
-        raise MergeError("no shard directories given", hint="harness merge OUT SHARD_DIR...")
+        raise MergeError("no shard directories given", hint="skilltrial merge OUT SHARD_DIR...")
     first = shards[0]
     lock_hash = first.meta.lock_hash
     for s in shards[1:]:

@@ -1,7 +1,7 @@
 """``experiment.json``: what an experiment directory is, as one model written and read in one place.
 
 An experiment directory is described once, when it is started (:meth:`ExperimentMeta.start`, by
-``harness eval`` or ``harness merge``); the first start of a run adds the trial inputs it ran with
+``skilltrial eval`` or ``skilltrial merge``); the first start of a run adds the trial inputs it ran with
 (see :mod:`harness.experiment.trialinputs`). Everything that opens a directory (resume, reports,
 gate, history, merge, library re-renders) reads it through :func:`read_meta`, which raises one
 error type, :class:`~harness.errors.ConfigError`, naming the file and the field; callers that need
@@ -54,7 +54,7 @@ class ExperimentMeta(FrozenModel):
     trial_inputs: dict[str, Any] | None = None
     """What went into every trial (images, base image, scenario, ...), recorded on the first start."""
     merged_from: tuple[str, ...] | None = None
-    """The shard directories ``harness merge`` combined (None for a directory a run wrote)."""
+    """The shard directories ``skilltrial merge`` combined (None for a directory a run wrote)."""
     model: str | None = None
     """One model's experiment of a model matrix (``execution.models``): its executor model, so a report reads
     the preregistration narrowed to it. None: the experiment is the preregistration as written."""

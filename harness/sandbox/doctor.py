@@ -1,4 +1,4 @@
-"""``harness doctor``: can this machine run trials safely, and what should the user know?
+"""``skilltrial doctor``: can this machine run trials safely, and what should the user know?
 
 Checks are gathered from the engine and the host, then judged by pure functions
 (``judge_versions``) that unit tests feed with fake version strings.
@@ -112,7 +112,7 @@ def gvisor_check(engine: Engine, image: str | None) -> Check:
     except HarnessError as e:
         return Check("warn", "gVisor (runsc)", f"registered but a test container failed: {e}")
     if result.exit_code == 0:
-        return Check("ok", "gVisor (runsc)", "works: `harness eval --runtime runsc` adds a userspace kernel")
+        return Check("ok", "gVisor (runsc)", "works: `skilltrial eval --runtime runsc` adds a userspace kernel")
     return Check("warn", "gVisor (runsc)", f"registered but `true` exited {result.exit_code}")
 
 

@@ -246,7 +246,7 @@ class Engine:
             for net in extra_networks:
                 self.client.networks.get(net).connect(container)
         except docker.errors.ImageNotFound as e:
-            raise PrerequisiteError(f"image {spec.image} is not present", hint="run `harness images build`") from e
+            raise PrerequisiteError(f"image {spec.image} is not present", hint="run `skilltrial images build`") from e
         except DOCKER_ERRORS as e:
             self.remove_container(spec.name)
             raise InfraError(f"creating container {spec.name} failed: {e}") from e
@@ -406,7 +406,7 @@ class Engine:
         except DOCKER_ERRORS as e:
             hint = None
             if "address pools" in str(e) or "overlap" in str(e):
-                hint = "too many networks exist: run `harness gc`, or lower --jobs"
+                hint = "too many networks exist: run `skilltrial gc`, or lower --jobs"
             raise InfraError(f"creating network {name} failed: {e}", hint=hint) from e
 
     def remove_network(self, name: str) -> None:

@@ -1,6 +1,6 @@
 """The label namespace every Docker object of the harness carries.
 
-Labels make cleanup independent of how the controller ended: ``harness gc``
+Labels make cleanup independent of how the controller ended: ``skilltrial gc``
 and every start remove objects whose owner process is gone (same host) or whose
 expiry has passed (:func:`reap_orphans`, over any :class:`~harness.sandbox.runtime.ContainerRuntime`),
 and never touch anything without ``harness.owner``.
@@ -17,7 +17,7 @@ from typing import NamedTuple
 from harness.sandbox.runtime import ContainerRuntime, DockerObject
 
 OWNER = "harness.owner"
-OWNER_VALUE = "skill-harness"
+OWNER_VALUE = "skill-harness"  # the first name, kept: gc must still find what earlier versions made
 RUN = "harness.run"
 TRIAL = "harness.trial"
 ROLE = "harness.role"

@@ -1,11 +1,11 @@
-"""What killed runs left behind, found and removed: the reaper behind ``harness gc`` and every start.
+"""What killed runs left behind, found and removed: the reaper behind ``skilltrial gc`` and every start.
 
 Two kinds of leftovers. Docker objects are found by label (:func:`harness.sandbox.labels.orphan_reason`:
 a dead owner on this host, or past its expiry). Run directories (agent-written trees and the gateway's
 key file) are found by the owner file every run writes (``<pid> <host>`` of its controller: a dead one
 on this host), in every work root this user's runs have used (:mod:`harness.host.workroots`), so a gc
 under another ``TMPDIR`` than the run's finds them too. A live run's objects and directories are never
-touched (``remove_everything`` is the explicit exception, ``harness gc --all``), and removal never
+touched (``remove_everything`` is the explicit exception, ``skilltrial gc --all``), and removal never
 follows links.
 """
 
@@ -39,7 +39,7 @@ def reap(engine: Runtime, paths: HostPaths, *, own_pid: int | None = None) -> Cl
 
 
 def remove_everything(engine: Runtime) -> Removal:
-    """Every harness object on the engine, live runs' included (``harness gc --all``): (removed, errors)."""
+    """Every harness object on the engine, live runs' included (``skilltrial gc --all``): (removed, errors)."""
     return engine.remove_labelled({OWNER: OWNER_VALUE})
 
 

@@ -93,7 +93,7 @@ def role_users(engine: ContainerRuntime, euid: int, egid: int) -> uids.RoleUsers
     try:
         return uids.role_users(euid=euid, egid=egid, security_options=options)
     except ValueError as e:
-        raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `harness doctor`") from None
+        raise PrerequisiteError(f"no uid for the containers: {e}", hint="see `skilltrial doctor`") from None
 
 
 def make_profile(

@@ -154,7 +154,7 @@ def make(
     labels: Mapping[str, str],
 ) -> str:
     """A new volume carrying ``labels``, filled with the tar ``data`` (a file object is closed after);
-    returns its name. What it made is found by its labels (the run's teardown and ``harness gc`` remove
+    returns its name. What it made is found by its labels (the run's teardown and ``skilltrial gc`` remove
     it), on any path."""
     try:
         runtime.create_volume(volume, labels)

@@ -100,7 +100,7 @@ class Task(Strict):
 class TaskFile(Strict):
     tasks: Annotated[tuple[Task, ...], Field(max_length=MAX_TASKS)]
     comment: str | tuple[str, ...] = ""
-    """Free text for people (JSON has no comments; ``harness init`` writes its guide here); ignored."""
+    """Free text for people (JSON has no comments; ``skilltrial init`` writes its guide here); ignored."""
 
     @model_validator(mode="after")
     def _checks(self) -> TaskFile:
@@ -226,7 +226,7 @@ class Execution(Strict):
     repo: str = "."
     """The repository under test, relative to the preregistration file."""
     base_ref: str = "HEAD"
-    """Commit the trials start from; resolved to a SHA by ``harness lock``."""
+    """Commit the trials start from; resolved to a SHA by ``skilltrial lock``."""
     max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
     prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
     """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
@@ -349,7 +349,7 @@ class DecisionSettings(Strict):
     where the full plan might have rejected. Armed for plans of at least 6 tasks (smaller ones cannot adopt
     and run in full); ignored by the point rule. See docs/statistics.md#curtailment."""
     models_rule: Literal["every", "any"] = "every"
-    """With ``execution.models``, the verdict over the per-model verdicts (``harness gate`` on the matrix):
+    """With ``execution.models``, the verdict over the per-model verdicts (``skilltrial gate`` on the matrix):
     a model that rejects rejects, a model without a valid verdict leaves none (exit 3); otherwise every:
     adopt only when every model adopts, any: adopt when at least one does (see harness.analysis.matrix)."""
 
@@ -595,7 +595,7 @@ def lock_file_bytes(block: LockBlock) -> bytes:
 def load_preregistration(path: Path, *, read_lock: bool = True) -> Preregistration:
     """The preregistration, with its lock from the lock file beside it when there is one
     (see :func:`lock_path`); a lock block inside the file (the earlier format) still counts.
-    ``read_lock=False`` (for ``harness lock``, which replaces it) leaves the lock file unread."""
+    ``read_lock=False`` (for ``skilltrial lock``, which replaces it) leaves the lock file unread."""
     prereg = parse_preregistration(path, read_text(path))
     if not read_lock:
         return prereg

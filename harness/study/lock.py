@@ -1,6 +1,6 @@
 """Freezing a preregistration before any trial runs.
 
-``harness lock`` writes a lock file beside the preregistration
+``skilltrial lock`` writes a lock file beside the preregistration
 (``preregistration.yaml.lock``, JSON): when it was locked, the base commit the
 trials start from, and a SHA-256 over the preregistration (its parsed fields),
 the tasks, every file of the skill folder and the analysis settings. ``eval``
@@ -44,7 +44,7 @@ from harness.study.config import (
 )
 
 LOCK_KEY = re.compile(r"^lock\s*:")
-LOCK_COMMENT = "# Written by `harness lock`; any edit above invalidates it."
+LOCK_COMMENT = "# Written by `skilltrial lock`; any edit above invalidates it."
 MAX_SKILL_FILE = 1 << 20
 MAX_SKILL_FILES = 200
 
@@ -295,7 +295,7 @@ def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> 
     if block is None:
         raise LockError(
             f"{study.prereg_path} is not locked",
-            hint=f"run `harness lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
+            hint=f"run `skilltrial lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
         )
     digest, files = lock_digest(study, block.base_sha, library_entries)
     if digest != block.sha256:
@@ -305,11 +305,11 @@ def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> 
                 f"{_lock_source(study)}: field 'sha256': the recorded lock hash {block.sha256[:16]}... is not the "
                 f"hash of the files and base commit the lock lists ({digest[:16]}...): the lock itself was "
                 "edited or corrupted",
-                hint=f"re-run `harness lock {study.prereg_path}` and evaluate into a new --out",
+                hint=f"re-run `skilltrial lock {study.prereg_path}` and evaluate into a new --out",
             )
         raise LockError(
             f"{study.prereg_path} was edited after it was locked; changed since lock: {', '.join(changed)}",
-            hint="a changed preregistration is a new experiment: re-run `harness lock` and evaluate into a new --out",
+            hint="a changed preregistration is a new experiment: re-run `skilltrial lock` and evaluate into a new --out",
         )
     return block
 
@@ -345,6 +345,6 @@ def copy_locked_skill(study: Study, dest: Path, library_entries: LibraryEntries 
     except LockError as e:
         raise LockError(
             f"{study.skill_dir} changed after eval checked its lock: {e.message}",
-            hint="the skill folder must not change during a run; re-run `harness lock` and evaluate into a new --out",
+            hint="the skill folder must not change during a run; re-run `skilltrial lock` and evaluate into a new --out",
         ) from None
     return copy

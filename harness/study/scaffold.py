@@ -1,9 +1,9 @@
-"""``harness init SKILL_DIR``: a commented ``tasks.json`` and ``preregistration.yaml`` to start from.
+"""``skilltrial init SKILL_DIR``: a commented ``tasks.json`` and ``preregistration.yaml`` to start from.
 
 Both files go next to the skill folder (its parent directory, or ``--out``): not inside it, since
 every file in the skill folder is part of the skill (hashed by the lock, mounted into trials).
 Existing files are never overwritten. The tasks are templates whose prompts contain TODO, so they
-are skipped (and ``harness lock`` says no task is runnable) until the user writes real ones.
+are skipped (and ``skilltrial lock`` says no task is runnable) until the user writes real ones.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harness.host import gitops
 from harness.study.config import TASK_ID
 
 TASKS_COMMENT = (
-    "Written by `harness init`. One object per task; JSON has no comments, so this field is the guide.",
+    "Written by `skilltrial init`. One object per task; JSON has no comments, so this field is the guide.",
     "id: a short name (letters, digits, . _ -), used in results, reports and scenario files.",
     "prompt: what the agent is asked, as you would ask it. A prompt containing TODO is skipped.",
     "verify_cmd: a shell command run in a fresh container (no network) on the base commit plus the "
@@ -31,10 +31,10 @@ TASKS_COMMENT = (
 )
 
 PREREG_TEMPLATE = """\
-# Preregistration for the skill {name!r}, written by `harness init`.
-# Fill it in BEFORE any trial runs, then freeze it: `harness lock {prereg_rel}`.
+# Preregistration for the skill {name!r}, written by `skilltrial init`.
+# Fill it in BEFORE any trial runs, then freeze it: `skilltrial lock {prereg_rel}`.
 # The lock hashes this file, tasks.json, every file of the skill and the base commit; changing any
-# of them afterwards is a new experiment (a new lock). Run it with `harness eval {prereg_rel}`.
+# of them afterwards is a new experiment (a new lock). Run it with `skilltrial eval {prereg_rel}`.
 skill: {name}
 skill_ref: {skill_ref}            # the skill folder (holds SKILL.md), relative to this file
 tasks: tasks.json
@@ -56,7 +56,7 @@ execution:
   judge_model: haiku              # must differ from model (from every one of models): the judge is independent
   allowed_tools: [Bash, Edit, Read]
   repo: {repo_rel}                # the git repository under test, relative to this file
-  base_ref: HEAD                  # `harness lock` resolves it to a commit
+  base_ref: HEAD                  # `skilltrial lock` resolves it to a commit
   seed: 20261130                  # the trials' interleaved order (not the model)
   budgets:
     per_trial_usd: 1.00           # --max-budget-usd per agent run, enforced again by the gateway
@@ -109,7 +109,7 @@ def init(skill_dir: Path, out: Path | None = None) -> Scaffold:
     """Write the two files for ``skill_dir``; refuse when either exists."""
     skill = skill_dir.resolve()
     if not (skill / "SKILL.md").is_file():
-        raise ConfigError(skill, "is not a skill folder (no SKILL.md)", hint="harness init path/to/skill-folder")
+        raise ConfigError(skill, "is not a skill folder (no SKILL.md)", hint="skilltrial init path/to/skill-folder")
     name = skill.name if TASK_ID.match(skill.name) else "my-skill"
     dest = (out or skill.parent).resolve()
     if dest == skill or skill in dest.parents:
@@ -118,7 +118,7 @@ def init(skill_dir: Path, out: Path | None = None) -> Scaffold:
     tasks, prereg = dest / "tasks.json", dest / "preregistration.yaml"
     existing = [p for p in (tasks, prereg) if p.exists()]
     if existing:
-        raise ConfigError(existing[0], "already exists; harness init never overwrites",
+        raise ConfigError(existing[0], "already exists; skilltrial init never overwrites",
                           hint="move it aside, or write elsewhere with --out DIR")  # fmt: skip
     try:
         top = Path(gitops.git(["rev-parse", "--show-toplevel"], cwd=skill).strip())

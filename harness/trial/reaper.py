@@ -13,7 +13,7 @@ the trial's directory and worktree. Nothing is left behind on any path:
 - at most ``backlog`` teardowns wait at once: a hand-off beyond that waits for room, so a run never
   holds more networks than its running trials and that backlog (the engine's address pools are few);
 - a leftover (an object that could not be removed) is reported through ``on_leftover``, like the run's
-  own cleanup problems, and is still removed by the run's teardown or by ``harness gc`` (labels).
+  own cleanup problems, and is still removed by the run's teardown or by ``skilltrial gc`` (labels).
 """
 
 from __future__ import annotations

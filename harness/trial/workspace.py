@@ -35,7 +35,7 @@ The engine's local volume driver mounts the overlays (``nosuid,nodev``) when a c
 Collect lists the upper directory itself (the controller cannot walk it), the outputs come back as one
 capped archive (:func:`read_out_archive`), and the workspace watchdog runs in the engine
 (:class:`harness.trial.watchdog.EngineWatchdog`). Every volume carries the trial's labels: teardown and
-``harness gc`` find them like the trial's containers. The agent
+``skilltrial gc`` find them like the trial's containers. The agent
 never sees the user's .git: its repository is a new one holding only the base tree. After the agent starts,
 the controller never reads or writes inside ``workspace/``: it only mounts it read-only into the collect
 container, and walks ``upper/`` by ``lstat`` (never following a link, never opening a file) for the
@@ -360,7 +360,7 @@ def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceK
             for path in (dirs.out, *(() if kind == "overlay" else (dirs.verify,))):
                 os.lchown(path, uid, gid)
     except FileExistsError:
-        raise InfraError(f"trial directory {root} already exists (a leftover of a killed run? `harness gc`)") from None
+        raise InfraError(f"trial directory {root} already exists (a leftover of a killed run? `skilltrial gc`)") from None
     except (OSError, subprocess.CalledProcessError) as e:
         remove(dirs)
         raise InfraError(f"preparing {root} failed: {e}") from e

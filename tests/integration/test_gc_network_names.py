@@ -1,4 +1,4 @@
-"""`harness gc` removes a network whose name the API cannot address (issue 13: a trailing newline)."""
+"""`skilltrial gc` removes a network whose name the API cannot address (issue 13: a trailing newline)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The wheel is built offline (``--no-build-isolation``) and installed with ``--no-deps`` into a new
 venv; the dependencies come from this checkout's venv through a ``.pth`` line (a site directory
-added that way does not process its own ``.pth`` files, so the checkout's editable ``harness`` stays
+added that way does not process its own ``.pth`` files, so the checkout's editable ``harness`` package stays
 out of reach: the test asserts that the imported package is the venv's). Everything then runs with
 the working directory outside the checkout. Image tags are content hashes, so the wheel's
 Dockerfiles must hash to the checkout's tags: the demo reuses the images the suite already built.
@@ -77,7 +77,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     assert (ROOT / "examples" / "library").is_dir() and (ROOT / "examples" / "triggers").is_dir(), "positive control"
 
     t1 = time.monotonic()
-    demo = _run([str(venv / "bin" / "harness"), "demo", "--quick", "--out", str(tmp_path / "demo"), "--jobs", "4"],
+    demo = _run([str(venv / "bin" / "skilltrial"), "demo", "--quick", "--out", str(tmp_path / "demo"), "--jobs", "4"],
                 cwd=tmp_path, env=env)  # fmt: skip
     ran = time.monotonic() - t1
     for skill in ("careful-fixer", "verbose-planner"):

@@ -2,7 +2,7 @@
 
 SIGINT and SIGTERM during a run tear everything down (containers, networks, trial
 directories, worktrees) and leave ``results.jsonl`` valid. After SIGKILL the objects
-are left (the positive control: the test sees them), and both ``harness gc`` and the
+are left (the positive control: the test sees them), and both ``skilltrial gc`` and the
 next start remove them. Every Docker object carries the run, trial, owner pid and
 expiry labels.
 """
@@ -140,7 +140,7 @@ def test_after_sigkill_gc_and_the_next_start_remove_what_was_left(
     prereg, scenario = slow_experiment
     repo = demo_setup.root / "demo" / "repo"
 
-    # 1. SIGKILL, then `harness gc`
+    # 1. SIGKILL, then `skilltrial gc`
     first = _start(prereg, scenario, tmp_path / "out1")
     run1 = _assert_labelled(_wait_for_agents(engine, first), first.pid)
     first.kill()

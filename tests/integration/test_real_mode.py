@@ -218,7 +218,7 @@ def logged(engine: Engine, name: str) -> list[dict[str, Any]]:
 def run_real(
     engine: Engine, n: Net, out: Path, work_root: Path, *, proxy: str, ca: Path
 ) -> experiment.ExperimentResult:
-    """The harness in real mode, configured as `harness eval` configures it from the user's environment."""
+    """The harness in real mode, configured as `skilltrial eval` configures it from the user's environment."""
     env = {"ANTHROPIC_API_KEY": n.key, "HTTPS_PROXY": f"http://{proxy}:{PROXY_PORT}", "NO_PROXY": "localhost"}
     route = upstream.from_env(env, url=f"https://{n.api}:{API_PORT}", extra_ca=ca, network=n.edge)
     options = experiment.RunOptions(

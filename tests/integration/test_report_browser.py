@@ -127,7 +127,7 @@ def _has(rows: list[bytes], bpp: int, colour: bytes) -> bool:
 
 
 def test_written_report_files_render_too(tmp_path: Path) -> None:
-    """The file `harness report` writes (via write_reports) is what the browser gets."""
+    """The file `skilltrial report` writes (via write_reports) is what the browser gets."""
     r = kit.make_input(kit.NOISY, rule="interval")
     paths = write_reports(tmp_path, r)
     png = tmp_path / "written.png"

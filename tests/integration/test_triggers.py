@@ -1,4 +1,4 @@
-"""``harness triggers`` on the real engine, images and Claude Code CLI, against the scripted model.
+"""``skilltrial triggers`` on the real engine, images and Claude Code CLI, against the scripted model.
 
 The scenario fixes each query's chance of a ``Skill`` call (and makes it depend on the listed
 description, so the two variants differ): the measured rates must reproduce those known

@@ -200,7 +200,7 @@ def test_the_base_tree_is_never_written_and_a_trial_unmounts(
 def test_a_run_directory_with_live_overlays_is_removed_without_touching_the_base(
     trees: Callable[[str], tuple[BaseTrees, TrialDirs]],
 ) -> None:
-    """What `harness gc` does for a killed run: its trial overlays are still mounted."""
+    """What `skilltrial gc` does for a killed run: its trial overlays are still mounted."""
     from harness.host.trees import remove_tree
 
     bases, dirs = trees("overlay")

@@ -19,7 +19,7 @@ load`` on the inner one; ids stay the same, so ``ImageBuilder.ensure`` finds the
 Nothing the harness makes on the inner engine can touch the controller's paths: it has none of them.
 
 Every object here carries the label ``harness.test=dind`` (not the harness owner label, so the leak
-check and ``harness gc`` never see it) and is removed by name at the end of the session.
+check and ``skilltrial gc`` never see it) and is removed by name at the end of the session.
 """
 
 from __future__ import annotations

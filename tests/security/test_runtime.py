@@ -1,4 +1,4 @@
-"""The optional stronger runtime and the preflight: `harness doctor` says what this engine offers.
+"""The optional stronger runtime and the preflight: `skilltrial doctor` says what this engine offers.
 
 gVisor (runsc) is not installed on the machines this suite is built on: doctor must
 say so, ``--runtime runsc`` must fail once with a clear message instead of failing

@@ -1,4 +1,4 @@
-"""Issue 13's corpus: every reproduced bad input to `harness lock` ends as one clean error (exit 4) naming
+"""Issue 13's corpus: every reproduced bad input to `skilltrial lock` ends as one clean error (exit 4) naming
 the file and the field, never a traceback, a hang or a write; every valid YAML style locks and verifies."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _restore_sigterm_and_alarm() -> Iterator[None]:
 
 
 def _hang(signum: int, frame: FrameType | None) -> None:
-    raise AssertionError(f"harness lock still running after {HANG_BACKSTOP_S}s: it hangs")
+    raise AssertionError(f"skilltrial lock still running after {HANG_BACKSTOP_S}s: it hangs")
 
 
 def run_lock(capsys: pytest.CaptureFixture[str], prereg: Path) -> tuple[int, str]:
@@ -68,7 +68,7 @@ def assert_refused(capsys: pytest.CaptureFixture[str], s: StudyFiles, file: str,
     before = snapshot(s.root)
     code, err = run_lock(capsys, s.prereg)
     assert code == 4, err
-    assert err.startswith("harness: error: "), err
+    assert err.startswith("skilltrial: error: "), err
     assert "Traceback" not in err and "internal error" not in err, err
     assert len(err.strip().splitlines()) <= 2, err
     assert file in err, err

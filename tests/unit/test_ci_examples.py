@@ -22,7 +22,7 @@ def test_sharded_example_runs_every_shard_then_merges_and_gates() -> None:
     steps = shard_job["steps"]
     runs = [s.get("run", "") for s in steps]
     install = next(i for i, r in enumerate(runs) if "pipx install" in r)
-    eval_i = next(i for i, r in enumerate(runs) if "harness eval" in r)
+    eval_i = next(i for i, r in enumerate(runs) if "skilltrial eval" in r)
     assert install < eval_i
     assert '--shard "${{ matrix.shard }}/$SHARDS"' in runs[eval_i]
     assert '--out "shard-${{ matrix.shard }}"' in runs[eval_i]
@@ -30,8 +30,8 @@ def test_sharded_example_runs_every_shard_then_merges_and_gates() -> None:
     assert upload["with"]["path"] == "shard-${{ matrix.shard }}" and "always()" in upload["if"]
     assert merge_job["needs"] == "shard"
     mruns = [s.get("run", "") for s in merge_job["steps"]]
-    merge_i = next(i for i, r in enumerate(mruns) if "harness merge merged shards/shard-*" in r)
-    gate_i = next(i for i, r in enumerate(mruns) if r.strip() == "harness gate merged")
+    merge_i = next(i for i, r in enumerate(mruns) if "skilltrial merge merged shards/shard-*" in r)
+    gate_i = next(i for i, r in enumerate(mruns) if r.strip() == "skilltrial gate merged")
     assert merge_i < gate_i, "gate the merged experiment, never a shard"
     assert not any("make " in r for r in runs + mruns)
     # only the step that calls the API sees the key

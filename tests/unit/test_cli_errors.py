@@ -53,7 +53,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str, env: dict[str, str] | No
 
 
 def assert_clean_error(err: str, *words: str) -> None:
-    assert err.startswith("harness: error: "), err
+    assert err.startswith("skilltrial: error: "), err
     assert "Traceback" not in err
     for w in words:
         assert w in err, f"{w!r} not in {err!r}"
@@ -150,7 +150,7 @@ def test_debug_shows_the_traceback(make_study: StudyFactory, capsys: pytest.Capt
     code, _, err = run(capsys, "--debug", "lock", str(s.prereg))
     assert code == 4
     assert "Traceback" in err
-    assert "harness: error: " in err
+    assert "skilltrial: error: " in err
 
 
 # ---------------------------------------------------------------------------------- eval
@@ -174,7 +174,7 @@ def test_eval_unlocked(make_study: StudyFactory, capsys: pytest.CaptureFixture[s
     s = make_study()
     code, _, err = run(capsys, "eval", str(s.prereg), env=KEY_ENV)
     assert code == 4
-    assert_clean_error(err, "not locked", "harness lock")
+    assert_clean_error(err, "not locked", "skilltrial lock")
 
 
 def test_eval_changed_after_lock(locked: StudyFiles, capsys: pytest.CaptureFixture[str]) -> None:
@@ -270,7 +270,7 @@ def test_help_of_every_subcommand(command: str, capsys: pytest.CaptureFixture[st
         cli.main([command, "--help"], env={})
     assert info.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"usage: harness {command}")
+    assert out.startswith(f"usage: skilltrial {command}")
 
 
 def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:

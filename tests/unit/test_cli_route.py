@@ -1,4 +1,4 @@
-"""harness eval's real-run route: --upstream, --upstream-ca, --upstream-network, HTTPS_PROXY / NO_PROXY."""
+"""skilltrial eval's real-run route: --upstream, --upstream-ca, --upstream-network, HTTPS_PROXY / NO_PROXY."""
 
 from __future__ import annotations
 

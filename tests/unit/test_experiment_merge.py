@@ -1,4 +1,4 @@
-"""``harness merge``: shard directories combine only when they are one experiment, whole and disjoint."""
+"""``skilltrial merge``: shard directories combine only when they are one experiment, whole and disjoint."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Property-based fuzz of `harness lock` over tasks.json and preregistration.yaml (issue 13).
+"""Property-based fuzz of `skilltrial lock` over tasks.json and preregistration.yaml (issue 13).
 
-For every generated pair of files, ``harness lock`` (in-process, through ``harness.cli.main``) either
+For every generated pair of files, ``skilltrial lock`` (in-process, through ``harness.cli.main``) either
 succeeds, and then the lock verifies and the inputs are byte-for-byte as written, or exits 4 with one
 message naming the file; never a traceback, a hang (an alarm backstop), an alias blow-up (the address
 space is capped while it runs) or a write anywhere but the lock file beside the preregistration.
@@ -208,7 +208,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
 
 
 def _hang(signum: int, frame: FrameType | None) -> None:
-    raise AssertionError(f"harness lock still running after {HANG_BACKSTOP_S}s: it hangs")
+    raise AssertionError(f"skilltrial lock still running after {HANG_BACKSTOP_S}s: it hangs")
 
 
 def _vm_size() -> int:
@@ -287,7 +287,7 @@ def check_lock(studies: Path, repo: Path, prereg_text: str, tasks_text: str) -> 
     after = listing(root)
     written = {k for k in after if before.get(k) != after[k]} | {k for k in before if k not in after}
     if code == 4:
-        assert err.startswith("harness: error: "), err
+        assert err.startswith("skilltrial: error: "), err
         assert len(err.strip().splitlines()) <= 2, err
         assert str(root) in err or "/dev/" in err or str(repo) in err, f"no file named: {err}"
         assert "field '" in err or "malformed" in err, f"no field or place named: {err}"

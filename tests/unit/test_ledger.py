@@ -219,7 +219,7 @@ def test_malformed_ledger_names_file_and_field(tmp_path: Path) -> None:
     assert "skills-ledger.yaml" in str(e.value) and "status" in str(e.value)
 
 
-# ------------------------------------------------------------- harness eval's tail
+# ------------------------------------------------------------- skilltrial eval's tail
 
 
 class _FakeExperiment:

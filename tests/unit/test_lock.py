@@ -25,7 +25,7 @@ def locked(make_study: StudyFactory) -> StudyFiles:
 
 
 def lock_block(path: Path) -> dict[str, object]:
-    """The lock ``harness lock`` wrote beside the preregistration."""
+    """The lock ``skilltrial lock`` wrote beside the preregistration."""
     data = json.loads(lock_path(path).read_text())
     assert isinstance(data, dict)
     return data
@@ -67,7 +67,7 @@ def test_unlocked_preregistration_refused(make_study: StudyFactory) -> None:
     with pytest.raises(LockError) as info:
         verify_lock(load_study(s.prereg))
     assert "not locked" in str(info.value)
-    assert "harness lock" in str(info.value)
+    assert "skilltrial lock" in str(info.value)
     assert info.value.exit_code == 4
 
 

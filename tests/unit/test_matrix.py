@@ -1,5 +1,5 @@
 """A model matrix after its runs: the rule over the per-model verdicts, the summary (models.md, models.json,
-the terminal section), ``harness gate`` on the top directory and the ledger entry. Data from tests.factories."""
+the terminal section), ``skilltrial gate`` on the top directory and the ledger entry. Data from tests.factories."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_the_summary_shows_each_models_verdict_rates_interval_cost_and_judge() -
     assert f"{'+' if p.mean and p.mean > 0 else ''}{100 * (p.mean or 0):.1f} pp" in sonnet
     assert f"{c.ratio:.2f}x" in sonnet
     assert "| `opus` | ❌ REJECT | 13/18 | 6/18 |" in md
-    assert "`harness gate` on this directory exits 1" in md
+    assert "`skilltrial gate` on this directory exits 1" in md
 
 
 def test_a_skill_that_helps_one_model_only_is_inconclusive_by_default_and_adopted_by_any() -> None:
@@ -168,7 +168,7 @@ def test_the_terminal_section_is_one_aligned_row_per_model() -> None:
     assert sonnet.index("6/18") == opus.index("13/18") == header.index("baseline")
     assert lines[4] == "Helps on sonnet (adopt); not on opus (reject)."
     assert lines[5] == "MATRIX DECISION (every, preregistered): REJECT: rejected on opus"
-    assert "[harness gate out exits 1]" in lines[6]
+    assert "[skilltrial gate out exits 1]" in lines[6]
 
 
 def test_untrusted_model_names_are_inert_in_markdown() -> None:
@@ -178,7 +178,7 @@ def test_untrusted_model_names_are_inert_in_markdown() -> None:
     assert "[report](models/_img_src_x_/report.md)" in md
 
 
-# ----------------------------------------------------------------------------- harness gate on the top directory
+# ----------------------------------------------------------------------------- skilltrial gate on the top directory
 
 
 def test_gate_on_a_matrix_combines_the_models_and_names_the_rejecting_one(

@@ -1,7 +1,7 @@
-"""``harness eval`` on a model matrix without Docker: each model's A/B is run by a fake runner that writes what
+"""``skilltrial eval`` on a model matrix without Docker: each model's A/B is run by a fake runner that writes what
 a real one writes (records from tests.factories); what is checked is the matrix around it: one narrowed study
 and one directory per model, in order, progress saying which, the summary, the ledger once, stops, resume,
-``harness report`` and ``harness merge`` of a sharded matrix."""
+``skilltrial report`` and ``skilltrial merge`` of a sharded matrix."""
 
 from __future__ import annotations
 

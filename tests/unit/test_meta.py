@@ -40,7 +40,7 @@ WRITTEN_BY_A_RUN = {
         "upstream": "scripted",
     },
 }
-# ... and as `harness merge` wrote it (no trial inputs, the shards it combined).
+# ... and as `skilltrial merge` wrote it (no trial inputs, the shards it combined).
 WRITTEN_BY_A_MERGE = {
     "created_at": "2026-11-30T10:00:00+00:00",
     "experiment_id": LOCK[:12],

@@ -1,4 +1,4 @@
-"""harness.reporting (markdown, html, junit, decision_json, gate): report.md, report.html, junit.xml, decision.json, gate, `harness report`."""
+"""harness.reporting (markdown, html, junit, decision_json, gate): report.md, report.html, junit.xml, decision.json, gate, `skilltrial report`."""
 
 from __future__ import annotations
 
@@ -304,7 +304,7 @@ def test_gate_cannot_recompute_without_the_preregistration(tmp_path: Path) -> No
     assert "cannot be recomputed" in str(e.value)
 
 
-# ------------------------------------------------------------------- harness report
+# ------------------------------------------------------------------- skilltrial report
 
 
 def test_report_command_renders_every_file_and_leaves_results_alone(tmp_path: Path) -> None:
@@ -350,7 +350,7 @@ def test_write_reports_redacts(tmp_path: Path) -> None:
     paths = write_reports(tmp_path / "run", r, Redactor([]).text)
     for path in paths.values():
         assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
-    # `harness report` and `merge` re-render without the run's redactor: the key-shaped patterns still apply
+    # `skilltrial report` and `merge` re-render without the run's redactor: the key-shaped patterns still apply
     paths = write_reports(tmp_path / "rerender", r)
     for path in paths.values():
         assert "sk-ant-api03-abcdefghijklmnop" not in path.read_text()
@@ -374,12 +374,12 @@ def test_github_actions_example_runs_eval_then_gates() -> None:
     # the skill's repository has no Makefile and no checkout of the harness: the job installs it
     assert not any("make " in r or ".venv/" in r for r in runs)
     install = next(i for i, r in enumerate(runs) if "pipx install" in r and "$HARNESS_SPEC" in r)
-    eval_step = next(s for s in steps if "harness eval" in s.get("run", "") and '--skill "$SKILL"' in s["run"])
+    eval_step = next(s for s in steps if "skilltrial eval" in s.get("run", "") and '--skill "$SKILL"' in s["run"])
     assert install < steps.index(eval_step)
     assert eval_step["env"]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
     # no other step sees the key
     assert sum("ANTHROPIC_API_KEY" in str(s) for s in steps) == 1
-    gate_index = next(i for i, r in enumerate(runs) if "harness gate" in r)
+    gate_index = next(i for i, r in enumerate(runs) if "skilltrial gate" in r)
     assert gate_index > steps.index(eval_step)
     assert "||" not in runs[gate_index] and "continue-on-error" not in steps[gate_index]  # its exit code decides
     summary = next(s for s in steps if "$GITHUB_STEP_SUMMARY" in s.get("run", ""))

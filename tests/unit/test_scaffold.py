@@ -1,4 +1,4 @@
-"""`harness init`: the files it writes load, lock only once real tasks exist, and are never overwritten."""
+"""`skilltrial init`: the files it writes load, lock only once real tasks exist, and are never overwritten."""
 
 from __future__ import annotations
 
@@ -42,14 +42,14 @@ def test_init_writes_loadable_commented_files_next_to_the_skill(
     assert prereg.execution.budgets.total_usd is not None
     assert prereg.execution.judge_model != prereg.execution.model
     assert "# " in prereg_path.read_text(), "the preregistration is commented"
-    assert "harness lock" in capsys.readouterr().out
+    assert "skilltrial lock" in capsys.readouterr().out
 
 
 def test_init_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     skill = _skill(tmp_path)
     (skill.parent / "preregistration.yaml").write_text("mine\n")
     assert main(["init", str(skill)], env={}) == 4
-    assert "already exists; harness init never overwrites" in capsys.readouterr().err
+    assert "already exists; skilltrial init never overwrites" in capsys.readouterr().err
     assert (skill.parent / "preregistration.yaml").read_text() == "mine\n"
     assert not (skill.parent / "tasks.json").exists()
     made = init(skill, tmp_path / "eval")  # positive control: elsewhere it writes
