@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``gateway.side_requests`` (requests the CLI did not send). Lines of version 1 read as before."""
 RESULTS = "results.jsonl"
 """The file of result lines in an experiment directory (written by :mod:`harness.results.store`)."""
 
@@ -104,6 +105,10 @@ class GatewayMeter(FrozenModel):
     """Distinct descriptions of failed upstream connections (a certificate, a proxy refusing)."""
     retry_after_s: float | None = None
     """The last ``retry-after`` the upstream sent with a failure (seconds)."""
+    side_requests: int | None = None
+    """``/v1/messages`` requests the CLI did not send (a process beside it in the agent container): in
+    ``requests``, the tokens and the cost like any other, never evidence that the skill fired
+    (:class:`harness.sidecars.skilltrace.Attribution`). None: records of schema version 1."""
 
 
 UPSTREAM_CUT = "cut"

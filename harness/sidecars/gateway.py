@@ -248,7 +248,7 @@ class Gateway(BaseHTTPRequestHandler):
             self._refuse(400, "trigger run: the skill was called, the verdict is known")
             return
         if path == "/v1/messages":
-            self.skill_conversation = skilltrace.observe_request(body, log)
+            self.skill_placement = skilltrace.observe_request(body, log, skilltrace.ATTRIBUTION)
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
@@ -268,7 +268,8 @@ class Gateway(BaseHTTPRequestHandler):
             )
             return
         usage: dict[str, int] = {}
-        trace = skilltrace.ResponseTrace(getattr(self, "skill_conversation", None))
+        placement = getattr(self, "skill_placement", None) if path == "/v1/messages" else None
+        trace = skilltrace.ResponseTrace(placement, skilltrace.ATTRIBUTION if placement is not None else None)
         stream = "text/event-stream" in (resp.getheader("content-type") or "")
         self.send_response(resp.status)
         for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):
@@ -291,28 +292,31 @@ class Gateway(BaseHTTPRequestHandler):
                         break  # the upstream cut the stream (a reset): `complete` stays False
                     if not chunk:
                         break
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
+                    # read before forwarding: the answer is the CLI's (skilltrace.Attribution) before the
+                    # CLI has the line that completes it and can send the request that continues it
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
                         meter_sse_line(line, usage)
                         ended = ended or upstream_link.stream_ended(line)
                         trace.feed(line)
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
             except OSError:
                 broken = True
         else:
             data = resp.read()
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
             try:
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
                     merge_usage(usage, parsed["usage"])
-                trace.feed_message(parsed)
+                if resp.status == 200:
+                    trace.feed_message(parsed)
             except ValueError:
                 pass
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         conn.close()
         if path == "/v1/messages":
             trace.emit(log)

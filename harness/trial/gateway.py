@@ -47,7 +47,8 @@ def wait_listening(engine: ContainerRuntime, name: str, *, timeout_s: float = 20
 
 
 def meter(evts: Sequence[dict[str, Any]]) -> GatewayMeter:
-    """Sum the gateway's request log into one trial-phase meter."""
+    """Sum the gateway's request log into one trial-phase meter. Side requests (the CLI did not send
+    them) are metered like the CLI's own, and counted apart."""
     forwarded = [e for e in evts if e.get("event") == "forwarded"]
     refused = [e for e in evts if e.get("event") == "refused"]
 
@@ -64,4 +65,5 @@ def meter(evts: Sequence[dict[str, Any]]) -> GatewayMeter:
         cache_read_input_tokens=total("cache_read_input_tokens"),
         cost_usd=round(sum(float(e.get("cost_usd", 0.0)) for e in forwarded), 8),
         budget_stopped=any("budget" in str(e.get("reason", "")) for e in refused),
+        side_requests=sum(1 for e in evts if e.get("event") == "skill_request" and e.get("side")),
     )

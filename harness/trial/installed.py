@@ -141,12 +141,17 @@ def _events(evts: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in evts if e.get("event") == kind]
 
 
+def _first(requests: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The CLI's first request (the root of its own thread): the listing the arms are compared on."""
+    return next((r for r in requests if r.get("thread") == "cli" and r.get("root")), None)
+
+
 def listing_text(evts: Sequence[dict[str, Any]]) -> bytes | None:
     """The first request's skill listing, one ``- name: description`` line each (kept as an artifact:
     the listing is provenance; ``listing_sha256`` in the record is its hash without the skill's line)."""
-    for e in _events(evts, "skill_request"):
-        if e.get("turn") == 0 and isinstance(e.get("listing"), list):
-            return "".join(f"{line}\n" for line in e["listing"]).encode()
+    first = _first(_events(evts, "skill_request"))
+    if first is not None and isinstance(first.get("listing"), list):
+        return "".join(f"{line}\n" for line in first["listing"]).encode()
     return None
 
 
@@ -168,16 +173,22 @@ class Observed(NamedTuple):
 def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: str) -> Observed:
     """The trial's :class:`SkillUse`, its provenance additions and flags, from the gateway's log.
 
-    A trigger is a ``Skill`` tool_use naming the skill anywhere in the turn (not a mention in
-    text, not the listing). The agent's stdout plays no part."""
-    requests = all_requests = _events(evts, "skill_request")
-    responses = _events(evts, "model_tool_use")
-    # The CLI's conversation is the first one through the gateway (its first request precedes every
-    # tool the agent runs); API calls the agent makes itself are other conversations: never counted.
-    cli_conversation = next((r.get("conversation") for r in requests if r.get("turn") == 0), None)
-    if cli_conversation is not None:
-        responses = [r for r in responses if r.get("conversation") in (cli_conversation, None)]
-        requests = [r for r in requests if r.get("conversation") in (cli_conversation, None)] or requests
+    A trigger is a ``Skill`` tool_use naming the skill anywhere in the CLI's conversation (its
+    subagents' and its compacted continuation included), not a mention in text, not the listing.
+    Side requests (the gateway's attribution: the CLI did not send them) are counted and flagged and
+    play no other part; nor does the agent's stdout."""
+    all_requests = _events(evts, "skill_request")
+    requests = [r for r in all_requests if not r.get("side")]
+    responses = [r for r in _events(evts, "model_tool_use") if not r.get("side")]
+    flags: list[str] = []
+    side = len(all_requests) - len(requests)
+    if side:
+        flags.append(
+            f"side_requests: {side} request(s) through the gateway that the CLI did not send (metered; "
+            "never counted as the skill firing)"
+        )
+    if any(r.get("forked") for r in all_requests):
+        flags.append("conversation_forked: a second request continued one of the model's answers (a side request)")
     uses: list[str] = []
     for r in responses:
         for u in r.get("uses") or []:
@@ -187,7 +198,6 @@ def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: s
     called = f"Skill:{skill}" in uses
     sizes = tuple(int(r.get("bytes") or 0) for r in requests)
     loaded = any(skill in (r.get("loaded") or []) for r in requests)
-    flags: list[str] = []
     if delivery != "installed":
         invoked: SkillInvoked = "forced" if arm == "skill" else ("yes" if called else "no")
         return Observed(
@@ -195,18 +205,14 @@ def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: s
             {"delivery": delivery},
             flags,
         )
-    firsts = [r for r in requests if r.get("turn") == 0]
-    if not firsts:
+    first = _first(requests)
+    if first is None:
         use = SkillUse(delivery=delivery, tool_uses=tuple(uses), reason="the gateway saw no request from the CLI")
         return Observed(use, {"delivery": delivery, "delivery_check": "could not measure: no request seen"}, flags)
-    first = firsts[0]
     names = [str(n) for n in first.get("listed") or []]
     lines = [str(x) for x in first.get("listing") or []]
     listed = skill in names
-    conversations = {r.get("conversation") for r in all_requests if r.get("turn") == 0}
-    if len(conversations) > 1:
-        flags.append(f"skill_trace_extra_conversations: {len(conversations)} conversations through the gateway")
-    for r in requests[1:]:
+    for r in requests:
         if r.get("listed") is not None and [str(n) for n in r.get("listed") or []] != names:
             flags.append("skill_listing_changed: a later request listed other skills than the first")
             break

@@ -360,7 +360,9 @@ def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceK
             for path in (dirs.out, *(() if kind == "overlay" else (dirs.verify,))):
                 os.lchown(path, uid, gid)
     except FileExistsError:
-        raise InfraError(f"trial directory {root} already exists (a leftover of a killed run? `skilltrial gc`)") from None
+        raise InfraError(
+            f"trial directory {root} already exists (a leftover of a killed run? `skilltrial gc`)"
+        ) from None
     except (OSError, subprocess.CalledProcessError) as e:
         remove(dirs)
         raise InfraError(f"preparing {root} failed: {e}") from e

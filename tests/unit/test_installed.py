@@ -49,22 +49,28 @@ def test_the_listing_is_found_wherever_the_cli_put_it_and_parsed_line_by_line() 
 
 def test_observe_request_logs_turn_tools_listing_and_loads_but_never_the_conversation() -> None:
     events, log = logged()
-    skilltrace.observe_request(body(), log)
+    attribution = skilltrace.Attribution()
+    call = {"type": "tool_use", "id": "toolu_1", "name": "Skill", "input": {"skill": "careful-fixer"}}
+    placement = skilltrace.observe_request(body(), log, attribution)
+    skilltrace.ResponseTrace(placement, attribution).feed_message({"content": [call]})
     loaded = body(
         extra=[
+            {"role": "assistant", "content": [call]},
             {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}],
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Launching skill: careful-fixer"}
+                ],
             },
-            {"role": "user", "content": [{"type": "tool_result", "content": "Launching skill: careful-fixer"}]},
             {"role": "system", "content": [{"type": "text", "text": "USD budget: $0.01/$0.5"}]},
         ]
     )
-    skilltrace.observe_request(loaded, log)
+    skilltrace.observe_request(loaded, log, attribution)
     first, second = events
     assert first["turn"] == 0 and first["listed"] == ["careful-fixer", "dataviz", "simplify"] and "listing" in first
-    assert first["tools"] == ["Bash", "Skill"] and first["loaded"] == []
+    assert first["tools"] == ["Bash", "Skill"] and first["loaded"] == [] and first["thread"] == "cli" and first["root"]
     assert second["turn"] == 1 and second["loaded"] == ["careful-fixer"] and "listing" not in second
+    assert second["thread"] == "cli" and not second["side"] and not second["root"]
     assert "fix the bug" not in json.dumps(events)
 
 
@@ -100,13 +106,30 @@ def test_the_stopper_fires_only_on_the_named_skill() -> None:
 
 
 def gateway_log(skill_arm: bool, calls: list[dict[str, Any]], listing_changes: bool = False) -> list[dict[str, Any]]:
+    """The gateway's log of a two-request conversation of the CLI's: ``calls`` answered to the first."""
     events, log = logged()
-    skilltrace.observe_request(body(skill_line=skill_arm), log)
-    log("model_tool_use", uses=calls)
-    skilltrace.observe_request(
-        body(skill_line=skill_arm and not listing_changes, extra=[{"role": "assistant", "content": []}]), log
+    attribution = skilltrace.Attribution()
+    blocks = [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{i}",
+            "name": c["name"],
+            "input": {k: v for k, v in c.items() if k != "name"},
+        }
+        for i, c in enumerate(calls)
+    ] or [{"type": "text", "text": "thinking aloud"}]
+    first = skilltrace.observe_request(body(skill_line=skill_arm), log, attribution)
+    trace = skilltrace.ResponseTrace(first, attribution)
+    trace.feed_message({"content": blocks})
+    trace.emit(log)
+    results = [{"type": "tool_result", "tool_use_id": b["id"], "content": "ok"} for b in blocks if "id" in b]
+    second = body(
+        skill_line=skill_arm and not listing_changes,
+        extra=[{"role": "assistant", "content": blocks}, {"role": "user", "content": results or "go on"}],
     )
-    log("model_tool_use", uses=[])
+    trace = skilltrace.ResponseTrace(skilltrace.observe_request(second, log, attribution), attribution)
+    trace.feed_message({"content": [{"type": "text", "text": "done"}]})
+    trace.emit(log)
     return events
 
 
@@ -310,22 +333,27 @@ def test_trigger_preregistration_checks_the_variants_name(tmp_path: Path) -> Non
 
 def test_api_calls_the_agent_makes_itself_never_count_as_the_skill_firing() -> None:
     events, log = logged()
-    cli = skilltrace.observe_request(body(skill_line=True), log)
-    skilltrace.ResponseTrace(cli).emit(log)  # the CLI's turn: no tool use
+    attribution = skilltrace.Attribution()
+    cli = skilltrace.observe_request(body(skill_line=True), log, attribution)
+    skilltrace.ResponseTrace(cli, attribution).emit(log)  # the CLI's turn: no tool use
     forged_body = body(skill_line=True)
     forged_body["messages"][0]["content"][0]["text"] = "curl from inside the sandbox"
-    own = skilltrace.observe_request(forged_body, log)
-    trace = skilltrace.ResponseTrace(own)
-    trace.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    own = skilltrace.observe_request(forged_body, log, attribution)
+    trace = skilltrace.ResponseTrace(own, attribution)
+    trace.feed_message(
+        {"content": [{"type": "tool_use", "id": "t", "name": "Skill", "input": {"skill": "careful-fixer"}}]}
+    )
     trace.emit(log)
-    assert cli != own
+    assert cli.thread == "cli" and own.side
     use, _prov, flags = installed.observe(events, skill="careful-fixer", arm="skill", delivery="installed")
     assert use.invoked == "no" and use.tool_uses == (), use
-    assert any(f.startswith("skill_trace_extra_conversations") for f in flags)
+    assert any(f.startswith("side_requests: 1 ") for f in flags), flags
     # positive control: the same Skill call in the CLI's own conversation counts
     events2, log2 = logged()
-    cli2 = skilltrace.observe_request(body(skill_line=True), log2)
-    t2 = skilltrace.ResponseTrace(cli2)
-    t2.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "careful-fixer"}}]})
+    attribution2 = skilltrace.Attribution()
+    t2 = skilltrace.ResponseTrace(skilltrace.observe_request(body(skill_line=True), log2, attribution2), attribution2)
+    t2.feed_message(
+        {"content": [{"type": "tool_use", "id": "t", "name": "Skill", "input": {"skill": "careful-fixer"}}]}
+    )
     t2.emit(log2)
     assert installed.observe(events2, skill="careful-fixer", arm="skill", delivery="installed")[0].invoked == "yes"
