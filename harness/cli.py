@@ -382,7 +382,14 @@ def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     from harness.study.config import load_study
     from harness.study.prices import missing_notes
 
-    for note in missing_notes(load_study(args.prereg).prereg.execution):
+    prereg = load_study(args.prereg).prereg
+    listed = prereg.lock.listed_name if prereg.lock is not None else None
+    if listed is not None:
+        differs = (
+            "" if listed == prereg.skill else f" (SKILL.md's name; the preregistration's skill is {prereg.skill!r})"
+        )
+        print(f"the CLI lists the skill as {listed!r}{differs}")
+    for note in missing_notes(prereg.execution):
         print(f"warning: {note}", file=sys.stderr)
     return 0
 

@@ -184,6 +184,9 @@ class SkillUse(FrozenModel):
     """Every tool_use the model emitted, in order; ``Skill:<name>`` for Skill calls."""
     listing: tuple[str, ...] = ()
     """The names in the first request's skill listing, in order."""
+    name: str | None = None
+    """Installed delivery: the name the skill under test is listed under (SKILL.md's front matter
+    ``name``, which may differ from the preregistration's ``skill``). None: prompt delivery, old records."""
     reason: str | None = None
     request_bytes: tuple[int, ...] = ()
     """Size of each request body the gateway forwarded (compact JSON): the per-turn input overhead of a

@@ -65,14 +65,44 @@ def silent_bypass(records: Iterable[TrialRecord]) -> str | None:
     )
 
 
+def listed_name(records: Iterable[TrialRecord]) -> str | None:
+    """The name the installed skill was listed under (SKILL.md's front matter name), from the skill arm."""
+    for r in records:
+        if r.arm == "skill" and r.skill is not None and r.skill.delivery == "installed" and r.skill.name:
+            return r.skill.name
+    return None
+
+
+def side_requests(records: Iterable[TrialRecord]) -> dict[str, int]:
+    """Per arm, the requests through the gateway the CLI did not send (never counted as the skill firing)."""
+    out: dict[str, int] = {}
+    for r in records:
+        if r.gateway is not None and r.gateway.side_requests:
+            out[r.arm] = out.get(r.arm, 0) + r.gateway.side_requests
+    return out
+
+
+def _side_text(records: Sequence[TrialRecord]) -> str | None:
+    side = side_requests(records)
+    if not side:
+        return None
+    arms = ", ".join(f"{arm} {n}" for arm, n in sorted(side.items()))
+    return f"side requests (sent beside the CLI; metered, never counted as the skill firing): {arms}"
+
+
 def terminal_lines(records: Sequence[TrialRecord], rule: PassRule) -> list[str]:
     rows = invocation_rows(records, rule)
+    side = _side_text(records)
     if not rows or all(row.invoked == "no" and row.arm == "baseline" for row in rows):
-        return []
+        return [side] if side else []
     cells = "   ".join(
         f"{row.arm} {row.invoked.replace('_', ' ')}: {row.rate_text} pass ({row.trials})" for row in rows
     )
-    lines = [f"skill invoked (from the gateway): {cells}"]
+    name = listed_name(records)
+    listed = f", listed as {name!r}" if name else ""
+    lines = [f"skill invoked (from the gateway{listed}): {cells}"]
+    if side:
+        lines.append(side)
     warning = silent_bypass(records)
     if warning:
         lines.append(f"WARNING {warning}")
@@ -83,8 +113,15 @@ def markdown_lines(records: Sequence[TrialRecord], rule: PassRule) -> list[str]:
     rows = invocation_rows(records, rule)
     if not rows:
         return []
-    lines = ["", "### Did the skill fire?", "", "| arm | skill invoked | trials | pass rate |", "|:--|:--|--:|--:|"]
+    lines = ["", "### Did the skill fire?", ""]
+    name = listed_name(records)
+    if name:  # a plain name (harness.study.skillname.NAME): safe in a code span
+        lines += [f"The CLI listed the skill as `{name}`.", ""]
+    lines += ["| arm | skill invoked | trials | pass rate |", "|:--|:--|--:|--:|"]
     lines += [f"| {row.arm} | {row.invoked.replace('_', ' ')} | {row.trials} | {row.rate_text} |" for row in rows]
+    side = _side_text(records)
+    if side:
+        lines += ["", side[0].upper() + side[1:] + "."]
     warning = silent_bypass(records)
     if warning:
         lines += ["", f"> ⚠️ **{warning}**"]
@@ -99,4 +136,6 @@ def summary(records: Sequence[TrialRecord], rule: PassRule) -> dict[str, Any]:
             for r in invocation_rows(records, rule)
         ],
         "silent_bypass": silent_bypass(records),
+        "listed_name": listed_name(records),
+        "side_requests": side_requests(records),
     }

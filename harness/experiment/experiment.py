@@ -60,6 +60,7 @@ from harness.sandbox.runtime import Runtime
 from harness.study import prices, scenario
 from harness.study.config import LockBlock, Study, parse_size
 from harness.study.lock import verify_lock
+from harness.study.skillname import listed_name
 from harness.trial import installed, samepatch, workspace
 from harness.trial.reaper import TrialReaper
 from harness.trial.trial import StartGate, TrialContext, run_trial
@@ -379,7 +380,13 @@ class Experiment:
         for warning in scenario.scenario_warnings(sc, skill=self.study.prereg.skill):
             self.events.message(f"warning: {self.options.scripted}: {warning}")
         return scenario.compile_scenario(
-            self.options.scripted, sc, self.study.target_tasks(), skill=self.study.prereg.skill
+            self.options.scripted,
+            sc,
+            self.study.target_tasks(),
+            skill=self.study.prereg.skill,
+            listed=listed_name(self.study.skill_dir, self.study.prereg.skill)
+            if self.study.prereg.library is None
+            else None,
         )
 
     def _fingerprints(self, provenance: Provenance, images: ImageSet, compiled: bytes | None) -> dict[str, str]:
@@ -546,7 +553,7 @@ class Experiment:
             route_env={**site.route_env, **prices.gateway_env(prices.effective(ex))},
             route_mounts=site.route_mounts,
             library_copies=site.library_copies,
-            skill_name=installed.skill_name(self.study.skill_dir, self.study.prereg.skill),
+            skill_name=listed_name(self.study.skill_dir, self.study.prereg.skill),
             baseline_fingerprints=fingerprints,
             reaper=reaper,
         )

@@ -58,6 +58,7 @@ from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import copy_skill, skill_files
+from harness.study.skillname import listed_name
 from harness.trial import gateway, installed
 
 Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
@@ -134,7 +135,7 @@ def load_trigger_study(path: Path) -> TriggerStudy:
         md = d / "SKILL.md"
         if md.is_symlink() or not md.is_file():
             raise ConfigError(path, f"{md} is missing or not a regular file", field=f"variants.{name}")
-        listed = installed.skill_name(d, "")
+        listed = listed_name(d, "")
         if listed != prereg.skill:
             raise ConfigError(
                 path,

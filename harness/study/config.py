@@ -465,6 +465,9 @@ class LockBlock(Strict):
     # (pydantic's patterns are Rust regexes: '$' there is the end of the text, a newline included)
     files: dict[str, str] = {}
     """sha256 of each locked file (relative path -> digest), for naming what changed."""
+    listed_name: str | None = None
+    """The name the CLI lists the skill under (SKILL.md's front matter ``name``; :mod:`harness.study.skillname`):
+    derived from the locked SKILL.md, written for the reader. None: a library, or a lock of an earlier version."""
 
 
 Preregistration.model_rebuild()

@@ -42,6 +42,7 @@ from harness.study.config import (
     parse_yaml,
     read_text,
 )
+from harness.study.skillname import listed_name
 
 LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `skilltrial lock`; any edit above invalidates it."
@@ -273,7 +274,8 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: 
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
     digest, files = lock_digest(study, base_sha, library_entries)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files)
+    listed = None if study.prereg.library is not None else listed_name(study.skill_dir, study.prereg.skill)
+    block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files, listed_name=listed)
     target = lock_path(study.prereg_path)
     if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
         raise ConfigError(target, "exists and is not a regular file; remove it and lock again")

@@ -188,10 +188,19 @@ def scenario_warnings(scenario: Scenario, *, skill: str) -> list[str]:
 
 
 def compile_scenario(
-    path: Path, scenario: Scenario, tasks: tuple[Task, ...], *, skill: str, seed: int | None = None
+    path: Path,
+    scenario: Scenario,
+    tasks: tuple[Task, ...],
+    *,
+    skill: str,
+    seed: int | None = None,
+    listed: str | None = None,
 ) -> bytes:
     """The server's JSON for one experiment: each task's prompt (how the server recognises a
-    task) and fully resolved behaviour per arm, the skill arm's taken from ``skills[skill]``."""
+    task) and fully resolved behaviour per arm, the skill arm's taken from ``skills[skill]``.
+    ``listed``: the name the CLI lists the skill under (SKILL.md's front matter name, when it is not
+    ``skill``): the server's skill arm is the one whose listing names it, and it calls ``Skill`` on it
+    (``invocation`` is looked up under either name)."""
     known = {t.id: t for t in tasks}
     for task_id in scenario.tasks:
         if task_id not in known:
@@ -210,7 +219,10 @@ def compile_scenario(
     data = scenario.model_dump(mode="json", exclude_none=True, exclude={"skills", "arms", "models"})
     if seed is not None:
         data["seed"] = seed
-    data["skill"] = skill  # the installed delivery's skill arm is the one whose listing names it
+    data["skill"] = listed or skill  # the installed delivery's skill arm is the one whose listing names it
+    invocation = data.get("invocation") or {}
+    if listed and listed != skill and skill in invocation and listed not in invocation:
+        invocation[listed] = invocation.pop(skill)
     if skill_cfg is not None and skill_cfg.marker:
         data["skill_marker"] = skill_cfg.marker
     for task_id, script in data["tasks"].items():

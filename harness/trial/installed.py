@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,7 +42,6 @@ from harness.sandbox.deadline import deadline_argv
 SETTING_SOURCES = "project"
 SKILLS_DIR = "/workspace/.claude/skills"
 NO_HOOKS = json.dumps({"disableAllHooks": True}, separators=(",", ":"))
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def installed_options(allowed_tools: Sequence[str], max_turns: int | None = None) -> tuple[str, ...]:
@@ -90,24 +88,6 @@ def agent_command(
 def prompt_template_sha256() -> str:
     """Both arms get the task's prompt unchanged; what differs from the prompt delivery is the mode."""
     return hashlib.sha256(f"installed\x00{' '.join(installed_options(()))}".encode()).hexdigest()
-
-
-def skill_name(skill_dir: Path, fallback: str) -> str:
-    """The name the CLI lists the skill under: SKILL.md's front matter ``name``, else ``fallback``."""
-    try:
-        text = (skill_dir / "SKILL.md").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return fallback
-    if text.startswith("---"):
-        for line in text.split("\n")[1:40]:
-            if line.strip() == "---":
-                break
-            key, _, value = line.partition(":")
-            if key.strip() == "name":
-                value = value.strip().strip("'\"")
-                if NAME.match(value):
-                    return value
-    return fallback
 
 
 def skill_target(name: str) -> str:
@@ -236,6 +216,7 @@ def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: s
         loaded=loaded,
         tool_uses=tuple(uses),
         listing=tuple(names),
+        name=skill,
         reason=reason,
         request_bytes=sizes,
     )

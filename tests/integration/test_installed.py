@@ -237,3 +237,60 @@ def test_a_forged_stdout_cannot_change_skill_invoked(hostile_installed: dict[str
         use = _skill(r)
         assert use.invoked == "no", use  # the gateway saw no Skill call
         assert use.listed is (arm == "skill"), use
+
+
+# ------------------------------------------------------------------ a skill listed under another name
+
+RENAMED = "careful-fixer-renamed"
+
+
+@pytest.fixture(scope="module")
+def renamed_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images: ImageSet) -> dict[str, Any]:
+    """The preregistration (and the skill's folder) say ``careful-fixer``; SKILL.md's front matter says
+    ``careful-fixer-renamed``: the CLI lists the skill under the front matter name."""
+    from harness.demo import prepare_demo
+    from harness.study.config import load_study
+
+    tmp = tmp_path_factory.mktemp("installed-renamed")
+    setup = prepare_demo(tmp / "demo")
+    skill_md = setup.root / "skills" / SKILL / "SKILL.md"
+    text = skill_md.read_text()
+    assert f"name: {SKILL}\n" in text
+    skill_md.write_text(text.replace(f"name: {SKILL}\n", f"name: {RENAMED}\n", 1))
+    scripts = demo_task_scripts(setup.root)
+    scenario = {
+        "seed": 5,
+        "skill_marker": MARKER,
+        "judge": {"mode": "follow_verify"},
+        # keyed by the preregistration's name, as a user writes it
+        "invocation": {SKILL: {"p_default": 1.0, "marker": MARKER}},
+        "tasks": {
+            "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 0}, "skill": {"p_success": 1}}}
+        },
+    }
+    prereg, scen = write_experiment(
+        setup.root, "renamed", tasks=["fix-mean"], scenario=scenario, extra={"execution": {"delivery": "installed"}}
+    )
+    lock_block = load_study(prereg).prereg.lock
+    work_root = tmp / "trials"
+    work_root.mkdir(mode=0o700)
+    result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=2)
+    return {"records": latest(result), "out": tmp / "out", "lock": lock_block}
+
+
+def test_a_skill_listed_under_its_front_matter_name_is_measured_under_that_name(renamed_run: dict[str, Any]) -> None:
+    records = renamed_run["records"]
+    skill = _skill(records["fix-mean.skill.0"])
+    assert skill.listed is True and skill.name == RENAMED and skill.listing[0] == RENAMED, skill
+    # the scripted model keys on the listed name: the skill arm is the skill arm, and the skill fires
+    assert skill.invoked == "yes" and skill.loaded is True and skill.tool_uses[0] == f"Skill:{RENAMED}", skill
+    base = _skill(records["fix-mean.baseline.0"])
+    assert base.listed is False and base.invoked == "no", base
+    decisions = [e for e in scripted_events(renamed_run["out"]) if e.get("event") == "skill_decision"]
+    assert decisions and all(e["skill"] == RENAMED for e in decisions), decisions
+    from harness.analysis import skilluse
+
+    summary = "\n".join(skilluse.terminal_lines(list(records.values()), "verify_and_judge"))
+    assert f"listed as '{RENAMED}'" in summary, summary
+    assert "silent bypass" not in summary
+    assert renamed_run["lock"] is not None and renamed_run["lock"].listed_name == RENAMED  # in the lock too

@@ -14,6 +14,7 @@ from harness.experiment import triggers
 from harness.records import Arm, SkillInvoked, SkillUse, TrialRecord, VerifyResult
 from harness.sidecars import scripted_api, skilltrace
 from harness.study.config import Execution
+from harness.study.skillname import listed_name
 from harness.trial import installed
 from tests.factories import provenance, trial_record
 
@@ -192,7 +193,7 @@ def test_skill_name_and_mountpoint(tmp_path: Path) -> None:
     skill = tmp_path / "s"
     skill.mkdir()
     (skill / "SKILL.md").write_text("---\nname: real-name\ndescription: x\n---\nbody\n")
-    assert installed.skill_name(skill, "fallback") == "real-name"
+    assert listed_name(skill, "fallback") == "real-name"
     ws = tmp_path / "ws"
     ws.mkdir()
     installed.prepare_mountpoint(ws, "real-name")
@@ -357,3 +358,67 @@ def test_api_calls_the_agent_makes_itself_never_count_as_the_skill_firing() -> N
     )
     t2.emit(log2)
     assert installed.observe(events2, skill="careful-fixer", arm="skill", delivery="installed")[0].invoked == "yes"
+
+
+# ------------------------------------------------------------------ the name the CLI lists the skill under
+
+
+def test_front_matter_names_and_what_falls_back() -> None:
+    from harness.study.skillname import front_matter_name
+
+    assert front_matter_name("---\nname: 'quoted-name'\ndescription: x\n---\n") == "quoted-name"
+    assert front_matter_name("---\ndescription: x\n---\nname: body-not-front-matter\n") is None
+    assert front_matter_name("# no front matter\nname: x\n") is None
+    assert front_matter_name("---\nname: has spaces\n---\n") is None
+
+
+def test_the_scripted_model_keys_on_the_listed_name_not_the_preregistrations(tmp_path: Path) -> None:
+    from harness.study import scenario as scen
+    from harness.study.config import Task
+
+    sc = scen.Scenario.model_validate(
+        {
+            "tasks": {"t": {"success": [{"tool": "Bash", "input": {"command": "true"}}]}},
+            "invocation": {"careful-fixer": {"p_default": 1.0}},  # keyed as the user wrote it
+        }
+    )
+    tasks = (Task(id="t", prompt="fix it", verify_cmd="true", pass_criteria="x"),)
+    listing = LISTING.replace("careful-fixer", "renamed-fixer")
+    request = {"messages": [{"role": "user", "content": "fix it"}, {"role": "system", "content": listing}]}
+    for listed, expect in ((None, "baseline"), ("renamed-fixer", "skill")):
+        data = json.loads(scen.compile_scenario(tmp_path, sc, tasks, skill="careful-fixer", listed=listed))
+        reply, info = scripted_api.agent_reply(scripted_api.Scenario(data), request)
+        assert info["arm"] == expect, (listed, info)
+        if expect == "skill":  # the skill arm, and the Skill call names the listed skill
+            assert reply.blocks[-1]["name"] == "Skill" and reply.blocks[-1]["input"] == {"skill": "renamed-fixer"}
+
+
+def test_lock_records_the_listed_name_and_says_it(make_study: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+    from harness.study.config import load_study
+
+    s = make_study(skill_files={"SKILL.md": "---\nname: renamed-tidy\ndescription: d\n---\nbody\n"})
+    assert main(["lock", str(s.prereg)]) == 0
+    assert "the CLI lists the skill as 'renamed-tidy' (SKILL.md's name; the preregistration's skill is 'tidy')" in (
+        capsys.readouterr().out
+    )
+    block = load_study(s.prereg).prereg.lock
+    assert block is not None and block.listed_name == "renamed-tidy"
+    same = make_study()
+    assert main(["lock", str(same.prereg)]) == 0
+    assert "the CLI lists the skill as 'tidy'\n" in capsys.readouterr().out
+
+
+def test_the_report_says_which_name_was_listed_and_counts_side_requests() -> None:
+    from harness.records import GatewayMeter
+
+    use = SkillUse(delivery="installed", invoked="yes", listed=True, name="renamed-fixer")
+    records = [
+        trial_record(arm="skill", skill=use, gateway=GatewayMeter(side_requests=2)),
+        trial_record(arm="baseline", skill=SkillUse(delivery="installed", invoked="no", listed=False)),
+    ]
+    text = "\n".join(skillreport.terminal_lines(records, "verify_and_judge"))
+    assert "listed as 'renamed-fixer'" in text and "side requests" in text and "skill 2" in text, text
+    md = "\n".join(skillreport.markdown_lines(records, "verify_and_judge"))
+    assert "The CLI listed the skill as `renamed-fixer`." in md
+    assert skillreport.summary(records, "verify_and_judge")["listed_name"] == "renamed-fixer"
