@@ -216,9 +216,89 @@ def log_probe(sc: Scenario, step: dict[str, Any], messages: list[dict[str, Any]]
     )
 
 
+# ------------------------------------------------------------- the non-bare CLI's subagents and compaction
+
+COMPACTED = re.compile(r"\[scripted compaction at turn (\d+) after ([A-Za-z0-9_-]*)\]")
+
+
+def _answer_ids(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return [str(b.get("id")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def conversation_turn(messages: list[dict[str, Any]], prompt: str) -> int:
+    """The script's turn: the model's answers so far. After a compaction: the turn the summary names,
+    plus the answers after the last one before it (the CLI keeps a few recent messages verbatim)."""
+    answers = [m for m in messages if m.get("role") == "assistant"]
+    marks = COMPACTED.findall(prompt)
+    if not marks:
+        return len(answers)
+    turn, last = int(marks[-1][0]), marks[-1][1]
+    carried = next((i + 1 for i, m in reversed(list(enumerate(answers))) if last and last in _answer_ids(m)), 0)
+    return turn + len(answers) - carried
+
+
+def is_compaction(messages: list[dict[str, Any]]) -> bool:
+    """The CLI's summary request: its last user message asks for an ``<analysis>`` and a ``<summary>``."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    text = text_of(last.get("content")) if last else ""
+    return "<analysis>" in text and "<summary>" in text
+
+
+def compaction_reply(sc: Scenario, body: dict[str, Any], prompt: str) -> tuple[Reply, dict[str, Any]]:
+    """Summarise: the summary carries the conversation's first message (so the compacted conversation is
+    still recognised as the task's) and the turn the script goes on from."""
+    messages = body.get("messages", [])
+    turn = conversation_turn(messages, prompt)
+    found = sc.find_task(prompt)
+    original = COMPACTED.sub("", prompt).strip()
+    ids = [i for m in messages if m.get("role") == "assistant" for i in _answer_ids(m)]
+    mark = f"[scripted compaction at turn {turn} after {ids[-1] if ids else ''}]"
+    text = f"<analysis>scripted</analysis>\n<summary>{mark}\n{original}</summary>"
+    usage = dict(sc.defaults.get("usage", {"input_tokens": 1000, "output_tokens": 50}))
+    info = {"task": None, "compaction": found[0] if found else None, "turn": turn}
+    log("compaction", task=info["compaction"], turn=turn)
+    return Reply([{"type": "text", "text": text}], "end_turn", usage), info
+
+
+def find_subagent(sc: Scenario, prompt: str) -> tuple[str, dict[str, Any]] | None:
+    """The ``Agent`` step whose prompt opens this conversation (the CLI puts it in the first user message)."""
+    for task_id, task in sc.tasks.items():
+        scripts = [task.get("success", []), task.get("failure", [])]
+        scripts += [arm.get("prelude", []) for arm in task.get("arms", {}).values()]
+        for steps in scripts:
+            for step in steps:
+                wanted = str(step.get("input", {}).get("prompt", "")).strip() if step.get("tool") == "Agent" else ""
+                if wanted and wanted in prompt:
+                    return task_id, step
+    return None
+
+
+def subagent_reply(
+    sc: Scenario, body: dict[str, Any], task_id: str, agent_step: dict[str, Any]
+) -> tuple[Reply, dict[str, Any]]:
+    messages = body.get("messages", [])
+    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    steps: list[dict[str, Any]] = list(agent_step.get("subagent", []))
+    usage = dict(sc.defaults.get("usage", {"input_tokens": 1000, "output_tokens": 50}))
+    info = {"task": task_id, "arm": "subagent", "turn": turn}
+    if 0 < turn <= len(steps) and steps[turn - 1].get("probe"):
+        log_probe(sc, steps[turn - 1], messages, info)
+    if turn < len(steps):
+        step = dict(steps[turn], input=substitute(sc, steps[turn].get("input", {})))
+        return Reply([tool_block(step, turn)], "tool_use", dict(step.get("usage") or usage)), info
+    return Reply([{"type": "text", "text": "Subagent done."}], "end_turn", usage), info
+
+
 def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:
     messages = body.get("messages", [])
     prompt = first_user_text(messages)
+    if is_compaction(messages):
+        return compaction_reply(sc, body, prompt)
+    subagent = find_subagent(sc, prompt)
+    if subagent is not None:
+        return subagent_reply(sc, body, *subagent)
     found = sc.find_task(prompt)
     arm = "skill" if SKILL_PATH in prompt else "baseline"
     listing = skill_listing(body)
@@ -253,7 +333,7 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
             base_cfg = task.get("arms", {}).get("baseline", {})
             success = state["draw"] < float(base_cfg.get("p_success", arm_cfg.get("p_success", 0.5)))
     steps.extend(arm_cfg.get("prelude", []))
-    turn = sum(1 for m in messages if m.get("role") == "assistant")
+    turn = conversation_turn(messages, prompt)
 
     # The turn after the skill read: check what the CLI actually sent back.
     if read_skill and turn == 1 and state["skill_read"] is None:
@@ -276,7 +356,7 @@ def agent_reply(sc: Scenario, body: dict[str, Any]) -> tuple[Reply, dict[str, An
         if step.get("say"):
             blocks.append({"type": "text", "text": str(step["say"])})
         blocks.append(tool_block(step, turn))
-        return Reply(blocks, "tool_use", usage), info
+        return Reply(blocks, "tool_use", dict(step.get("usage") or usage)), info
     final = str(task.get("final_text", "Done."))
     if read_skill:
         # what the scripted model saw of the skill file, visible in the CLI's result text

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harness.errors import ConfigError
 from harness.study.config import Strict, Task, parse_yaml, read_text, validate
@@ -28,12 +28,26 @@ class Usage(Strict):
 
 
 class Step(Strict):
-    tool: Literal["Bash", "Edit", "Read", "Write"]
+    tool: Literal["Bash", "Edit", "Read", "Write", "Agent", "Skill"]
     input: dict[str, Any]
     say: str | None = None
     probe: str | None = None
     """Log this step's tool result as a ``probe`` event (security tests read it from scripted-api.log);
     later steps may use ``{{probe:NAME}}`` in their input."""
+    usage: Usage | None = None
+    """This turn's token usage instead of the arm's (a large ``cache_read_input_tokens`` makes the
+    non-bare CLI compact its conversation before the next turn)."""
+    subagent: tuple[Step, ...] | None = None
+    """``Agent`` steps: what the subagent does (the conversation whose first message carries this step's
+    ``input.prompt``), then it answers ``Subagent done.``"""
+
+    @model_validator(mode="after")
+    def _agent(self) -> Step:
+        if self.tool == "Agent" and not (isinstance(self.input.get("prompt"), str) and self.input["prompt"].strip()):
+            raise ValueError("an Agent step needs input.prompt (the subagent's first message)")
+        if self.subagent and self.tool != "Agent":
+            raise ValueError("only an Agent step has subagent steps")
+        return self
 
 
 class InjectedError(Strict):

@@ -11,7 +11,9 @@ a real model asked to would. None of it may reach ``skill.invoked`` / ``listed``
 
 Positive controls in the same run: the CLI's own ``Skill`` call still counts beside the forgeries,
 and still counts when the agent then writes a forged stdout that denies it; the forging script's
-requests really got through (the probe's statuses are 200).
+requests really got through (the probe's statuses are 200). And in a run of its own, the real CLI's
+own other conversations stay the CLI's: a subagent (the ``Agent`` tool) that calls ``Skill``, and a
+conversation the CLI compacted (a turn reporting a nearly full context) whose continuation calls it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from tests.integration.helpers import latest, run_experiment
-from tests.security.helpers import HostileTask, bash, kv, probes, write_hostile
+from tests.security.helpers import HostileTask, bash, kv, probes, scripted_events, write_hostile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -130,3 +132,66 @@ def test_the_clis_own_skill_call_counts_beside_forgeries_and_a_denying_stdout(si
     base = side_run["records"]["side-own.baseline.0"]
     assert base.skill is not None and base.skill.invoked == "no", base.skill
     assert not any(f.startswith("baseline_invoked_skill") for f in base.flags), base.flags
+
+
+# ------------------------------------------------------------------ the CLI's other conversations
+
+FULL_CONTEXT = {"input_tokens": 1000, "output_tokens": 20, "cache_read_input_tokens": 995_000}
+
+
+def agent(prompt: str, subagent: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "tool": "Agent",
+        "input": {"description": "delegate", "prompt": prompt, "subagent_type": "general-purpose"},
+        "subagent": subagent,
+    }
+
+
+SKILL_CALL = {"tool": "Skill", "input": {"skill": SKILL}}
+
+
+@pytest.fixture(scope="module")
+def threads_run(sec_setup: Any, engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("cli-threads")
+    tasks = [
+        # the same script in both arms (an uninvoked skill arm runs the baseline's): the only Skill call
+        # is made by a subagent, or in the conversation the CLI compacted
+        HostileTask("thr-sub", baseline=[agent("<<thr-sub>> subagent: load the skill", [SKILL_CALL])]),
+        HostileTask("thr-compact", baseline=[dict(bash("echo big"), usage=FULL_CONTEXT), SKILL_CALL]),
+    ]
+    prereg, scen = write_hostile(
+        sec_setup,
+        "cli-threads",
+        tasks,
+        execution_extra={"delivery": "installed", "allowed_tools": ["Bash", "Edit", "Read", "Agent"]},
+        scenario_extra={"invocation": {SKILL: {"p_default": 0.0}}},  # the main conversation never calls it
+    )
+    work_root = tmp / "trials"
+    work_root.mkdir(mode=0o700)
+    result = run_experiment(engine, prereg, scen, tmp / "out", work_root, jobs=2)
+    return {"records": latest(result), "out": tmp / "out"}
+
+
+def test_the_real_clis_subagent_and_compaction_ran(threads_run: Any) -> None:
+    """Positive control: the CLI really delegated to a subagent and really compacted, in both arms."""
+    events = scripted_events(threads_run["out"])
+    subagent = {e.get("index") for e in events if e.get("event") == "reply" and e.get("arm") == "subagent"}
+    assert subagent, "no request of a subagent reached the scripted model"
+    compactions = [e for e in events if e.get("event") == "compaction"]
+    assert len(compactions) == 2 and all(e["task"] == "thr-compact" for e in compactions), compactions
+
+
+@pytest.mark.parametrize("task", ["thr-sub", "thr-compact"])
+def test_a_subagents_and_a_compactions_requests_stay_the_clis(threads_run: Any, task: str) -> None:
+    for arm in ("baseline", "skill"):
+        r = threads_run["records"][f"{task}.{arm}.0"]
+        assert r.status == "completed", (r.trial_id, r.status, r.error)
+        assert r.gateway is not None and r.gateway.side_requests == 0, (r.trial_id, r.gateway)
+        assert not any(f.startswith(("side_requests", "conversation_forked", "skill_listing_changed")) for f in r.flags)
+        use = r.skill
+        assert use is not None and use.listed is (arm == "skill"), use
+        # the only Skill call is the subagent's, or the compacted conversation's: it counts in both arms
+        assert use.invoked == "yes" and use.loaded is (arm == "skill"), use
+        assert any(f.startswith("baseline_invoked_skill") for f in r.flags) is (arm == "baseline"), r.flags
+    if task == "thr-sub":
+        assert "Agent" in threads_run["records"]["thr-sub.skill.0"].skill.tool_uses

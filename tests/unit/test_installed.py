@@ -422,3 +422,44 @@ def test_the_report_says_which_name_was_listed_and_counts_side_requests() -> Non
     md = "\n".join(skillreport.markdown_lines(records, "verify_and_judge"))
     assert "The CLI listed the skill as `renamed-fixer`." in md
     assert skillreport.summary(records, "verify_and_judge")["listed_name"] == "renamed-fixer"
+
+
+def test_scripted_subagents_and_compaction_follow_the_script() -> None:
+    from harness.study.scenario import Step
+
+    with pytest.raises(ValueError, match=r"input\.prompt"):
+        Step.model_validate({"tool": "Agent", "input": {}})
+    with pytest.raises(ValueError, match="only an Agent step"):
+        Step.model_validate({"tool": "Bash", "input": {}, "subagent": [{"tool": "Skill", "input": {}}]})
+    data = {
+        "tasks": {
+            "t": {
+                "prompt": "fix it",
+                "success": [
+                    {"tool": "Agent", "input": {"prompt": "<<sub>>"}, "subagent": [{"tool": "Skill", "input": {}}]},
+                    {"tool": "Bash", "input": {"command": "a"}},
+                    {"tool": "Bash", "input": {"command": "b"}},
+                ],
+                "arms": {"baseline": {"p_success": 1}},
+            }
+        }
+    }
+    sc = scripted_api.Scenario(data)
+    reply, info = scripted_api.agent_reply(sc, {"messages": [{"role": "user", "content": "go: <<sub>>"}]})
+    assert info["arm"] == "subagent" and reply.blocks[0]["name"] == "Skill"
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a1", "name": "Bash", "input": {}}]}
+    asked = [
+        {"role": "user", "content": "fix it"},
+        call,
+        {"role": "user", "content": "summarise: an <analysis> block followed by a <summary> block"},
+    ]
+    summary, info = scripted_api.agent_reply(sc, {"messages": asked})
+    text = summary.blocks[0]["text"]
+    assert info["compaction"] == "t" and "[scripted compaction at turn 1 after toolu_a1]" in text and "fix it" in text
+    inner = text.split("<summary>", 1)[1].split("</summary>", 1)[0]
+    # the compacted conversation goes on at turn 1, whether or not the CLI kept the last answer verbatim
+    for kept in ([call, {"role": "user", "content": "ok"}], []):
+        reply, info = scripted_api.agent_reply(
+            sc, {"messages": [{"role": "user", "content": f"Summary:\n{inner}"}, *kept]}
+        )
+        assert info["turn"] == 1 and reply.blocks[-1]["input"] == {"command": "a"}, (kept, info)
