@@ -39,7 +39,7 @@ def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, en
     wheels = tmp_path / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
          cwd=tmp_path, env=env)  # fmt: skip
-    (wheel,) = wheels.glob("skill_harness-*.whl")
+    (wheel,) = wheels.glob("skilltrial-*.whl")
 
     t0 = time.monotonic()
     venv = tmp_path / "fresh"
