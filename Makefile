@@ -12,7 +12,7 @@ JOBS ?=
 PYTEST_ARGS ?=
 LINT_PATHS := harness tests scripts
 
-.PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean
+.PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean schemas
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -74,6 +74,9 @@ typecheck: install ## mypy --strict over the package (sidecars included), tests 
 	@$(BIN)/mypy
 
 check: lint typecheck test-unit ## lint, typecheck and unit tests: what CI runs before make test
+
+schemas: install ## regenerate the inputs' JSON Schemas from the models (harness/data/schemas; tests/unit/test_schemas.py compares)
+	@$(HARNESS) schema --write harness/data/schemas
 
 hooks: install ## install the git hooks of .pre-commit-config.yaml (lint and typecheck on commit, unit tests on push)
 	@command -v pre-commit >/dev/null || { echo "make hooks: pre-commit is not installed (pipx install pre-commit)" >&2; exit 4; }

@@ -1,4 +1,4 @@
-"""Ship the image inputs and the demo inside the package, so an installed ``skilltrial`` works anywhere.
+"""Ship the image inputs, the demo and the docs inside the package, so an installed ``skilltrial`` works anywhere.
 
 The repository keeps ``Dockerfile.trial``, ``images/`` and ``examples/`` where people look for
 them; building a wheel (``pip install``, ``pipx install git+URL``, ``python -m build``) copies
@@ -15,9 +15,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-ASSETS = ("Dockerfile.trial", "images", "examples/demo", "examples/skills", "examples/library", "examples/triggers")
+ASSETS = ("Dockerfile.trial", "images", "examples/demo", "examples/skills", "examples/library", "examples/triggers",
+          "examples/github-actions", "docs", "README.md", "CHANGELOG.md")
 """Every part of ``skilltrial demo``: the A/B demos, the library demo and the trigger demo (``prepare_demo``
-skips a part whose folder is missing, so a wheel without one ran a shorter demo without a word)."""
+skips a part whose folder is missing, so a wheel without one ran a shorter demo without a word); and the
+pages ``skilltrial docs`` shows (docs/, with the README and CI recipes they include)."""
 
 
 class BuildWithAssets(build_py):

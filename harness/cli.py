@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -52,7 +52,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ConfigError.exit_code, f"{self.prog}: error: {message}\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     p = _Parser(
         prog="skilltrial",
         description="Decide by measurement whether a Claude Code Skill should be adopted: the same tasks run "
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"skilltrial {__version__}")
+    p.add_argument("--version", action=_VersionAction, env=env)
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -197,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
 
     gc = sub.add_parser("gc", help="remove containers and networks left by killed runs (by label)")
     gc.add_argument("--all", action="store_true", help="remove every harness object, even of live runs")
+    _install_parsers(sub)
     return p
 
 
@@ -368,6 +369,8 @@ def cmd_init(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
     made = init(args.skill, args.out)
     print(f"wrote {made.tasks}\nwrote {made.prereg}")
+    if made.schemas:
+        print(f"wrote {', '.join(p.name for p in made.schemas)} beside them: editors complete and check both files")
     print("next: write real tasks (prompts without TODO, a verify_cmd that fails on the base commit), fill in "
           f"the preregistration, then `skilltrial lock {made.prereg}` and `skilltrial eval {made.prereg}`")  # fmt: skip
     return 0
@@ -715,6 +718,125 @@ def _print_trigger_run(rec: Any) -> None:
     print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
 
 
+# ------------------------------------------------- the installed tool: version, docs, schemas, completion
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the tool's version, the pinned Claude Code version and the image tags a run will use.
+    The base tag is known offline; the others hash their parent image's id, so they are asked of the engine
+    (3 s at most) and printed only when it answers."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, env: Mapping[str, str] | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version, the pinned Claude Code version and the image tags, and exit")  # fmt: skip
+        self.env = env
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        print("\n".join(version_lines(dict(os.environ if self.env is None else self.env))))
+        parser.exit(0)
+
+
+def version_lines(env: dict[str, str]) -> list[str]:
+    from harness.sandbox import images
+
+    lines = [f"skilltrial {__version__} (python -m harness; package {Path(__file__).resolve().parent})",
+             f"Claude Code {images.CLAUDE_CODE_VERSION} (pinned in the trial image)",
+             f"image base     {images.base_tag()}  (a hash of the debootstrap recipe: the same on every machine)"]  # fmt: skip
+    try:
+        from harness.sandbox.engine import Engine
+
+        planned = images.ImageBuilder(Engine(env, timeout=3)).planned()
+    except HarnessError as e:
+        reason = str(e).split(" (")[0]
+        return [*lines, f"image runtime, sidecar, trial: each tag hashes its parent image's id, which the engine "
+                        f"assigns; not shown ({reason}): `skilltrial images status` with an engine"]  # fmt: skip
+    for role, (tag, present) in planned.items():
+        if role != "base":
+            lines.append(f"image {role:<8} {tag}  ({'present' if present else 'not built yet'})")
+    if len(planned) < 4:
+        lines.append("image runtime, sidecar, trial: known once their parent image is built (skilltrial images build)")
+    return lines
+
+
+def _install_parsers(sub: Any) -> None:
+    """The subcommands that make an install complete: docs, schema, completion."""
+    from harness import completion, docs, schemas
+
+    dc = sub.add_parser(
+        "docs",
+        help="show the documentation shipped with skilltrial (scenario format, statistics, security model, ...)",
+        description="Print a documentation page: the same pages as the docs site, from the installed package. "
+        "Without TOPIC, list the topics. Rendered on a terminal, plain Markdown when piped.",
+    )
+    dc.add_argument("topic", nargs="?", choices=[t.name for t in docs.TOPICS], metavar="TOPIC",
+                    help="one of: " + ", ".join(t.name for t in docs.TOPICS))  # fmt: skip
+    dc.add_argument("--raw", action="store_true", help="plain Markdown even on a terminal")
+
+    sc = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of an input file (preregistration, tasks, scenario, triggers)",
+        description="Print the JSON Schema (draft 2020-12) of an input file, generated from the model that loads "
+        "it, for editors: `# yaml-language-server: $schema=preregistration.schema.json` as a YAML file's first "
+        'line, "$schema": "tasks.schema.json" in tasks.json (skilltrial init writes both).',
+    )
+    sc.add_argument("name", nargs="?", choices=[s.name for s in schemas.SCHEMAS], metavar="NAME",
+                    help="one of: " + ", ".join(s.name for s in schemas.SCHEMAS))  # fmt: skip
+    sc.add_argument("--write", type=Path, metavar="DIR", help="write every schema as DIR/<name>.schema.json")
+
+    cp = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print the completion script for SHELL, made from this command's own options.",
+        epilog="install it (then open a new shell):\n"
+        + "\n".join(f"  {completion.INSTALL[s]}" for s in completion.SHELLS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cp.add_argument("shell", choices=completion.SHELLS, metavar="SHELL", help="bash, zsh or fish")
+
+
+def cmd_docs(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness import docs
+
+    if args.topic is None:
+        _show(docs.index_lines())
+        return 0
+    text = docs.page_text(docs.topic(args.topic))
+    if args.raw or not sys.stdout.isatty():
+        sys.stdout.write(text)
+        return 0
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console()
+    with console.pager(styles=True):
+        console.print(Markdown(text))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness import schemas
+
+    if args.write is not None:
+        for path in schemas.write_all(args.write):
+            print(f"wrote {path}")
+        return 0
+    if args.name is None:
+        raise ConfigError(
+            "NAME", "which schema?", hint="skilltrial schema " + "|".join(s.name for s in schemas.SCHEMAS)
+        )
+    sys.stdout.write(schemas.text(args.name))
+    return 0
+
+
+def cmd_completion(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness import completion
+
+    sys.stdout.write(completion.script(_parser(env), args.shell))
+    return 0
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], int]] = {
     "doctor": cmd_doctor,
     "images": cmd_images,
@@ -730,6 +852,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], in
     "history": cmd_history,
     "plan": cmd_plan,
     "triggers": cmd_triggers,
+    "docs": cmd_docs,
+    "schema": cmd_schema,
+    "completion": cmd_completion,
 }
 
 
@@ -738,8 +863,8 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
+    args = _parser(env).parse_args(argv)
     host = HostPaths.from_env(env)  # the one read of TMPDIR and the shared places (harness.host.paths)
     # SIGTERM unwinds like Ctrl-C (Python would otherwise die without running finally blocks)
     signal.signal(signal.SIGTERM, _raise_interrupt)

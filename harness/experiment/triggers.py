@@ -65,7 +65,7 @@ Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # docstrings: the schema
 
 
 class Query(_Strict):

@@ -110,6 +110,13 @@ def slim(rootfs: Path) -> None:
         (rootfs / log).unlink(missing_ok=True)
 
 
+def base_tag() -> str:
+    """The base image's tag: a hash of the debootstrap recipe alone, so the same on every machine and known
+    without an engine. The other tags hash their parent's image id, which the engine assigns (``docker
+    import`` of a debootstrap tree is not reproducible): ``skilltrial images status`` shows them."""
+    return f"harness-base:{DEBIAN_SUITE}-{_h(DEBIAN_SUITE, 'minbase', DEBIAN_MIRROR, SLIM_DPKG, SLIM_APT)}"
+
+
 class Pruned(NamedTuple):
     removed: list[str]
     """Image tags (and build stages, with their size) removed."""
@@ -150,7 +157,7 @@ class ImageBuilder:
 
     # ---------------------------------------------------------------- tags
     def base_tag(self) -> str:
-        return f"harness-base:{DEBIAN_SUITE}-{_h(DEBIAN_SUITE, 'minbase', DEBIAN_MIRROR, SLIM_DPKG, SLIM_APT)}"
+        return base_tag()
 
     def _runtime_inputs(self, base_id: str) -> tuple[str, bytes]:
         dockerfile = self._file("images/runtime/Dockerfile").read_bytes()

@@ -42,7 +42,8 @@ MAX_MODELS = 16
 class Strict(FrozenModel):
     """Inputs: frozen and strict like every model, and no inf or nan anywhere."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # the attribute docstrings become the fields' descriptions in the JSON Schemas (harness.schemas)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
 
 # --------------------------------------------------------------------------- tasks.json
@@ -99,8 +100,12 @@ class Task(Strict):
 
 class TaskFile(Strict):
     tasks: Annotated[tuple[Task, ...], Field(max_length=MAX_TASKS)]
+    """The tasks, each run in both arms ``runs_per_arm`` times; ids are unique."""
     comment: str | tuple[str, ...] = ""
     """Free text for people (JSON has no comments; ``skilltrial init`` writes its guide here); ignored."""
+    schema_ref: Annotated[str, Field(alias="$schema", exclude=True)] = ""
+    """The JSON Schema an editor checks this file against (``skilltrial init`` writes ``tasks.schema.json``);
+    ignored, and outside the lock hash (excluded from every dump)."""
 
     @model_validator(mode="after")
     def _checks(self) -> TaskFile:
@@ -140,7 +145,9 @@ class Budgets(Strict):
     timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 900
     """Agent wall-clock deadline per trial, enforced inside (timeout -k) and outside (docker kill)."""
     verify_timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] = 600
+    """Wall-clock deadline of each verify run."""
     judge_timeout_s: Annotated[Int, Field(gt=0, le=3600)] = 300
+    """Wall-clock deadline of each judge call."""
 
 
 def is_size(text: str) -> bool:
@@ -161,11 +168,13 @@ class Resources(Strict):
     cpus: Annotated[Float, Field(gt=0, le=64)] = 1.0
     """At most the host's cores (checked by :func:`check_host_fits` when locking and evaluating)."""
     pids: Annotated[Int, Field(ge=32, le=65536)] = 512
+    """--pids-limit of every trial container."""
     tmpfs_size: str = "512m"
     """Size of the /tmp and HOME tmpfs mounts."""
     max_file_size: str = "1g"
     """--ulimit fsize for every trial container."""
     nofile: Annotated[Int, Field(ge=64, le=1048576)] = 4096
+    """--ulimit nofile (open files) of every trial container."""
 
     @field_validator("memory", "tmpfs_size", "max_file_size")
     @classmethod
@@ -206,6 +215,7 @@ def model_dir_name(model: str) -> str:
 
 class Execution(Strict):
     runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
+    """How often each task runs in each arm (the trials of a task are averaged; tasks are the unit)."""
     model: str = "sonnet"
     """The agent's model; with ``models``, the first of them (do not write both)."""
     models: Annotated[tuple[str, ...], Field(max_length=MAX_MODELS)] = ()
@@ -213,13 +223,17 @@ class Execution(Strict):
     directory (``<out>/models/<model>``), then one summary and one gate over them (see
     :mod:`harness.experiment.matrix`). At least two, distinct, none the judge; instead of ``model``."""
     judge_model: str = "haiku"
+    """The judge's model: must differ from every executor model (an independent judge)."""
     allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
+    """Claude Code's --allowedTools in both arms (``Bash``, ``Edit``, ``Read``, ``Bash(git *)``...)."""
     delivery: Literal["prompt", "installed"] = "prompt"
     """prompt: ``claude --bare``, the skill arm told to read /skill/SKILL.md (the article's method);
     installed: the CLI without --bare, the skill in .claude/skills for the model to pick up (or not) from
     its description, both arms in that mode (see harness.trial.installed)."""
     budgets: Budgets = Budgets()
+    """Money and time caps: per trial, per judge call, for the whole experiment."""
     resources: Resources = Resources()
+    """Limits of every trial container (memory, cpus, pids, tmpfs, file size, open files)."""
     seed: Annotated[Int, Field(ge=-(1 << 63), lt=1 << 63)] = 20261130
     """Seeds the interleaved order of the trials (``harness.plan``) and nothing else: the scripted
     model draws its outcomes from the scenario file's own ``seed`` (see docs/scenario.md)."""
@@ -228,6 +242,7 @@ class Execution(Strict):
     base_ref: str = "HEAD"
     """Commit the trials start from; resolved to a SHA by ``skilltrial lock``."""
     max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
+    """How often a trial that failed for an infrastructure reason is retried (never counted against an arm)."""
     prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
     """Per model, USD per million tokens (input, output, cache write, cache read): pins or overrides
     the shipped price table the gateway meters with (see :mod:`harness.study.prices`)."""
@@ -339,7 +354,9 @@ class DecisionSettings(Strict):
     max_infra_imbalance: Annotated[Float, Field(ge=0, le=1)] = 0.1
     """Inconclusive when the arms' infra-error shares differ by more than this (0.1 = 10 points)."""
     pass_rule: Literal["verify_and_judge", "verify", "judge"] = "verify_and_judge"
+    """When a trial passes: verify exits 0 and the judge says pass (default), or either alone."""
     confidence: Annotated[Float, Field(gt=0.5, lt=1)] = 0.95
+    """Confidence level of every interval the decision uses."""
     early_stop: Literal["none", "curtail"] = "none"
     """curtail: stop once the remaining trials cannot change the decision (interval rule: once every
     completion of the plan ends in the same reject or inconclusive; ``futility_stop`` goes further)."""
@@ -418,17 +435,27 @@ class Preregistration(Strict):
     tasks: str = "tasks.json"
     """Path to tasks.json, relative to this file."""
     target_tasks: tuple[str, ...] | Literal["all"] = "all"
+    """Task ids from the tasks file this experiment runs, or ``all``."""
     expected_effect: str = ""
+    """What should get better with the skill, and why: written before the run, shown in the reports."""
     side_effects_to_watch: tuple[str, ...] = ()
+    """What could get worse (cost, edits to tests...): written before the run, shown in the reports."""
     adoption_criteria: str | tuple[str, ...] = "skill pass rate > baseline pass rate and cost increase <= +50%"
+    """The adoption rule in words (the rule that decides is ``decision``)."""
     rejection_criteria: str | tuple[str, ...] = "otherwise"
+    """The rejection rule in words (the rule that decides is ``decision``)."""
     on_rejection: Literal["shelve", "keep"] = "shelve"
+    """shelve: a rejected skill folder is moved to ``shelf`` (never deleted); keep: left where it is."""
     shelf: str = "shelf"
     """Folder (relative to this file) a rejected skill is moved to when on_rejection is shelve."""
     execution: Execution = Execution()
+    """How the trials run: models, runs per arm, tools, delivery, budgets, resources, repository."""
     decision: DecisionSettings = DecisionSettings()
+    """How the results become adopt / reject / inconclusive."""
     judge: JudgeSettings = JudgeSettings()
+    """Judge settings beyond its model (``execution.judge_model``)."""
     lock: LockBlock | None = None
+    """The earlier lock format (a block at the end of the file); ``skilltrial lock`` now writes ``<file>.lock``."""
 
     @field_validator("skill")
     @classmethod

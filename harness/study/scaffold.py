@@ -4,16 +4,23 @@ Both files go next to the skill folder (its parent directory, or ``--out``): not
 every file in the skill folder is part of the skill (hashed by the lock, mounted into trials).
 Existing files are never overwritten. The tasks are templates whose prompts contain TODO, so they
 are skipped (and ``skilltrial lock`` says no task is runnable) until the user writes real ones.
+
+Beside them go the JSON Schemas of the two files (the shipped copies in ``harness/data/schemas/``, which
+``tests/unit/test_schemas.py`` holds equal to the models), and each file points at its schema: the
+preregistration's first line is a ``# yaml-language-server: $schema=...`` comment, tasks.json has a
+``"$schema"`` key. Editors then complete and check every field offline. The schema files are generated,
+not the user's: an older copy is replaced.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, PrerequisiteError
 from harness.host import gitops
 from harness.study.config import TASK_ID
 
@@ -30,7 +37,12 @@ TASKS_COMMENT = (
     "timeout_s: optional per-task agent deadline (default: budgets.timeout_s in the preregistration).",
 )
 
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "data" / "schemas"
+PREREG_SCHEMA = "preregistration.schema.json"
+TASKS_SCHEMA = "tasks.schema.json"
+
 PREREG_TEMPLATE = """\
+# yaml-language-server: $schema={schema}
 # Preregistration for the skill {name!r}, written by `skilltrial init`.
 # Fill it in BEFORE any trial runs, then freeze it: `skilltrial lock {prereg_rel}`.
 # The lock hashes this file, tasks.json, every file of the skill and the base commit; changing any
@@ -79,10 +91,13 @@ decision:
 class Scaffold:
     tasks: Path
     prereg: Path
+    schemas: tuple[Path, ...] = ()
+    """The JSON Schema files written beside them."""
 
 
 def _example_tasks() -> dict[str, object]:
     return {
+        "$schema": TASKS_SCHEMA,
         "comment": list(TASKS_COMMENT),
         "tasks": [
             {
@@ -131,10 +146,20 @@ def init(skill_dir: Path, out: Path | None = None) -> Scaffold:
         skill_ref=os.path.relpath(skill, dest),
         repo_rel=repo_rel,
         prereg_rel=os.path.relpath(prereg),
+        schema=PREREG_SCHEMA,
     )
     _create(tasks, json.dumps(_example_tasks(), indent=2) + "\n")
     _create(prereg, text)
-    return Scaffold(tasks, prereg)
+    schemas = []
+    for name in (PREREG_SCHEMA, TASKS_SCHEMA):
+        source = SCHEMA_DIR / name
+        if not source.is_file():
+            raise PrerequisiteError(f"{source} is missing", hint="reinstall skilltrial (the wheel carries the schemas)")
+        if (dest / name).is_symlink():  # replace the link, never write through it
+            (dest / name).unlink()
+        shutil.copyfile(source, dest / name)
+        schemas.append(dest / name)
+    return Scaffold(tasks, prereg, tuple(schemas))
 
 
 def _create(path: Path, text: str) -> None:

@@ -11,7 +11,7 @@ is given its place here. The layers, bottom up (each may import what is below it
 :data:`MAY_IMPORT`)::
 
     foundation (errors, fmt, retry, redact, records)  <  host  <  study  <  plan
-      <  results, analysis  <  sandbox  <  trial  <  reporting  <  experiment  <  cli, demo
+      <  results, analysis  <  sandbox  <  trial  <  reporting  <  experiment  <  cli, demo, docs, schemas, completion
 
 plus: analysis is pure (no I/O, no processes, no sockets, no rendering); sandbox sees nothing above it;
 only ``python -m harness`` imports the CLI; renderers do not import each other (junit may reuse the
@@ -42,7 +42,10 @@ FOUNDATION = frozenset(
 """The floor: exceptions, number formatting, the retry policy, redaction, the record schema (and the package's
 own ``__init__``). These import nothing of the harness but each other."""
 
-TOP = frozenset({"harness.cli", "harness.demo", "harness.__main__"})
+TOP = frozenset({
+    "harness.cli", "harness.demo", "harness.__main__",
+    "harness.docs", "harness.schemas", "harness.completion",  # the installed tool's pages, input schemas, completion
+})  # fmt: skip
 
 BELOW_PLAN = frozenset({"foundation", "host", "study", "plan"})
 """What every layer from results up may take as given ("the foundation" of the docstrings)."""
