@@ -12,7 +12,7 @@ JOBS ?=
 PYTEST_ARGS ?=
 LINT_PATHS := harness tests scripts
 
-.PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean schemas
+.PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean schemas docs wheelhouse
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,6 +49,7 @@ eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails
 
 test: install engine ## the whole test suite: unit tests and integration tests on the real engine, then test-remote
 	@sh scripts/ensure-chromium.sh
+	@sh scripts/ensure-shells.sh
 	@$(HARNESS) images build >/dev/null
 	@$(BIN)/pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-remote
@@ -75,6 +76,10 @@ typecheck: install ## mypy --strict over the package (sidecars included), tests 
 
 check: lint typecheck test-unit ## lint, typecheck and unit tests: what CI runs before make test
 
+docs: install ## build the docs site into site/ (mkdocs --strict checks every link) and check it references no other host
+	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@$(BIN)/python scripts/check_site.py site
+
 schemas: install ## regenerate the inputs' JSON Schemas from the models (harness/data/schemas; tests/unit/test_schemas.py compares)
 	@$(HARNESS) schema --write harness/data/schemas
 
@@ -91,4 +96,4 @@ gc: install ## remove containers and networks left by killed runs
 	@$(HARNESS) gc
 
 clean: ## remove the virtualenv, caches and demo output
-	rm -rf $(VENV) demo-output bench-output .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-output bench-output site .pytest_cache .mypy_cache .ruff_cache

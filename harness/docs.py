@@ -63,17 +63,16 @@ def section(text: str, name: str, *, source: str = "README.md") -> str:
     return text[text.index("\n", start) + 1 : end].rstrip() + "\n"
 
 
-def expand(text: str, root: Path, schema_reference: Callable[[str], str] | None = None) -> str:
-    """``text`` with every directive replaced by what it names (files read under ``root``)."""
+def expand(text: str, root: Path, *, links: Callable[[str], str] | None = None) -> str:
+    """``text`` with every directive replaced by what it names (files read under ``root``). ``links``, when
+    given, rewrites each included Markdown text (not code): the docs site points its links at site pages."""
 
     def one(m: re.Match[str]) -> str:
         kind, target, extra = m.group(1), m.group(2), m.group(3)
         if kind == "schema-reference":
-            if schema_reference is None:
-                from harness.schemas import reference_markdown
+            from harness.schemas import reference_markdown
 
-                return reference_markdown(target)
-            return schema_reference(target)
+            return reference_markdown(target)
         rel, _, name = target.partition("#")
         path = root / rel
         if not path.is_file():
@@ -81,7 +80,8 @@ def expand(text: str, root: Path, schema_reference: Callable[[str], str] | None 
         body = path.read_text(encoding="utf-8")
         if kind == "include-code":
             return f"```{extra or ''}\n{body.rstrip()}\n```"
-        return section(body, name, source=rel) if name else body
+        included = section(body, name, source=rel) if name else body
+        return links(included) if links is not None else included
 
     return DIRECTIVE.sub(one, text)
 

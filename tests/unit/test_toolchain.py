@@ -57,7 +57,7 @@ def test_make_check_is_lint_typecheck_and_unit_tests_and_ci_runs_it_first() -> N
     assert _recipe("check")[0] == ["lint", "typecheck", "test-unit"]
     assert _variable("LINT_PATHS").split() == ["harness", "tests", "scripts"]
     steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    assert steps == ["make check", "make test", "make demo"]
+    assert steps == ["make check", "make docs", "make test", "make demo"]
 
 
 def test_mypy_checks_the_package_with_its_sidecars_the_tests_and_the_scripts() -> None:
