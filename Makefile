@@ -14,6 +14,8 @@ LINT_PATHS := harness tests scripts
 
 .PHONY: help install engine images doctor demo eval test test-remote test-unit lint format typecheck check hooks bench gc clean schemas docs wheelhouse
 
+WHEELHOUSE := wheelhouse
+
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo ""
@@ -47,7 +49,7 @@ eval: install ## evaluate SKILL=path/to/skill for real (ANTHROPIC_API_KEY; fails
 	@$(MAKE) --no-print-directory engine
 	@$(HARNESS) eval --skill $(SKILL) $(PREREG) $(if $(JOBS),--jobs $(JOBS)) $(if $(OUT),--out $(OUT)) $(if $(UPSTREAM),--upstream $(UPSTREAM)) $(if $(UPSTREAM_CA),--upstream-ca $(UPSTREAM_CA))
 
-test: install engine ## the whole test suite: unit tests and integration tests on the real engine, then test-remote
+test: install engine wheelhouse ## the whole test suite: unit tests and integration tests on the real engine, then test-remote
 	@sh scripts/ensure-chromium.sh
 	@sh scripts/ensure-shells.sh
 	@$(HARNESS) images build >/dev/null
@@ -76,6 +78,13 @@ typecheck: install ## mypy --strict over the package (sidecars included), tests 
 
 check: lint typecheck test-unit ## lint, typecheck and unit tests: what CI runs before make test
 
+wheelhouse: install ## build the wheel and sdist (twine check) and fetch every dependency's wheel into wheelhouse/: the install test installs from it with --no-index
+	@mkdir -p $(WHEELHOUSE) && rm -f $(WHEELHOUSE)/skilltrial-*
+	@$(BIN)/python -m build --no-isolation --sdist --wheel --outdir $(WHEELHOUSE) . >/dev/null
+	@$(BIN)/twine check --strict $(WHEELHOUSE)/skilltrial-*
+	@$(BIN)/pip download --quiet --disable-pip-version-check --only-binary=:all: --dest $(WHEELHOUSE) $(WHEELHOUSE)/skilltrial-*.whl 2>&1 | grep -v "is ignored" || true
+	@test -n "$$(ls $(WHEELHOUSE)/pydantic-*.whl 2>/dev/null)" || { echo "make wheelhouse: the dependencies were not downloaded" >&2; exit 5; }
+
 docs: install ## build the docs site into site/ (mkdocs --strict checks every link) and check it references no other host
 	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@$(BIN)/python scripts/check_site.py site
@@ -96,4 +105,4 @@ gc: install ## remove containers and networks left by killed runs
 	@$(HARNESS) gc
 
 clean: ## remove the virtualenv, caches and demo output
-	rm -rf $(VENV) demo-output bench-output site .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-output bench-output site $(WHEELHOUSE) .pytest_cache .mypy_cache .ruff_cache

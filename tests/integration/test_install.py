@@ -1,88 +1,147 @@
-"""Install anywhere: a wheel in a fresh venv outside the checkout builds its images and runs the demo.
+"""From nothing to a decision (issue 23 item 6): a fresh machine installs skilltrial from a wheelhouse and
+decides, measured.
 
-The wheel is built offline (``--no-build-isolation``) and installed with ``--no-deps`` into a new
-venv; the dependencies come from this checkout's venv through a ``.pth`` line (a site directory
-added that way does not process its own ``.pth`` files, so the checkout's editable ``harness`` package stays
-out of reach: the test asserts that the imported package is the venv's). Everything then runs with
-the working directory outside the checkout. Image tags are content hashes, so the wheel's
-Dockerfiles must hash to the checkout's tags: the demo reuses the images the suite already built.
+The machine is a container of the debootstrap base image with only Debian's python3, pipx and git
+(tests/install/Dockerfile), running as an ordinary user. ``make wheelhouse`` (part of ``make test``) built
+the wheel, the sdist and every dependency's wheel into ``wheelhouse/`` at set-up time; the container
+installs from it with ``--no-index``, so this test reaches no package index. The engine is reached the way
+``make test-remote`` reaches one: docker-in-docker over TCP on a network the test owns
+(:mod:`tests.remote.dind`, with the machine's images loaded, so tags and ids are the same). Not the host's
+socket mounted in: that hands the fresh machine root over this one, and an engine on a unix socket counts
+as local, whose bind mounts would name paths only the container has. The container then runs, as a user
+would: ``pipx install``, ``skilltrial --version`` (the tags must be the ones the engine holds),
+``skilltrial demo --quick``, and a new repository through ``init``, ``lock``, a scripted ``eval`` and
+``gate``. The seconds of each step are printed; the README quotes them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import subprocess
-import sys
-import sysconfig
+import secrets
 import time
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import docker
+import docker.errors
+import docker.types
 import pytest
+from docker.models.containers import Container
 
 from harness.sandbox.engine import Engine
-from harness.sandbox.images import ImageSet
+from harness.sandbox.images import DEFAULT_EXTRA_CA, ImageBuilder, ImageSet
+from tests.remote.dind import RemoteEngine
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.local_engine("builds the fresh machine on the machine's engine and starts its own remote engine"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "tests" / "install"
+WHEELHOUSE = ROOT / "wheelhouse"
+LABELS = {"harness.test": "install"}
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+def _wheel() -> Path:
+    wheels = sorted(WHEELHOUSE.glob("skilltrial-*.whl"))
+    if not wheels:
+        pytest.fail("no wheelhouse/skilltrial-*.whl: run `make wheelhouse` (make test does) before this test")
+    (wheel,) = wheels
+    with zipfile.ZipFile(wheel) as z:  # a wheel of other sources would test something else
+        for rel in ("harness/cli.py", "harness/study/config.py", "harness/sandbox/images.py"):
+            assert z.read(rel) == (ROOT / rel).read_bytes(), f"{wheel.name} is stale ({rel}): run `make wheelhouse`"
+    return wheel
 
 
-def test_a_wheel_installed_outside_the_checkout_runs_the_demo(tmp_path: Path, engine: Engine, images: ImageSet) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    wheels = tmp_path / "wheels"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
-         cwd=tmp_path, env=env)  # fmt: skip
-    (wheel,) = wheels.glob("skilltrial-*.whl")
+def _fresh_image(client: docker.DockerClient, base: str) -> str:
+    """tests/install/Dockerfile on the harness base image, tagged by a hash of both (built once)."""
+    base_id = str(client.images.get(base).id)
+    tag = "harness-test-fresh:" + hashlib.sha256(base_id.encode() + (HERE / "Dockerfile").read_bytes()).hexdigest()[:16]
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        client.images.build(path=str(HERE), tag=tag, buildargs={"BASE_IMAGE": base}, labels=LABELS, rm=True,
+                            forcerm=True)  # fmt: skip
+    return tag
 
+
+@pytest.fixture
+def machine(remote_engine: RemoteEngine, images: ImageSet) -> Iterator[Container]:
+    client = docker.from_env(timeout=900)
+    name = f"harness-test-fresh-{secrets.token_hex(4)}"
+    container = client.containers.run(
+        _fresh_image(client, images.base),
+        ["sleep", "infinity"],
+        name=name,
+        detach=True,
+        labels=LABELS,
+        network=remote_engine.network,  # the only way to the engine
+        environment={"DOCKER_HOST": remote_engine.docker_host, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse"},
+        mounts=[docker.types.Mount("/wheelhouse", str(WHEELHOUSE), type="bind", read_only=True),
+                docker.types.Mount("/install", str(HERE), type="bind", read_only=True),
+                # this machine's CA bundle, as a machine behind the same TLS-intercepting proxy has it: the
+                # image tags hash the extra CA (images.DEFAULT_EXTRA_CA), so the loaded images are the ones
+                docker.types.Mount(str(DEFAULT_EXTRA_CA), str(DEFAULT_EXTRA_CA), type="bind", read_only=True)],
+    )  # fmt: skip
+    try:
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def _run(container: Container, command: str, workdir: str = "/home/user",
+         first: str | None = None) -> tuple[str, float, float | None]:  # fmt: skip
+    """Output, seconds, and seconds until ``first`` appeared in the output (None: not asked or not seen)."""
+    assert container.client is not None
+    api = container.client.api
     t0 = time.monotonic()
-    venv = tmp_path / "fresh"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=env)
-    py = venv / "bin" / "python"
-    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], cwd=tmp_path, env=env)
-    site = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=tmp_path, env=env)
-    (Path(site.stdout.strip()) / "checkout-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    installed = time.monotonic() - t0
+    exec_id = api.exec_create(container.id, ["sh", "-c", command + " 2>&1"], workdir=workdir)["Id"]
+    out, seen = b"", None
+    for chunk in api.exec_start(exec_id, stream=True):
+        out += chunk
+        if first is not None and seen is None and first.encode() in out:
+            seen = time.monotonic() - t0
+    code = api.exec_inspect(exec_id)["ExitCode"]
+    text = out.decode(errors="replace")
+    assert code == 0, f"`{command}` exited {code}:\n{text[-4000:]}"
+    return text, time.monotonic() - t0, seen
 
-    where = _run(
-        [str(py), "-c", "import harness, harness.sandbox.images as i; print(harness.__file__); print(i.assets_root())"],
-        cwd=tmp_path,
-        env=env,
-    ).stdout.split()
-    assert where[0].startswith(str(venv)), f"imported {where[0]}, not the installed wheel"
-    assert where[1].startswith(str(venv)) and where[1].endswith("harness/assets")
 
-    # the wheel's image inputs are the checkout's bytes: the same content-hash tags
-    from harness.sandbox.images import ImageBuilder
+def test_a_fresh_machine_installs_from_the_wheelhouse_and_decides(
+    machine: Container, engine: Engine, remote_engine: RemoteEngine
+) -> None:
+    wheel = _wheel()
+    seconds: dict[str, float] = {}
+    out, seconds["pipx install"], _ = _run(machine, f"pipx install /wheelhouse/{wheel.name}")
+    assert "skilltrial" in out
 
-    checkout_tags = {role: tag for role, (tag, _) in ImageBuilder(engine).planned().items()}
-    probe = "import json; from harness.sandbox.engine import Engine; from harness.sandbox.images import ImageBuilder; " \
-        "print(json.dumps({r: t for r, (t, _) in ImageBuilder(Engine()).planned().items()}))"  # fmt: skip
-    wheel_tags = json.loads(_run([str(py), "-c", probe], cwd=tmp_path, env=env).stdout)
-    assert wheel_tags == checkout_tags
-    assert wheel_tags["trial"] == images.trial
+    version, _, _ = _run(machine, "skilltrial --version")
+    tags = {role: tag for role, (tag, _) in ImageBuilder(engine).planned().items()}
+    for role, tag in tags.items():
+        assert tag in version, f"--version in the fresh machine names the {role} image {tag}:\n{version}"
 
-    # every part of the demo ships (`demo --quick` below runs only the first two; the library and trigger
-    # demos were once left out of the wheel, and the full demo silently ran without them)
-    parts = "import sys; from pathlib import Path; from harness.demo import prepare_demo; " \
-        "s = prepare_demo(Path(sys.argv[1])); print(s.library is not None, (s.root / 'triggers' / 'preregistration.yaml').is_file())"  # fmt: skip
-    shipped = _run([str(py), "-c", parts, str(tmp_path / "parts")], cwd=tmp_path, env=env).stdout.split()
-    assert shipped == ["True", "True"], "the wheel carries the library and the trigger demo"
-    assert (ROOT / "examples" / "library").is_dir() and (ROOT / "examples" / "triggers").is_dir(), "positive control"
-
-    t1 = time.monotonic()
-    demo = _run([str(venv / "bin" / "skilltrial"), "demo", "--quick", "--out", str(tmp_path / "demo"), "--jobs", "4"],
-                cwd=tmp_path, env=env)  # fmt: skip
-    ran = time.monotonic() - t1
+    out, seconds["demo --quick"], first = _run(machine, "skilltrial demo --quick --out demo --jobs 2", first="gate: ")
+    assert first is not None and out.count("gate: ") == 2, out[-3000:]
+    seconds["install to first decision"] = seconds["pipx install"] + first
     for skill in ("careful-fixer", "verbose-planner"):
-        decision = json.loads((tmp_path / "demo" / f"results-{skill}" / "decision.json").read_text())
-        assert decision["verdict"] in ("adopt", "reject", "inconclusive")
-    assert demo.stdout.count("gate: ") == 2
-    assert not (ROOT / "demo-output").exists() or (ROOT / "demo-output").stat().st_mtime < t1, "nothing in the checkout"
-    print(f"wheel install into a fresh venv {installed:.1f} s; demo from there {ran:.1f} s")
+        decision, _, _ = _run(machine, f"cat demo/results-{skill}/decision.json")
+        assert json.loads(decision)["verdict"] in ("adopt", "reject", "inconclusive")
+
+    _run(machine, "mkdir proj")
+    _, seconds["new repository: init and lock"], _ = _run(machine, "sh /install/new_repo.sh", workdir="/home/user/proj")
+    out, seconds["new repository: scripted eval"], _ = _run(
+        machine, "skilltrial eval skills/preregistration.yaml --scripted scenario.yaml --out results --jobs 2",
+        workdir="/home/user/proj",
+    )  # fmt: skip
+    gate, _, _ = _run(machine, "skilltrial gate results; echo exit=$?", workdir="/home/user/proj")
+    assert "exit=" in gate and gate.rsplit("exit=", 1)[1].strip() in ("0", "1", "2"), gate
+    decision = json.loads(_run(machine, "cat results/decision.json", workdir="/home/user/proj")[0])
+    assert decision["verdict"] in ("adopt", "reject", "inconclusive")
+    counts, _, _ = _run(machine, "wc -l < results/results.jsonl", workdir="/home/user/proj")
+    assert int(counts.strip()) == 4, "1 task x 2 runs x 2 arms, each a record"
+    print("fresh machine (" + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
+          + f"; remote engine set-up {sum(remote_engine.seconds.values()):.0f} s, not counted)")  # fmt: skip
