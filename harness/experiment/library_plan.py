@@ -25,11 +25,11 @@ from typing import Any, NamedTuple
 
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
-from harness.plan import TrialSpec, ordered_skills, trial_id
+from harness.plan import TrialSpec, library_prefix, ordered_skills, trial_id
 from harness.records import RESULTS, Arm, PassRule, Provenance, TrialRecord, outcome
 from harness.results.attempts import final_attempts
 from harness.results.store import read_results
-from harness.study.config import Study, Task, baseline_dir, library_skills
+from harness.study.config import MAX_ARGUMENT_BYTES, Study, Task, baseline_dir, library_skills
 from harness.study.lock import canonical_json, sha256_hex, skill_files
 
 BARE: Arm = "baseline"
@@ -93,6 +93,7 @@ def design(study: Study) -> Design:
     assert lib is not None
     skills = library_skills(study)
     tasks = study.target_tasks()
+    _check_prompts_fit(study, skills, tasks)
     samples = study.prereg.execution.runs_per_arm
     n, k = len(tasks) * samples, len(skills)
     p, balanced = lib.masks.inclusion_probability, lib.masks.balanced
@@ -107,6 +108,23 @@ def design(study: Study) -> Design:
             pairs.append(Pair(task.id, sample, m, tuple(s for s, on in zip(skills, m, strict=True) if on)))
             i += 1
     return Design(skills, tuple(pairs), tasks, samples)
+
+
+def _check_prompts_fit(study: Study, skills: Sequence[str], tasks: Sequence[Task]) -> None:
+    """The masked arm's prompt names every skill of its mask before the task's prompt, and reaches the CLI
+    as one command-line argument: refused here when a mask of every skill would not fit one."""
+    prefix = len(library_prefix(skills).encode())
+    for task in tasks:
+        size = prefix + len(task.prompt.encode("utf-8", "surrogatepass"))
+        if size > MAX_ARGUMENT_BYTES:
+            raise ConfigError(
+                study.prereg_path,
+                f"with all {len(skills)} skills in its mask, the masked arm's prompt for task {task.id!r} is "
+                f"{size:,} bytes, more than the {MAX_ARGUMENT_BYTES:,} one command-line argument holds "
+                "(Linux MAX_ARG_STRLEN)",
+                field="library.path",
+                hint="evaluate fewer skills at once, or shorten the task's prompt",
+            )
 
 
 def plan_trials(d: Design, seed: int) -> tuple[TrialSpec, ...]:

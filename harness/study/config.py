@@ -35,6 +35,15 @@ Int = Annotated[int, StrictType()]
 Float = Annotated[float, StrictType()]
 """A number field: an integer is fine; a boolean or a string is refused. inf/nan are refused by the models."""
 MAX_TASKS = 10_000
+MAX_ARGUMENT_BYTES = 131_071
+"""The longest single command-line argument Linux passes to a program: ``MAX_ARG_STRLEN`` (32 pages, 131,072
+bytes) less the terminating NUL. A trial's prompt reaches the CLI as one argument (``claude -p PROMPT``),
+and so does the judge's prompt (:func:`harness.trial.judge.judge_prompt`, which keeps itself within it)."""
+ARGUMENT_RESERVE_BYTES = 16_384
+"""What one argument keeps beside a task's own text: the arm's prefix (the skill arm's instruction, a
+library's list of skills) and the judge's instructions and at least 15 KB of the diff it grades."""
+TASK_TEXT_MAX_BYTES = MAX_ARGUMENT_BYTES - ARGUMENT_RESERVE_BYTES
+"""The most a task's ``prompt``, ``pass_criteria`` and ``verify_cmd`` may hold together, in UTF-8 bytes."""
 MAX_MODELS = 16
 """The most executor models one preregistration may list (``execution.models``): each is a complete A/B."""
 
@@ -47,6 +56,22 @@ class Strict(FrozenModel):
 
 
 # --------------------------------------------------------------------------- tasks.json
+
+
+def repository_path_problem(path: str) -> str | None:
+    """Why ``path`` is not a path to a file or folder inside the repository (relative, no ``..``, not
+    ``.git``, no control characters: a newline would split every list of paths it is written into), else
+    None. Protected paths, kept-in paths and the lock's left-out paths are all such paths."""
+    bad = [c for c in path if ord(c) < 0x20 or ord(c) == 0x7F]
+    if bad:
+        what = "a NUL byte" if "\x00" in bad else repr(bad[0])
+        return f"{path!r} contains a control character ({what})"
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts or parts[0] == ".git":
+        return (
+            f"{path!r} must be a relative path to a file or folder inside the repository (not '.', no '..', not .git)"
+        )
+    return None
 
 
 class Task(Strict):
@@ -76,14 +101,9 @@ class Task(Strict):
     @classmethod
     def _relative_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for p in v:
-            if "\x00" in p:
-                raise ValueError(f"{p!r} contains a NUL byte")
-            parts = Path(p).parts
-            if not parts or Path(p).is_absolute() or ".." in parts or parts[0] == ".git":
-                raise ValueError(
-                    f"{p!r} must be a relative path to a file or folder inside the repository "
-                    "(not '.', no '..', not .git)"
-                )
+            problem = repository_path_problem(p)
+            if problem:
+                raise ValueError(problem)
         return v
 
     @field_validator("prompt")
@@ -92,6 +112,25 @@ class Task(Strict):
         if not v.strip():
             raise ValueError("must not be empty or blank: it is what the agent is asked to do")
         return v
+
+    @model_validator(mode="after")
+    def _fits_one_argument(self) -> Task:
+        """The prompt reaches the CLI as one command-line argument, and the judge's prompt repeats the
+        prompt, the criteria and the verify command: refused here, not as an infra error in every trial."""
+        parts = {"prompt": self.prompt, "pass_criteria": self.pass_criteria, "verify_cmd": self.verify_cmd}
+        sizes = {k: len(v.encode("utf-8", "surrogatepass")) for k, v in parts.items()}
+        total = sum(sizes.values())
+        if total > TASK_TEXT_MAX_BYTES:
+            raise _FieldError(
+                max(sizes, key=sizes.__getitem__),
+                f"the task's prompt, pass_criteria and verify_cmd are {total:,} bytes together (UTF-8), more than "
+                f"the {TASK_TEXT_MAX_BYTES:,} that fit: the prompt reaches the CLI as one command-line argument "
+                f"and the judge's prompt repeats all three, and Linux caps one argument at "
+                f"{MAX_ARGUMENT_BYTES:,} bytes (MAX_ARG_STRLEN), of which {ARGUMENT_RESERVE_BYTES:,} are kept for "
+                "the arm's prefix and the judge's instructions and diff; put long material in a file of the "
+                "repository and name it in the prompt",
+            )
+        return self
 
     @property
     def is_todo(self) -> bool:

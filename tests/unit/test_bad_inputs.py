@@ -18,7 +18,7 @@ import yaml
 from harness import cli
 from harness.errors import ConfigError, LockError
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.study.config import load_study, lock_path, parse_preregistration, parse_tasks
+from harness.study.config import TASK_TEXT_MAX_BYTES, load_study, lock_path, parse_preregistration, parse_tasks
 from harness.study.lock import LOCK_COMMENT, lock, lock_digest, verify_lock
 from tests.factories import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles
 from tests.fakes import FakeRuntime
@@ -261,6 +261,12 @@ def test_merge_keys_are_refused(make_study: StudyFactory, capsys: pytest.Capture
         ({"protected_paths": ["."]}, "tasks[0].protected_paths", "not '.'"),
         ({"protected_paths": ["./"]}, "tasks[0].protected_paths", "not '.'"),
         ({"protected_paths": ["src/\u0000x"]}, "tasks[0].protected_paths[0]", "NUL"),
+        # issue 24 item 10: a newline would split every list of paths the protected path is written into
+        ({"protected_paths": ["tests\n"]}, "tasks[0].protected_paths", "control character ('\\n')"),
+        ({"protected_paths": ["a\rb"]}, "tasks[0].protected_paths", "control character ('\\r')"),
+        # issue 24 item 10: accepted, then every trial an infra error (one argument holds 131,071 bytes)
+        ({"prompt": "x" * 200_000}, "tasks[0].prompt", "MAX_ARG_STRLEN"),
+        ({"pass_criteria": "y" * 120_000}, "tasks[0].pass_criteria", "the judge's prompt repeats all three"),
     ],
 )
 def test_bad_task_fields(
@@ -275,6 +281,30 @@ def test_bad_task_fields(
         text = text.replace("Infinity", "1e400")
     s = make_study(tasks=text)
     assert_refused(capsys, s, "tasks.json", field, *([word] if word else []))
+
+
+def _task_text(total: int, verify_cmd: str = "python -m pytest -q") -> dict[str, str]:
+    """A task's prompt, pass criteria and verify command of ``total`` UTF-8 bytes together, the prompt
+    made of 4-byte characters where it can be (the limit counts bytes, not characters)."""
+    criteria = "fixed, tests not edited"
+    left = total - len(verify_cmd) - len(criteria)
+    prompt = "\U0001f600" * (left // 4) + "x" * (left % 4)
+    assert len((prompt + criteria + verify_cmd).encode()) == total
+    return {"prompt": prompt, "pass_criteria": criteria, "verify_cmd": verify_cmd}
+
+
+def test_a_task_whose_text_fills_one_argument_exactly_locks(
+    make_study: StudyFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s = make_study(tasks=tasks_json(**_task_text(TASK_TEXT_MAX_BYTES)))
+    code, err = run_lock(capsys, s.prereg)
+    assert code == 0, err
+
+
+def test_one_byte_past_the_argument_is_refused(make_study: StudyFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    s = make_study(tasks=tasks_json(**_task_text(TASK_TEXT_MAX_BYTES + 1)))
+    err = assert_refused(capsys, s, "tasks.json", "tasks[0].prompt", f"{TASK_TEXT_MAX_BYTES + 1:,} bytes together")
+    assert f"more than the {TASK_TEXT_MAX_BYTES:,} that fit" in err
 
 
 @pytest.mark.parametrize(

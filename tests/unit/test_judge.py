@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plan import SKILL_PREFIX
+from harness.plan import SKILL_PREFIX, prompt_for
 from harness.records import PatchInfo
-from harness.study.config import Task
-from harness.trial.judge import CHECKLIST, MAX_DIFF_CHARS, VERDICT_SCHEMA, judge_prompt, verdict_from
+from harness.study.config import MAX_ARGUMENT_BYTES, TASK_TEXT_MAX_BYTES, Task
+from harness.trial.judge import CHECKLIST, MAX_DIFF_BYTES, VERDICT_SCHEMA, judge_prompt, verdict_from
 
 TASK = Task(
     id="t1",
@@ -113,12 +113,12 @@ def test_huge_diff_is_truncated() -> None:
     diff = huge * 2000  # 200 000 characters
     p = judge_prompt(TASK, 0, diff, PATCH)
     assert "[... diff truncated ...]" in p
-    assert len(p) < MAX_DIFF_CHARS + 5000
+    assert len(p) < MAX_DIFF_BYTES + 5000
     assert len(p.encode()) < 128 * 1024  # one argv element
 
 
 def test_diff_at_the_limit_is_not_truncated() -> None:
-    diff = "y" * MAX_DIFF_CHARS
+    diff = "y" * MAX_DIFF_BYTES
     p = judge_prompt(TASK, 0, diff, None)
     assert "truncated" not in p
     assert diff in p
@@ -143,3 +143,46 @@ def test_the_fence_cannot_be_predicted_from_inside() -> None:
     fence_a = next(line for line in a.splitlines() if line.startswith("UNTRUSTED-"))
     fence_b = next(line for line in b.splitlines() if line.startswith("UNTRUSTED-"))
     assert fence_a != fence_b
+
+
+# ------------------------------------------------------------------ one command-line argument (issue 24 item 10)
+
+
+def _largest_task() -> Task:
+    """A task whose prompt, criteria and verify command fill TASK_TEXT_MAX_BYTES, in 4-byte characters."""
+    verify, criteria = "python3 -m unittest -q", "\U0001f600" * 100
+    left = TASK_TEXT_MAX_BYTES - len(verify) - len(criteria.encode())
+    task = Task(
+        id="big", prompt="\U0001f600" * (left // 4) + "x" * (left % 4), verify_cmd=verify, pass_criteria=criteria
+    )
+    assert len((task.prompt + task.pass_criteria + task.verify_cmd).encode()) == TASK_TEXT_MAX_BYTES
+    return task
+
+
+def test_every_arms_prompt_of_the_largest_task_fits_one_argument() -> None:
+    task = _largest_task()
+    assert len(prompt_for("baseline", task.prompt).encode()) <= MAX_ARGUMENT_BYTES
+    assert len(prompt_for("skill", task.prompt).encode()) <= MAX_ARGUMENT_BYTES
+
+
+def test_the_judges_prompt_fits_one_argument_whatever_the_agent_wrote() -> None:
+    """The largest task, a diff of 4-byte characters and a flag list the agent made long by naming files:
+    the judge's prompt stays within one argument and still shows it a part of the diff."""
+    task = _largest_task()
+    diff = "+" + "\U0001f4a5" * 80_000 + "\n"
+    flags = tuple(f"edits_tests:tests/{'n' * 200}{i}" for i in range(50))
+    patch = PatchInfo(sha256="0" * 64, bytes=1, files_changed=1, insertions=1, deletions=0, flags=flags)
+    p = judge_prompt(task, 1, diff, patch)
+    assert len(p.encode()) <= MAX_ARGUMENT_BYTES
+    assert "[... diff truncated ...]" in p and task.prompt in p and task.pass_criteria in p
+    small = judge_prompt(task, 1, diff, None)
+    assert len(small.encode()) <= MAX_ARGUMENT_BYTES
+    assert small.count("\U0001f4a5") * 4 >= 14_000, "a task at the limit still leaves the judge ~15 KB of diff"
+
+
+def test_a_diff_of_multibyte_characters_is_cut_by_bytes() -> None:
+    """60,000 characters of 4-byte text were 240,000 bytes: too long for one argument."""
+    diff = "+" + "\U0001f4a5" * 60_000 + "\n"
+    p = judge_prompt(TASK, 0, diff, None)
+    assert len(p.encode()) <= MAX_DIFF_BYTES + 5000
+    assert "[... diff truncated ...]" in p
