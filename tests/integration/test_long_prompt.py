@@ -36,7 +36,9 @@ def test_a_task_that_fills_one_argument_runs_in_both_arms_and_is_judged(
     assert len((prompt + CRITERIA + VERIFY).encode()) == TASK_TEXT_MAX_BYTES
     demo = demo_setup.root / "demo"
     (demo / "tasks-long.json").write_text(
-        json.dumps({"tasks": [{"id": "long-prompt", "prompt": prompt, "verify_cmd": VERIFY, "pass_criteria": CRITERIA}]})
+        json.dumps(
+            {"tasks": [{"id": "long-prompt", "prompt": prompt, "verify_cmd": VERIFY, "pass_criteria": CRITERIA}]}
+        )
     )
     # 40,000 four-byte characters: a diff longer than the judge's share of its one argument
     write = "python3 -c \"open('/workspace/big.txt','w').write(chr(0x1F4A5) * 40000)\""
