@@ -382,16 +382,24 @@ def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
     digest, base = lock(args.prereg, library_entries=lock_entries)
     print(f"locked {args.prereg}: sha256 {digest[:16]}..., base commit {base[:12]}")
+    from harness.study.basetree import describe
     from harness.study.config import load_study
     from harness.study.prices import missing_notes
 
     prereg = load_study(args.prereg).prereg
-    listed = prereg.lock.listed_name if prereg.lock is not None else None
+    block = prereg.lock
+    listed = block.listed_name if block is not None else None
     if listed is not None:
         differs = (
             "" if listed == prereg.skill else f" (SKILL.md's name; the preregistration's skill is {prereg.skill!r})"
         )
         print(f"the CLI lists the skill as {listed!r}{differs}")
+    if block is not None:
+        left_out, visible = describe(block.base_excluded, {}), describe({}, block.base_visible)
+        for line in left_out:
+            print(line[0].upper() + line[1:] + " (keep a path in with execution.include_paths)")
+        for line in visible:
+            print(f"warning: {line}", file=sys.stderr)
     for note in missing_notes(prereg.execution):
         print(f"warning: {note}", file=sys.stderr)
     return 0

@@ -57,7 +57,7 @@ from harness.sandbox import roles as sandbox
 from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
-from harness.study import prices, scenario
+from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study, parse_size
 from harness.study.lock import verify_lock
 from harness.study.skillname import listed_name
@@ -141,6 +141,8 @@ class Experiment:
         self.trial_runner = trial_runner
         self.starts = StartGate(self.stop)
         self._role_users_cache: uids.RoleUsers | None = None
+        self._leave_out: tuple[str, ...] = ()
+        """What no tree of the run holds (:meth:`_base_excluded`), decided once the lock is verified."""
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -189,6 +191,7 @@ class Experiment:
         ex = self.study.prereg.execution
         lock = verify_lock(self.study, lock_entries)
         lock_hash = lock.sha256
+        self._leave_out = self._base_excluded(lock)
         self._check_runtime()
         specs = plan.select_shard(self.plan_specs(), self.options.shard)
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
@@ -203,7 +206,12 @@ class Experiment:
             base_outcomes = self._preflight(store, images, lock.base_sha)
             if self.study.excluded:  # the preflight's trivial tasks are not planned
                 specs = plan.select_shard(self.plan_specs(), self.options.shard)
-            self._check_trial_inputs(store, images, compiled, {"preflight_skipped": sorted(self.study.excluded)})
+            self._check_trial_inputs(
+                store,
+                images,
+                compiled,
+                {"preflight_skipped": sorted(self.study.excluded), "base_excluded": list(self._leave_out)},
+            )
             if base_outcomes is not None:
                 preflight.write_record(store.root, base_outcomes)
             fingerprints = self._fingerprints(provenance, images, compiled)
@@ -231,6 +239,19 @@ class Experiment:
             reused=reused,
             early_stopped=early_stopped,
         )
+
+    def _base_excluded(self, lock: LockBlock) -> tuple[str, ...]:
+        """What no tree of this run holds: the lock's ``base_excluded`` and, in a scripted run, the scenario
+        file when the base commit's tree holds it (the experiment's own file, given only now)."""
+        out = set(lock.base_excluded)
+        if self.options.scripted is not None:
+            repo = self.study.repo_path
+            rel = basetree.relative_to_top(repo, self.options.scripted)
+            inside = rel is not None and any(rel == q or rel.startswith(q + "/") for q in out)
+            if rel is not None and not inside and basetree.in_base_tree(repo, lock.base_sha, rel):
+                out.add(rel)
+                self.events.message(f"the scenario {rel} is in the base commit: no trial's tree holds it")
+        return tuple(sorted(out))
 
     def _reap_leftovers(self) -> None:
         """What killed runs left: Docker objects by label, run directories by owner, stale worktrees."""
@@ -345,6 +366,7 @@ class Experiment:
             redactor=store.redactor,
             on_message=self.events.message,
             stop=self.stop,
+            leave_out=self._leave_out,
         ).run(self.study.target_tasks())
         ran = [o for o in outcomes if not o.cached]
         if ran:
@@ -355,7 +377,7 @@ class Experiment:
         broken = [o for o in outcomes if o.outcome == "cannot_run"]
         if broken:
             preflight.write_record(store.root, outcomes)
-            raise preflight.cannot_run_error(broken, self.options.images.trial_base)
+            raise preflight.cannot_run_error(broken, self.options.images.trial_base, self._leave_out)
         trivial = {o.task_id: o.reason for o in outcomes if o.outcome == "passes"}
         if trivial:
             self.events.message(
@@ -404,6 +426,7 @@ class Experiment:
             sidecar_image=images.sidecar_id,
             runtime=self.options.runtime,
             upstream=server,
+            base_excluded=self._leave_out,
         )
         return {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
 
@@ -513,6 +536,7 @@ class Experiment:
             library_copies=self.library_copies,
             base_sha=base_sha,
             workspace_kind=workspace.kind_from_env(self.options.env),
+            base_excluded=self._leave_out,
         )
 
     def _trial_context(

@@ -15,7 +15,8 @@ resources and ``verify_timeout_s``). Its base outcome is one of
     timeout     the check did not finish at the base; recorded, not skipped
 
 Each task's tree is a fresh volume filled through the engine's archive API from a worktree of the base
-(``.git`` left out, owned by the verify user), so the preflight runs on a remote engine too; the
+made as every trial's is (:func:`harness.host.gitops.checkout_base`: without the lock's ``base_excluded``;
+``.git`` left out, owned by the verify user), so the preflight runs on a remote engine too; the
 volume is removed after its check. Outcomes are cached by fingerprint (task id, verify command, base commit,
 verify image id) beside the work root (``<work root>-preflight-cache``), so a
 rerun, a resume or another skill on the same tasks does not run them again. Every task's outcome is written to
@@ -83,19 +84,18 @@ class BaseOutcome:
         return f"verify_cmd fails at the base commit (exit {self.exit_code}), as a task should"
 
 
-def preflight_fingerprint(task: Task, base_sha: str, verify_image_id: str) -> str:
-    """What a base outcome depends on (pure)."""
-    return sha256_hex(
-        canonical_json(
-            {
-                "format": FORMAT,
-                "task": task.id,
-                "verify_cmd": task.verify_cmd,
-                "base_sha": base_sha,
-                "verify_image": verify_image_id,
-            }
-        )
-    )
+def preflight_fingerprint(task: Task, base_sha: str, verify_image_id: str, leave_out: Sequence[str] = ()) -> str:
+    """What a base outcome depends on (pure): ``leave_out`` is what the base tree is made without."""
+    inputs: dict[str, Any] = {
+        "format": FORMAT,
+        "task": task.id,
+        "verify_cmd": task.verify_cmd,
+        "base_sha": base_sha,
+        "verify_image": verify_image_id,
+    }
+    if leave_out:  # only when set: the outcomes cached before it was recorded stay valid for a whole tree
+        inputs["leave_out"] = sorted(leave_out)
+    return sha256_hex(canonical_json(inputs))
 
 
 def classify(exit_code: int | None, timed_out: bool, output: str) -> Outcome:
@@ -107,14 +107,25 @@ def classify(exit_code: int | None, timed_out: bool, output: str) -> Outcome:
     return "passes" if exit_code == 0 else "fails"
 
 
-def cannot_run_error(outcomes: Sequence[BaseOutcome], base_image: str | None) -> PrerequisiteError:
+def cannot_run_error(
+    outcomes: Sequence[BaseOutcome], base_image: str | None, leave_out: Sequence[str] = ()
+) -> PrerequisiteError:
+    """``leave_out``: what the base tree is made without (a verify that needs one of those files cannot run)."""
     lines = "; ".join(f"{o.task_id}: exit {o.exit_code}: {_last_line(o.output_tail)}" for o in outcomes)
     image = f"the base image {base_image}" if base_image else "the default trial image (Debian with python3 and git)"
+    left_out = ""
+    if leave_out:
+        shown = ", ".join(sorted(leave_out)[:6]) + (f" and {len(leave_out) - 6} more" if len(leave_out) > 6 else "")
+        left_out = (
+            f"; or verify_cmd needs a file the lock leaves out of every trial's tree ({shown}): keep it in with "
+            "execution.include_paths in the preregistration (a copy of the skill or the tasks is then visible "
+            "to both arms), or move what verify needs elsewhere"
+        )
     return PrerequisiteError(
         f"preflight: the verify command of {len(outcomes)} task(s) cannot run in {image} ({lines}); "
         "every trial would fail the same way, so nothing was run",
         hint="build an image with the tasks' toolchain (your CI image) and pass it with `--base-image IMAGE`, "
-        "or fix verify_cmd in tasks.json; `--no-preflight` skips this check",
+        f"or fix verify_cmd in tasks.json{left_out}; `--no-preflight` skips this check",
     )
 
 
@@ -141,6 +152,7 @@ class Preflight:
         redactor: Redactor,
         on_message: Callable[[str], None] = lambda _m: None,
         stop: threading.Event | None = None,
+        leave_out: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.profile = profile
@@ -154,12 +166,14 @@ class Preflight:
         self.redactor = redactor
         self.on_message = on_message
         self.stop = stop or threading.Event()
+        self.leave_out = tuple(leave_out)
+        """Paths the base tree is made without (the lock's ``base_excluded``): the trials' tree exactly."""
 
     def run(self, tasks: Sequence[Task]) -> list[BaseOutcome]:
         out: list[BaseOutcome] = []
         todo: list[tuple[Task, str]] = []
         for task in tasks:
-            fp = preflight_fingerprint(task, self.base_sha, self.image_id)
+            fp = preflight_fingerprint(task, self.base_sha, self.image_id, self.leave_out)
             cached = self._cached(task.id, fp)
             if cached is not None:
                 out.append(cached)
@@ -196,7 +210,7 @@ class Preflight:
         base = root / "base"
         labels = make_labels(self.run_id, role="preflight", ttl_s=len(todo) * (self.timeout_s + 60) + 3600)
         try:
-            gitops.add_worktree(self.repo, base, self.base_sha)
+            gitops.checkout_base(self.repo, base, self.base_sha, self.leave_out)
             out = []
             for i, (task, fp) in enumerate(todo):
                 if self.stop.is_set():

@@ -86,6 +86,9 @@ class RunSetup:
     """The base commit whose tree is made before any trial starts (:class:`BaseTrees`; once per run)."""
     workspace_kind: WorkspaceKind | None = None
     """``HARNESS_WORKSPACE``: a forced workspace kind; None: volume on a remote engine, else overlay or copy."""
+    base_excluded: tuple[str, ...] = ()
+    """Paths of the base commit that no trial's tree holds (the lock's ``base_excluded``, and a scripted run's
+    scenario when the base holds it)."""
 
     @property
     def scripted(self) -> bool:
@@ -181,7 +184,9 @@ class RunResources:
         shown), not by each trial."""
         s = self.setup
         side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, self.volume_prefix)
-        self._bases = BaseTrees(s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side)
+        self._bases = BaseTrees(
+            s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side, s.base_excluded
+        )
         if s.base_sha is not None:
             t0 = time.monotonic()
             self._bases.get(s.base_sha)

@@ -7,7 +7,7 @@ carries a **baseline fingerprint** instead: a SHA-256 over everything that shape
 one baseline trial of one task:
 
     the task (prompt, verify command, pass criteria, protected paths, timeout),
-    base commit, model, judge model, Claude Code version, trial and sidecar image
+    base commit (and what its tree is made without), model, judge model, Claude Code version, trial and sidecar image
     ids, the prompt template and the judge's prompt, allowed tools, per-trial
     budgets and timeouts, container resources and runtime, the pass rule, the
     harness version, and the upstream (the real API, or the scripted model's
@@ -51,11 +51,15 @@ def baseline_settings(
     sidecar_image: str,
     runtime: str | None,
     upstream: str,
+    base_excluded: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The experiment-wide part of the fingerprint (pure). ``upstream`` names the model
-    server: the real API's URL, or ``scripted:<sha256>`` of the scripted model's settings."""
+    server: the real API's URL, or ``scripted:<sha256>`` of the scripted model's settings;
+    ``base_excluded`` what the base tree is made without (recorded only when there is something)."""
     budgets = execution.budgets.model_dump(mode="json", exclude={"total_usd"})
+    left_out = {"base_excluded": sorted(base_excluded)} if base_excluded else {}
     return {
+        **left_out,
         "base_sha": provenance.base_sha,
         "model": provenance.model,
         "judge_model": provenance.judge_model,

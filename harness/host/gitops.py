@@ -1,10 +1,12 @@
 """Host-side git, hardened, and only ever on trusted trees.
 
-The controller runs git on the host for exactly three things: resolving the base
-commit in the user's repository, adding/removing the trial's worktree, and
-making the fresh one-commit repository of the pristine base before any agent
-exists. It never runs git inside a tree an agent has written to (patch
-extraction happens in a ``--network none`` container).
+The controller runs git on the host for exactly four things: resolving the base
+commit in the user's repository, reading the base commit's tree (what ``skilltrial
+lock`` leaves out of it: :func:`tree_entries`, :func:`read_blobs`), adding/removing
+the run's worktree of the base (:func:`checkout_base`, the one place the pristine
+base is made), and making the fresh one-commit repository of the pristine base
+before any agent exists. It never runs git inside a tree an agent has written to
+(patch extraction happens in a ``--network none`` container).
 
 Every call gets a scrubbed environment: no inherited ``GIT_*`` variables, no
 global or system config, no hooks, no fsmonitor, no pager, no prompts.
@@ -15,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError
 from harness.host.slots import host_lock
+from harness.host.trees import remove_tree
 
 HARDENING = (
     "-c",
@@ -81,18 +85,39 @@ def git(
 ) -> str:
     """Run host git. ``env`` adds variables (a ``GIT_DIR``); ``base_env`` is where :data:`PASSED` comes
     from: by default the controller's own environment, read here, where the child process starts."""
+    return git_bytes(args, cwd=cwd, env=env, check=check, base_env=base_env).decode("utf-8", "surrogateescape")
+
+
+def git_bytes(
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    base_env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> bytes:
+    """:func:`git` for output that is not text (paths as the repository holds them, file contents);
+    ``stdin`` is written to git's standard input (else it reads nothing)."""
     argv = ["git", *HARDENING, *args]
     full_env = git_env(os.environ if base_env is None else base_env, env)
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, env=full_env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
+            argv,
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            timeout=300,
         )
     except FileNotFoundError:
         raise InfraError("git is not installed", hint="install git (apt-get install git)") from None
     except subprocess.TimeoutExpired:
         raise InfraError(f"git {' '.join(args[:2])} did not finish within 300 s") from None
     if check and proc.returncode != 0:
-        raise InfraError(f"git {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()[:500]}")
+        detail = proc.stderr.decode("utf-8", "replace").strip()[:500]
+        raise InfraError(f"git {' '.join(args)} failed (exit {proc.returncode}): {detail}")
     return proc.stdout
 
 
@@ -153,3 +178,69 @@ def init_snapshot_repo(tree: Path, options: Sequence[str] = ()) -> str:
     git([*options, "add", "--all", "--force", "."], cwd=tree, env=env)
     git([*options, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", "base"], cwd=tree, env=env)
     return git(["rev-parse", "HEAD"], cwd=tree, env=env).strip()
+
+
+def repo_top(repo: Path) -> Path:
+    """The top of the repository ``repo`` is in (every trial's tree is the whole repository's)."""
+    return Path(git(["rev-parse", "--show-toplevel"], cwd=repo).strip())
+
+
+def tree_entries(repo: Path, sha: str) -> list[tuple[str, str]]:
+    """``(mode, path)`` of every file, link and submodule of ``sha``'s tree, recursively, paths from the
+    repository's top as the file system names them (:func:`os.fsdecode`)."""
+    out = git_bytes(["ls-tree", "-r", "-z", "--full-tree", sha], cwd=repo)
+    entries = []
+    for record in out.split(b"\0"):
+        meta, tab, path = record.partition(b"\t")
+        if tab:
+            entries.append((meta.split(b" ", 1)[0].decode("ascii", "replace"), os.fsdecode(path)))
+    return entries
+
+
+def read_blobs(repo: Path, sha: str, paths: Sequence[str], cap: int) -> dict[str, bytes]:
+    """The first ``cap`` bytes of each file of ``paths`` in ``sha``'s tree (one ``git cat-file --batch``);
+    a path that is not a file there, or whose name holds a newline, is left out."""
+    wanted = [p for p in paths if "\n" not in p]
+    if not wanted:
+        return {}
+    request = b"".join(f"{sha}:".encode() + os.fsencode(p) + b"\n" for p in wanted)
+    out = git_bytes(["cat-file", "--batch"], cwd=repo, stdin=request)
+    found: dict[str, bytes] = {}
+    at = 0
+    for path in wanted:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header = out[at:end].split(b" ")
+        at = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # "<object> missing" (or ambiguous): no content follows
+        size = int(header[2])
+        if header[1] == b"blob":
+            found[path] = out[at : at + min(size, cap)]
+        at += size + 1
+    return found
+
+
+def checkout_base(repo: Path, path: Path, sha: str, leave_out: Sequence[str] = ()) -> None:
+    """The pristine base of a run: a detached worktree of ``repo`` at ``sha`` in ``path``, without the
+    paths of ``leave_out`` (the lock's ``base_excluded``: the experiment's own files and copies of the skill
+    under test). Every tree a trial stands on (the agent's workspace, collect's base, verify's tree, the
+    preflight's) is made from this one, so none of them holds what it leaves out. Removing never follows a
+    link: a path whose parent is not a plain directory of the checkout is not touched."""
+    add_worktree(repo, path, sha)
+    for rel in sorted(leave_out):
+        here = path
+        for part in rel.split("/"):
+            if not here.is_dir() or here.is_symlink():
+                break
+            here = here / part
+        else:
+            try:
+                st = os.lstat(here)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                remove_tree(here)
+            else:
+                os.unlink(here)

@@ -29,7 +29,7 @@ from harness.records import PassRule, TrialRecord, outcome
 from harness.results import attempts as runstate
 from harness.results.load import read_experiment
 from harness.results.meta import read_meta
-from harness.study import prices
+from harness.study import basetree, prices
 from harness.study.config import Preregistration, Study
 
 
@@ -163,7 +163,19 @@ def analyze_records(
     )
     meta = read_meta(Path(experiment_dir))
     inputs = (meta.trial_inputs if meta is not None else None) or {}
-    return dataclasses.replace(data, base_image=str(inputs.get("base_image", "")))
+    notes = (*data.notes, *base_tree_notes(study, inputs.get("base_excluded")))
+    return dataclasses.replace(data, base_image=str(inputs.get("base_image", "")), notes=notes)
+
+
+def base_tree_notes(study: Study, ran_without: object) -> list[str]:
+    """What the trials' base tree was made without (``ran_without``: the run's record of it, else the lock's)
+    and what both arms saw that can change an agent's behaviour."""
+    lock = study.prereg.lock
+    recorded = dict(lock.base_excluded) if lock is not None else {}
+    visible = dict(lock.base_visible) if lock is not None else {}
+    if isinstance(ran_without, list):
+        recorded = {str(p): recorded.get(str(p), "the scripted model's scenario") for p in ran_without}
+    return basetree.describe(recorded, visible)
 
 
 def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:

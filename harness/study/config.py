@@ -280,6 +280,10 @@ class Execution(Strict):
     """The repository under test, relative to the preregistration file."""
     base_ref: str = "HEAD"
     """Commit the trials start from; resolved to a SHA by ``skilltrial lock``."""
+    include_paths: tuple[str, ...] = ()
+    """Paths that ``skilltrial lock`` leaves out of the tree every trial starts from by default (the
+    experiment's own files, a copy of the skill under test) and that the trials must see anyway: each a
+    path the lock names as left out, or a folder above one (relative to the repository's top)."""
     max_infra_retries: Annotated[Int, Field(ge=0, le=10)] = 2
     """How often a trial that failed for an infrastructure reason is retried (never counted against an arm)."""
     prices: dict[str, tuple[NonNegFloat, NonNegFloat, NonNegFloat, NonNegFloat]] = {}
@@ -318,6 +322,16 @@ class Execution(Strict):
         if not GIT_REF.fullmatch(v):
             raise ValueError(f"{v!r} is not a git commit, branch or tag name")
         return v
+
+    @model_validator(mode="after")
+    def _include_paths(self) -> Execution:
+        for i, p in enumerate(self.include_paths):
+            problem = repository_path_problem(p)
+            if problem:
+                raise _FieldError(f"include_paths[{i}]", problem)
+            if p in self.include_paths[:i]:
+                raise _FieldError(f"include_paths[{i}]", f"{p!r} is listed twice")
+        return self
 
     @field_validator("allowed_tools")
     @classmethod
@@ -534,6 +548,21 @@ class LockBlock(Strict):
     listed_name: str | None = None
     """The name the CLI lists the skill under (SKILL.md's front matter ``name``; :mod:`harness.study.skillname`):
     derived from the locked SKILL.md, written for the reader. None: a library, or a lock of an earlier version."""
+    base_excluded: dict[str, str] = {}
+    """What of the base commit's tree no trial sees (path from the repository's top -> why): the experiment's
+    own files and every copy of the skill under test, found by ``skilltrial lock`` (hashed as ``base/tree``)."""
+    base_visible: dict[str, str] = {}
+    """What both arms will see that can change an agent's behaviour (``CLAUDE.md``, ``AGENTS.md``,
+    ``.claude/``, other skills, paths kept in by ``execution.include_paths``): path -> what it is."""
+
+    @field_validator("base_excluded")
+    @classmethod
+    def _excluded_paths(cls, v: dict[str, str]) -> dict[str, str]:
+        for p in v:
+            problem = repository_path_problem(p)
+            if problem:
+                raise ValueError(problem)
+        return v
 
 
 Preregistration.model_rebuild()

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 from harness.errors import ConfigError, LockError
 from harness.host.files import atomic_write
 from harness.host.gitops import resolve_commit
+from harness.study.basetree import BaseTreeSurvey, survey
 from harness.study.config import (
     LockBlock,
     Study,
@@ -48,6 +49,8 @@ LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `skilltrial lock`; any edit above invalidates it."
 MAX_SKILL_FILE = 1 << 20
 MAX_SKILL_FILES = 200
+BASE_TREE = "base/tree"
+"""The lock's entry for what it found in the base tree (``base_excluded``, ``base_visible``)."""
 
 
 def skill_files(skill_dir: Path) -> dict[str, bytes]:
@@ -193,12 +196,19 @@ class LockDigest(NamedTuple):
     """What it covers, by name (``preregistration``, ``tasks``, ``analysis``, ``skill/<path>``, ``library/...``)."""
 
 
-def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | None = None) -> LockDigest:
-    """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`)."""
+def lock_digest(
+    study: Study,
+    base_sha: str,
+    library_entries: LibraryEntries | None = None,
+    base_tree: BaseTreeSurvey | None = None,
+) -> LockDigest:
+    """The lock hash and the per-file digests it covers (see :data:`LibraryEntries`); ``base_tree`` is what
+    the lock found in the base commit's tree (:func:`harness.study.basetree.survey`; verifying: the lock's)."""
     prereg = study.locked_prereg.model_dump(mode="json", exclude={"lock"})
     # fields added after the first locks count only when set, so locks made before them stay valid
-    if not prereg["execution"].get("prices"):
-        prereg["execution"].pop("prices", None)
+    for key in ("prices", "include_paths"):
+        if not prereg["execution"].get(key):
+            prereg["execution"].pop(key, None)
     if not prereg["execution"].get("models"):
         prereg["execution"].pop("models", None)
     if prereg["decision"].get("models_rule") == "every":
@@ -214,6 +224,8 @@ def lock_digest(study: Study, base_sha: str, library_entries: LibraryEntries | N
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
     files.update(_library_entries(study, library_entries))  # the estimator, the drawn masks, the reused baseline
+    if base_tree is not None and (base_tree.excluded or base_tree.visible):
+        files[BASE_TREE] = sha256_hex(canonical_json({"excluded": base_tree.excluded, "visible": base_tree.visible}))
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))
     return LockDigest(whole, files)
 
@@ -272,10 +284,19 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: 
     study = load_study(prereg_path, read_lock=False)
     check_host_fits(study)
     base_sha = resolve_commit(study.repo_path, study.prereg.execution.base_ref, source=study.prereg_path)
-    digest, files = lock_digest(study, base_sha, library_entries)
+    base_tree = survey(study, base_sha)
+    digest, files = lock_digest(study, base_sha, library_entries, base_tree)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     listed = None if study.prereg.library is not None else listed_name(study.skill_dir, study.prereg.skill)
-    block = LockBlock(locked_at=when, sha256=digest, base_sha=base_sha, files=files, listed_name=listed)
+    block = LockBlock(
+        locked_at=when,
+        sha256=digest,
+        base_sha=base_sha,
+        files=files,
+        listed_name=listed,
+        base_excluded=base_tree.excluded,
+        base_visible=base_tree.visible,
+    )
     target = lock_path(study.prereg_path)
     if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
         raise ConfigError(target, "exists and is not a regular file; remove it and lock again")
@@ -299,9 +320,15 @@ def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> 
             f"{study.prereg_path} is not locked",
             hint=f"run `skilltrial lock {study.prereg_path}` first; a preregistration is frozen before any trial runs",
         )
-    digest, files = lock_digest(study, block.base_sha, library_entries)
+    digest, files = lock_digest(study, block.base_sha, library_entries, recorded_base_tree(block))
     if digest != block.sha256:
         changed = sorted(k for k in set(files) | set(block.files) if files.get(k) != block.files.get(k))
+        if changed == [BASE_TREE]:
+            raise LockError(
+                f"{_lock_source(study)}: field 'base_excluded': what the lock records about the base tree "
+                "(base_excluded, base_visible) is not what it hashed: the lock itself was edited",
+                hint=f"re-run `skilltrial lock {study.prereg_path}` and evaluate into a new --out",
+            )
         if not changed:
             raise LockError(
                 f"{_lock_source(study)}: field 'sha256': the recorded lock hash {block.sha256[:16]}... is not the "
@@ -314,6 +341,11 @@ def verify_lock(study: Study, library_entries: LibraryEntries | None = None) -> 
             hint="a changed preregistration is a new experiment: re-run `skilltrial lock` and evaluate into a new --out",
         )
     return block
+
+
+def recorded_base_tree(block: LockBlock) -> BaseTreeSurvey:
+    """What the lock recorded about the base tree (nothing for a lock made before it recorded it)."""
+    return BaseTreeSurvey(dict(block.base_excluded), dict(block.base_visible))
 
 
 def _lock_source(study: Study) -> Path:

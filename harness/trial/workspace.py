@@ -6,7 +6,9 @@ each base commit is made once per run (:class:`BaseTrees`), and each trial gets 
 it where the machine allows one:
 
     <run>/base-<sha12>/
-        checkout/             git worktree of the user's repo at the base SHA (collect's read-only /base)
+        checkout/             git worktree of the user's repo at the base SHA (collect's read-only /base),
+                              without the lock's ``base_excluded`` (the experiment's own files, copies
+                              of the skill under test): every tree below is made from it
         template/             its tree with a fresh one-commit .git, owned by the agent's uid: what
                               every trial's /workspace starts as; that .git's index and objects are
                               also what collect diffs against (the base is hashed once)
@@ -54,7 +56,7 @@ import stat
 import subprocess
 import tarfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple, get_args
@@ -219,9 +221,13 @@ class BaseTrees:
         owner: tuple[int, int] | None = None,
         kind: WorkspaceKind | None = None,
         side: EngineSide | None = None,
+        leave_out: Sequence[str] = (),
     ) -> None:
         self.repo = repo
         self.run_root = run_root
+        self.leave_out = tuple(leave_out)
+        """Paths of the base commit no tree of the run holds (the lock's ``base_excluded``; see
+        :func:`harness.host.gitops.checkout_base`, the one place they are left out)."""
         self.owner = owner or container_user()
         self.side = side
         """The engine of volume workspaces (None: only the controller's directories are possible)."""
@@ -262,7 +268,8 @@ class BaseTrees:
         tree = BaseTree(root / "checkout", root / "template", root / "template" / ".git")
         try:
             root.mkdir(mode=0o700)
-            gitops.add_worktree(self.repo, tree.checkout, sha)
+            # the one pristine base: the template, the volume and collect's /base are all made from it
+            gitops.checkout_base(self.repo, tree.checkout, sha, self.leave_out)
             tree.template.mkdir(mode=0o755)
             subprocess.run(  # the trusted checkout's tree, without its worktree .git file
                 ["cp", "-a", "--reflink=auto", "--", *_entries(tree.checkout), str(tree.template)],

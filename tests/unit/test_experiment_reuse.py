@@ -81,6 +81,17 @@ def test_every_baseline_setting_changes_the_fingerprint(field: str, value: Any) 
     )
 
 
+def test_what_the_base_tree_is_made_without_changes_the_fingerprint_only_when_there_is_any() -> None:
+    """A baseline that ran on the whole tree (the skill and the tasks in it) is not one that ran without them;
+    with nothing left out the fingerprint is what it was before the field existed."""
+    kwargs: dict[str, Any] = dict(pass_rule="verify_and_judge", sidecar_image="sha256:side", runtime=None, upstream="u")
+    plain = reuse.baseline_settings(EX, provenance=PROV, **kwargs)
+    assert "base_excluded" not in plain
+    assert reuse.baseline_settings(EX, provenance=PROV, base_excluded=(), **kwargs) == plain
+    left_out = reuse.baseline_settings(EX, provenance=PROV, base_excluded=("skills/tasks.json",), **kwargs)
+    assert reuse.baseline_fingerprint(left_out, TASK) != reuse.baseline_fingerprint(plain, TASK)
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -99,7 +99,7 @@ def test_the_lock_covers_the_models_and_one_models_study_verifies_under_it(make_
 
 def test_locks_made_before_the_matrix_fields_stay_valid(make_study: StudyFactory) -> None:
     """The new fields count only when set: a preregistration without them hashes as it did before them
-    (the matrix fields, and decision.futility_stop at its default)."""
+    (the matrix fields, execution.include_paths, and decision.futility_stop at its default)."""
     files = make_study()
     lock(files.prereg)
     study = load_study(files.prereg)
@@ -107,6 +107,7 @@ def test_locks_made_before_the_matrix_fields_stay_valid(make_study: StudyFactory
     before = study.prereg.model_dump(mode="json", exclude={"lock"})
     before["execution"].pop("prices")
     before["execution"].pop("models")
+    before["execution"].pop("include_paths")
     before["decision"].pop("models_rule")
     before["decision"].pop("futility_stop")
     assert digests["preregistration"] == sha256_hex(canonical_json(before))

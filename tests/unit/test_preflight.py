@@ -50,6 +50,23 @@ def test_fingerprint_covers_task_verify_cmd_base_and_image() -> None:
     assert preflight_fingerprint(task.model_copy(update={"prompt": "other"}), "a" * 40, "sha256:1") == base
 
 
+def test_fingerprint_covers_what_the_base_tree_is_made_without() -> None:
+    task = Task(id="t", prompt="p", verify_cmd="make test")
+    whole = preflight_fingerprint(task, "a" * 40, "sha256:1")
+    assert preflight_fingerprint(task, "a" * 40, "sha256:1", ()) == whole, "outcomes cached before stay valid"
+    assert preflight_fingerprint(task, "a" * 40, "sha256:1", ["skills/tasks.json"]) != whole
+
+
+def test_cannot_run_says_a_verify_may_need_a_path_the_lock_leaves_out() -> None:
+    bad = BaseOutcome("t", "cannot_run", 2, 0.4, False, "f", "python3: can't open file 'skills/check.py'\n")
+    text = str(cannot_run_error([bad], None, ["skills/my-skill", "skills/tasks.json"]))
+    assert (
+        "verify_cmd needs a file the lock leaves out of every trial's tree (skills/my-skill, skills/tasks.json)" in text
+    )
+    assert "execution.include_paths" in text
+    assert "include_paths" not in str(cannot_run_error([bad], None)), "nothing left out: nothing to say"
+
+
 def _outcome(task_id: str, outcome: str, exit_code: int | None = 1) -> BaseOutcome:
     return BaseOutcome(task_id, outcome, exit_code, 0.5, False, "f" * 64, "tail")  # type: ignore[arg-type]
 
