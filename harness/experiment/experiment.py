@@ -142,6 +142,8 @@ class Experiment:
         self.starts = StartGate(self.stop)
         self._role_users_cache: uids.RoleUsers | None = None
         self._leave_out: tuple[str, ...] = ()
+        self.baseline_inputs: reuse.BaselineInputs | None = None
+        """What goes into this run's baseline fingerprints, by name (:meth:`_fingerprints`)."""
         """What no tree of the run holds (:meth:`_base_excluded`), decided once the lock is verified."""
 
     # ----------------------------------------------------------------- control
@@ -171,6 +173,16 @@ class Experiment:
 
     def prompt_template_sha256(self) -> str:
         return plan.prompt_template_sha256()
+
+    def check_reuse(
+        self,
+        specs: Sequence[TrialSpec],
+        latest: Mapping[str, TrialRecord],
+        fingerprints: Mapping[str, str],
+        provenance: Provenance,
+    ) -> None:
+        """Checks of the reused baseline that must pass before any container starts (the preflight's
+        included); raise to refuse the run. An A/B experiment reuses what it can and runs the rest."""
 
     def preflight(self, specs: Sequence[TrialSpec], records: Sequence[TrialRecord], provenance: Provenance) -> None:
         """Checks that must pass before any model call (after baseline reuse); raise to refuse the run."""
@@ -203,6 +215,9 @@ class Experiment:
             self._reap_leftovers()
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
             provenance = self._provenance(lock, images)
+            fingerprints = self._fingerprints(provenance, images, compiled)
+            # a reused baseline that cannot serve the plan is refused here, naming why, before any container
+            self.check_reuse(specs, latest, fingerprints, provenance)
             base_outcomes = self._preflight(store, images, lock.base_sha)
             if self.study.excluded:  # the preflight's trivial tasks are not planned
                 specs = plan.select_shard(self.plan_specs(), self.options.shard)
@@ -212,9 +227,9 @@ class Experiment:
                 compiled,
                 {"preflight_skipped": sorted(self.study.excluded), "base_excluded": list(self._leave_out)},
             )
+            self._record_baseline_inputs(store)
             if base_outcomes is not None:
                 preflight.write_record(store.root, base_outcomes)
-            fingerprints = self._fingerprints(provenance, images, compiled)
             reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
             so_far = store.results.read().records
             self.preflight(specs, so_far, provenance)
@@ -428,7 +443,19 @@ class Experiment:
             upstream=server,
             base_excluded=self._leave_out,
         )
-        return {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in self.study.target_tasks()}
+        tasks = self.study.target_tasks()
+        self.baseline_inputs = reuse.BaselineInputs(
+            settings, {t.id: reuse.task_parts(t, views.get(t.id)) for t in tasks}
+        )
+        return {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in tasks}
+
+    def _record_baseline_inputs(self, store: ExperimentDir) -> None:
+        """``experiment.json``'s ``baseline_inputs``: what another experiment reads to name why a baseline
+        trial of this one cannot stand in for its own."""
+        meta = read_meta(store.root)
+        recorded = self.baseline_inputs.to_json() if self.baseline_inputs is not None else None
+        if meta is not None and meta.baseline_inputs != recorded:
+            write_meta(store.root, meta.model_copy(update={"baseline_inputs": recorded}))
 
     def _reuse(
         self,
@@ -452,7 +479,8 @@ class Experiment:
                     + ", ".join(str(p) for p in self.options.reuse_from)
                 )
             return 0
-        found = reuse.select(wanted, sources, provenance, exclude=store.root)
+        chosen = reuse.select(wanted, sources, provenance, exclude=store.root, inputs=self.baseline_inputs)
+        found = chosen.found
         order = {s.trial_id: i for i, s in enumerate(specs)}
         for trial_id in sorted(found, key=order.__getitem__):
             match = found[trial_id]
@@ -461,6 +489,7 @@ class Experiment:
         self.events.message(
             f"baseline reuse: {len(found)} of {len(wanted)} baseline trial(s) copied from "
             f"{len({m.directory for m in found.values()})} earlier experiment(s); {len(wanted) - len(found)} to run"
+            + (f" (not reused: {chosen.summary(len(wanted))})" if chosen.missed else "")
         )
         return len(found)
 

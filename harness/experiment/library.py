@@ -24,6 +24,7 @@ from typing import Any
 from harness import fmt
 from harness.errors import ConfigError
 from harness.experiment import library_plan as library
+from harness.experiment import reuse
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, RunOptions
@@ -35,6 +36,7 @@ from harness.results.attempts import latest_by_trial
 from harness.results.load import study_for
 from harness.results.meta import require_meta
 from harness.sandbox.engine import Engine
+from harness.sandbox.runtime import Runtime
 from harness.study.config import Study, baseline_dir
 from harness.study.lock import copy_skill, skill_files
 
@@ -53,7 +55,7 @@ class LibraryExperiment(Experiment):
     def __init__(
         self,
         study: Study,
-        engine: Engine,
+        engine: Runtime,
         options: RunOptions,
         events: Events | None = None,
         *,
@@ -69,6 +71,28 @@ class LibraryExperiment(Experiment):
 
     def prompt_template_sha256(self) -> str:
         return library_template_sha256()
+
+    def check_reuse(
+        self,
+        specs: Sequence[TrialSpec],
+        latest: Mapping[str, TrialRecord],
+        fingerprints: Mapping[str, str],
+        provenance: Provenance,
+    ) -> None:
+        """Before any container: every planned bare trial this directory has no outcome of must come from
+        ``library.baseline_from``; otherwise refuse (exit 4), naming the first input that differs."""
+        lib = self.study.prereg.library
+        assert lib is not None
+        if lib.baseline_from is None:
+            return
+        wanted = {
+            s.trial_id: fingerprints[s.task.id]
+            for s in specs
+            if s.arm == library.BARE and not (s.trial_id in latest and latest[s.trial_id].is_outcome)
+        }
+        chosen = reuse.select(wanted, [baseline_dir(self.study)], provenance, inputs=self.baseline_inputs)
+        if chosen.missed:
+            raise library.reuse_refused(self.study, chosen.summary(len(wanted)))
 
     def preflight(self, specs: Sequence[TrialSpec], records: Sequence[TrialRecord], provenance: Provenance) -> None:
         lib = self.study.prereg.library

@@ -23,11 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from harness import __version__
 from harness.analysis import masks
 from harness.errors import ConfigError, HarnessError
-from harness.plan import TrialSpec, library_prefix, ordered_skills, trial_id
+from harness.experiment import reuse
+from harness.plan import TrialSpec, library_prefix, library_template_sha256, ordered_skills, trial_id
 from harness.records import RESULTS, Arm, PassRule, Provenance, TrialRecord, outcome
-from harness.results.attempts import final_attempts
+from harness.results.attempts import final_attempts, latest_by_trial
 from harness.results.store import read_results
 from harness.study.config import MAX_ARGUMENT_BYTES, Study, Task, baseline_dir, library_skills
 from harness.study.lock import canonical_json, sha256_hex, skill_files
@@ -182,8 +184,9 @@ def baseline_data_sha256(study: Study) -> str:
     return sha256_hex(canonical_json({"format": 1, "records": rows}))
 
 
-def lock_entries(study: Study) -> dict[str, str]:
-    """What a library experiment adds to the lock: the estimator, the drawn masks, the baseline data."""
+def lock_entries(study: Study, base_sha: str) -> dict[str, str]:
+    """What a library experiment adds to the lock: the estimator, the drawn masks, the baseline data (after
+    :func:`check_reusable_baseline`: a baseline that cannot serve this plan is refused here)."""
     from harness.analysis import contributions
 
     d = design(study)
@@ -194,8 +197,66 @@ def lock_entries(study: Study) -> dict[str, str]:
     lib = study.prereg.library
     assert lib is not None
     if lib.baseline_from is not None:
+        check_reusable_baseline(study, base_sha)
         out["library/baseline"] = baseline_data_sha256(study)
     return out
+
+
+def check_reusable_baseline(study: Study, base_sha: str) -> None:
+    """Refuse (exit 4, naming ``library.baseline_from``) a reused bare arm that cannot serve this plan, by what
+    is known before any image exists: every planned bare trial must have a final, scorable record there whose
+    base commit, models, delivery, prompt template and harness version are this experiment's and, where that
+    directory recorded them, whose settings and task are too. The first input that differs is named
+    (``base commit f604634 -> 1a2b3c4``); the rest (Claude Code version, images, runtime, model server) is
+    compared by ``eval`` before any container starts (:meth:`LibraryExperiment.check_reuse`)."""
+    source = baseline_dir(study)
+    ex, rule = study.prereg.execution, study.prereg.decision.pass_rule
+    latest = latest_by_trial(read_results(source / RESULTS).records)
+    recorded = reuse.recorded_inputs(source)
+    known: dict[str, Any] = {
+        "base_sha": base_sha,
+        "model": ex.model,
+        "judge_model": ex.judge_model,
+        "delivery": ex.delivery,
+        "prompt_template_sha256": library_template_sha256(),
+        "harness_version": __version__,
+    }
+    missed: dict[str, str] = {}
+    for task in study.target_tasks():
+        now = dict(known)
+        if recorded is not None:
+            parts = reuse.task_parts(task)
+            parts.pop("upstream_task")  # the model server is not known until eval
+            now.update({**reuse.study_settings(ex, rule), **parts})
+        for sample in range(ex.runs_per_arm):
+            tid = trial_id(task.id, BARE, sample)
+            rec = latest.get(tid)
+            if rec is None:
+                missed[tid] = reuse.NO_RECORD
+            elif not rec.is_outcome or outcome(rec, rule) not in ("pass", "fail"):
+                missed[tid] = f"not final and scorable ({rec.status}, {outcome(rec, rule)})"
+            else:
+                then = {
+                    **(recorded.of(task.id) if recorded is not None else {}),
+                    **reuse.provenance_inputs(rec.provenance),
+                }
+                differs = reuse.difference(then, now, keys=now)
+                if differs is not None:
+                    missed[tid] = differs
+    if missed:
+        planned = len(study.target_tasks()) * ex.runs_per_arm
+        raise reuse_refused(study, reuse.Selection({}, missed).summary(planned))
+
+
+def reuse_refused(study: Study, summary: str) -> ConfigError:
+    """The refusal of a reused bare arm (``library.baseline_from``) that cannot serve the plan."""
+    return ConfigError(
+        study.prereg_path,
+        f"the bare trials in {baseline_dir(study)} cannot stand in for this experiment's: {summary}",
+        field="library.baseline_from",
+        hint="a bare trial is reused only when it ran on the same base commit under the same settings: run that "
+        "baseline again under these (or remove library.baseline_from to run the bare arm in this experiment)",
+    )
 
 
 # ------------------------------------------------------------------------------ components

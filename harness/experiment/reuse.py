@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness import plan
+from harness.errors import ConfigError
 from harness.host.files import atomic_write
 from harness.records import RESULTS, Provenance, ReusedFrom, TrialRecord
 from harness.results.attempts import latest_by_trial
+from harness.results.meta import read_meta
 from harness.results.store import read_results
 from harness.study.config import Execution, Task
 from harness.study.lock import canonical_json, sha256_hex
@@ -56,7 +58,6 @@ def baseline_settings(
     """The experiment-wide part of the fingerprint (pure). ``upstream`` names the model
     server: the real API's URL, or ``scripted:<sha256>`` of the scripted model's settings;
     ``base_excluded`` what the base tree is made without (recorded only when there is something)."""
-    budgets = execution.budgets.model_dump(mode="json", exclude={"total_usd"})
     left_out = {"base_excluded": sorted(base_excluded)} if base_excluded else {}
     return {
         **left_out,
@@ -68,10 +69,7 @@ def baseline_settings(
         "sidecar_image": sidecar_image,
         "prompt_template_sha256": provenance.prompt_template_sha256,
         "harness_version": provenance.harness_version,
-        "allowed_tools": list(execution.allowed_tools),
-        "budgets": budgets,
-        "resources": execution.resources.model_dump(mode="json"),
-        "pass_rule": pass_rule,
+        **study_settings(execution, pass_rule),
         "runtime": runtime or "",
         "upstream": upstream,
         **{  # the route (host, proxy, CA) and the price table, where recorded
@@ -79,6 +77,16 @@ def baseline_settings(
             for k in ("upstream_host", "upstream_proxy", "upstream_ca_sha256", "price_table_sha256")
             if (v := getattr(provenance, k)) is not None
         },
+    }
+
+
+def study_settings(execution: Execution, pass_rule: str) -> dict[str, Any]:
+    """The part of :func:`baseline_settings` the preregistration decides alone (known when it is locked)."""
+    return {
+        "allowed_tools": list(execution.allowed_tools),
+        "budgets": execution.budgets.model_dump(mode="json", exclude={"total_usd"}),
+        "resources": execution.resources.model_dump(mode="json"),
+        "pass_rule": pass_rule,
     }
 
 
@@ -100,6 +108,106 @@ def baseline_fingerprint(settings: Mapping[str, Any], task: Task, upstream_task:
             }
         )
     )
+
+
+def task_parts(task: Task, upstream_task: Any = None) -> dict[str, str]:
+    """The task's part of a baseline fingerprint, by name, each as a hash (what :class:`BaselineInputs`
+    keeps per task)."""
+    return {
+        "task": sha256_hex(canonical_json(task.model_dump(mode="json"))),
+        "prompt": sha256_hex(plan.prompt_for("baseline", task.prompt).encode()),
+        "judge_prompt_sha256": sha256_hex(judge.judge_prompt(task, 0, "", None).encode()),
+        "upstream_task": sha256_hex(canonical_json(upstream_task)),
+    }
+
+
+@dataclass(frozen=True)
+class BaselineInputs:
+    """What went into an experiment's baseline fingerprints, by name (``experiment.json``'s
+    ``baseline_inputs``), so a record that is not reused can say which input differs: the settings as they
+    are, and per task the hashes of its parts (:func:`task_parts`)."""
+
+    settings: Mapping[str, Any]
+    tasks: Mapping[str, Mapping[str, str]]
+
+    def of(self, task_id: str) -> dict[str, Any]:
+        return {**self.settings, **self.tasks.get(task_id, {})}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"settings": dict(self.settings), "tasks": {k: dict(v) for k, v in self.tasks.items()}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BaselineInputs | None:
+        if not isinstance(data, dict) or not isinstance(data.get("settings"), dict):
+            return None
+        tasks = data.get("tasks")
+        return cls(data["settings"], tasks if isinstance(tasks, dict) else {})
+
+
+INPUT_LABELS: dict[str, str] = {
+    "base_sha": "base commit",
+    "base_excluded": "paths left out of the base tree",
+    "model": "model",
+    "judge_model": "judge model",
+    "delivery": "delivery",
+    "cli_version": "Claude Code version",
+    "image_digest": "trial image",
+    "sidecar_image": "sidecar image",
+    "prompt_template_sha256": "prompt template",
+    "harness_version": "harness version",
+    "allowed_tools": "allowed tools",
+    "budgets": "budgets",
+    "resources": "resources",
+    "pass_rule": "pass rule",
+    "runtime": "runtime",
+    "upstream": "model server",
+    "upstream_host": "upstream host",
+    "upstream_proxy": "upstream proxy",
+    "upstream_ca_sha256": "upstream CA bundle",
+    "price_table_sha256": "price table",
+    "listing_sha256": "skill listing",
+    "delivery_check": "delivery check",
+    "task": "the task's definition in the tasks file",
+    "prompt": "the baseline prompt",
+    "judge_prompt_sha256": "the judge's prompt",
+    "upstream_task": "the scripted model's baseline behaviour for the task",
+}
+"""Every input of a baseline fingerprint or of the provenance a reused record must share, by name, in the
+order a difference is reported (the first one that differs is named)."""
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "(none)"
+    if isinstance(value, str):
+        hexed = value.removeprefix("sha256:")
+        if len(hexed) >= 40 and all(c in "0123456789abcdef" for c in hexed):
+            return value[: len(value) - len(hexed) + 12] if value.startswith("sha256:") else value[:7]
+        return value if len(value) <= 60 else value[:57] + "..."
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def difference(then: Mapping[str, Any], now: Mapping[str, Any], keys: Iterable[str] | None = None) -> str | None:
+    """The first input (in :data:`INPUT_LABELS`' order) whose value differs, worded ``base commit f604634 ->
+    1a2b3c4`` (a mapping names its first differing key: ``budgets.timeout_s 900 -> 600``); ``keys``: compare
+    only these (what is known on both sides). None when they agree."""
+    names = set(keys) if keys is not None else set(then) | set(now)
+    for key in [k for k in INPUT_LABELS if k in names] + sorted(names - set(INPUT_LABELS)):
+        old, new = then.get(key), now.get(key)
+        if old == new:
+            continue
+        label = INPUT_LABELS.get(key, key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            sub = next(k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k))
+            return f"{label}.{sub} {_shown(old.get(sub))} -> {_shown(new.get(sub))}"
+        return f"{label} {_shown(old)} -> {_shown(new)}"
+    return None
+
+
+def provenance_inputs(p: Provenance) -> dict[str, Any]:
+    """A provenance as reuse compares it: every field but the lock hash (which covers the skill)."""
+    return p.model_dump(exclude={"lock_hash"})
 
 
 class ScriptedViews(NamedTuple):
@@ -152,7 +260,7 @@ def experiment_dirs(paths: Iterable[Path]) -> list[Path]:
 
 def same_provenance(a: Provenance, b: Provenance) -> bool:
     """Equal in every field the decision compares, except the lock hash (which covers the skill)."""
-    return a.model_dump(exclude={"lock_hash"}) == b.model_dump(exclude={"lock_hash"})
+    return provenance_inputs(a) == provenance_inputs(b)
 
 
 @dataclass(frozen=True)
@@ -162,33 +270,104 @@ class Match:
     directory: Path
 
 
+NO_RECORD = "no record of it"
+
+
+def why_not_reused(
+    rec: TrialRecord | None,
+    fingerprint: str,
+    provenance: Provenance,
+    then: Mapping[str, Any] | None = None,
+    now: Mapping[str, Any] | None = None,
+) -> str | None:
+    """Why ``rec`` (a source's last attempt of a wanted trial) cannot stand in for it, naming the first
+    input that differs; None when it can. ``then``/``now``: the fingerprint's inputs by name (the source's,
+    as its directory recorded them, and this experiment's), to name a difference the provenance does not
+    show (budgets, tools, the task...)."""
+    if rec is None:
+        return NO_RECORD
+    if rec.arm != "baseline":
+        return f"its record is of the {rec.arm} arm"
+    if not rec.is_outcome:
+        return f"its last attempt ended {rec.status}, not with an outcome"
+    differs = difference(provenance_inputs(rec.provenance), provenance_inputs(provenance))
+    if differs is not None:
+        return differs
+    if rec.baseline_fingerprint == fingerprint:
+        return None
+    if then is not None and now is not None:
+        differs = difference(then, now)
+        if differs is not None:
+            return differs
+        return "its baseline fingerprint differs"
+    return "its baseline fingerprint differs (its directory does not record what went into it: an earlier harness)"
+
+
+@dataclass(frozen=True)
+class Selection:
+    found: dict[str, Match]
+    """Trial id -> the record that stands in for it (first source wins)."""
+    missed: dict[str, str]
+    """Trial id -> why no source could give it (from the first source holding a record of it)."""
+
+    def summary(self, of: int | None = None, limit: int = 3) -> str:
+        """The misses grouped by reason, most first: ``12 of 12: base commit f604634 -> 1a2b3c4 (t0.baseline.0,
+        ...)``; ``of`` is how many were wanted."""
+        groups: dict[str, list[str]] = {}
+        for trial_id, why in sorted(self.missed.items()):
+            groups.setdefault(why, []).append(trial_id)
+        parts = []
+        for why, ids in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            count = f"{len(ids)} of {of}" if of is not None else str(len(ids))
+            shown = ", ".join(ids[:limit]) + (", ..." if len(ids) > limit else "")
+            parts.append(f"{count}: {why} ({shown})")
+        return "; ".join(parts)
+
+
 def select(
     wanted: Mapping[str, str],
     sources: Sequence[Path],
     provenance: Provenance,
     *,
     exclude: Path | None = None,
-) -> dict[str, Match]:
-    """Reusable baseline records for ``wanted`` (trial id -> fingerprint), first source wins."""
+    inputs: BaselineInputs | None = None,
+) -> Selection:
+    """Reusable baseline records for ``wanted`` (trial id -> fingerprint), first source wins, and for every
+    other one why not (:func:`why_not_reused`; ``inputs``: this experiment's, to name the input that differs)."""
     found: dict[str, Match] = {}
+    missed: dict[str, str] = {}
     skip = exclude.resolve() if exclude is not None else None
     for directory in sources:
         if skip is not None and directory.resolve() == skip:
             continue
         latest = latest_by_trial(read_results(directory / RESULTS).records)
+        recorded = recorded_inputs(directory)
         for trial_id, fp in wanted.items():
             if trial_id in found:
                 continue
             rec = latest.get(trial_id)
-            if (
-                rec is not None
-                and rec.arm == "baseline"
-                and rec.is_outcome  # infra failures and skips are not outcomes of the arm
-                and rec.baseline_fingerprint == fp
-                and same_provenance(rec.provenance, provenance)
-            ):
+            then = recorded.of(rec.task_id) if recorded is not None and rec is not None else None
+            now = inputs.of(rec.task_id) if inputs is not None and rec is not None else None
+            why = why_not_reused(rec, fp, provenance, then, now)
+            if why is None:
+                assert rec is not None
                 found[trial_id] = Match(rec, directory)
-    return found
+                missed.pop(trial_id, None)
+            elif missed.get(trial_id, NO_RECORD) == NO_RECORD:
+                missed[trial_id] = why
+    for trial_id in wanted:
+        if trial_id not in found:
+            missed.setdefault(trial_id, NO_RECORD)
+    return Selection(found, missed)
+
+
+def recorded_inputs(directory: Path) -> BaselineInputs | None:
+    """What an experiment directory recorded of its baseline fingerprints' inputs (None: nothing readable)."""
+    try:
+        meta = read_meta(directory)
+    except ConfigError:
+        return None
+    return BaselineInputs.from_json(meta.baseline_inputs) if meta is not None else None
 
 
 def adopt(match: Match, *, experiment_id: str, lock_hash: str) -> TrialRecord:

@@ -55,6 +55,10 @@ class ExperimentMeta(FrozenModel):
     """What went into every trial (images, base image, scenario, ...), recorded on the first start."""
     merged_from: tuple[str, ...] | None = None
     """The shard directories ``skilltrial merge`` combined (None for a directory a run wrote)."""
+    baseline_inputs: dict[str, Any] | None = None
+    """What went into the baseline fingerprints, by name (settings, and per task the hashes of its parts:
+    :class:`harness.experiment.reuse.BaselineInputs`), so another experiment that cannot reuse a baseline
+    trial from here can say which input differs. Rewritten by each start of a run."""
     model: str | None = None
     """One model's experiment of a model matrix (``execution.models``): its executor model, so a report reads
     the preregistration narrowed to it. None: the experiment is the preregistration as written."""

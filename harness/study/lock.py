@@ -170,15 +170,16 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-LibraryEntries = Callable[[Study], Mapping[str, str]]
-"""What a library experiment adds to its lock: the estimator, the drawn masks and the reused baseline data
-(:func:`harness.experiment.library_plan.lock_entries`). Computing them takes the analysis and the results
+LibraryEntries = Callable[[Study, str], Mapping[str, str]]
+"""What a library experiment adds to its lock, given the study and the base commit: the estimator, the drawn
+masks and the reused baseline data (:func:`harness.experiment.library_plan.lock_entries`, which also refuses
+a reused baseline that cannot serve this base commit). Computing them takes the analysis and the results
 layers, which sit above this one, so every caller that may lock or verify a library preregistration passes
 the function in; without it a library preregistration is refused (a lock without them would not cover
 what the run depends on)."""
 
 
-def _library_entries(study: Study, entries: LibraryEntries | None) -> Mapping[str, str]:
+def _library_entries(study: Study, entries: LibraryEntries | None, base_sha: str) -> Mapping[str, str]:
     if study.prereg.library is None:
         return {}
     if entries is None:
@@ -186,7 +187,7 @@ def _library_entries(study: Study, entries: LibraryEntries | None) -> Mapping[st
             f"{study.prereg_path} is a library preregistration: its lock covers the library's design, so pass "
             "library_entries=harness.experiment.library_plan.lock_entries"
         )
-    return entries(study)
+    return entries(study, base_sha)
 
 
 class LockDigest(NamedTuple):
@@ -223,7 +224,9 @@ def lock_digest(
     }
     for rel, data in study_skill_files(study).items():
         files[f"skill/{rel}"] = sha256_hex(data)
-    files.update(_library_entries(study, library_entries))  # the estimator, the drawn masks, the reused baseline
+    files.update(
+        _library_entries(study, library_entries, base_sha)
+    )  # the estimator, the drawn masks, the reused baseline
     if base_tree is not None and (base_tree.excluded or base_tree.visible):
         files[BASE_TREE] = sha256_hex(canonical_json({"excluded": base_tree.excluded, "visible": base_tree.visible}))
     whole = sha256_hex(canonical_json({"files": files, "base_sha": base_sha, "lock_format": 1}))

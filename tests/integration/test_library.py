@@ -17,10 +17,11 @@ import yaml
 
 from harness.analysis import contributions
 from harness.demo import prepare_demo
-from harness.errors import LockError
+from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
 from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
+from harness.host import gitops
 from harness.plan import ShardRef
 from harness.records import RESULTS, MountedSkill, TrialRecord
 from harness.results.store import read_results
@@ -36,7 +37,9 @@ TASKS = ["fix-mean", "fix-median", "fix-slugify", "add-word-count"]
 TRUTH = {"helpful": 0.45, "harmful": -0.45, "costly": 0.0, "neutral": 0.0}
 
 
-def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) -> tuple[Path, Path]:
+def _write_library(
+    setup: Path, name: str, *, baseline_from: str | None = None, base_ref: str = "HEAD"
+) -> tuple[Path, Path]:
     lib = setup / "library"
     prereg: dict[str, Any] = {
         "skill": f"library-{name}",
@@ -56,6 +59,7 @@ def _write_library(setup: Path, name: str, *, baseline_from: str | None = None) 
             "model": "sonnet",
             "judge_model": "haiku",
             "repo": "../demo/repo",
+            "base_ref": base_ref,
             "seed": 3,
             "allowed_tools": ["Bash", "Edit", "Read"],
             "max_infra_retries": 1,
@@ -198,6 +202,20 @@ def test_a_duplicate_completed_episode_is_refused(library_run: dict[str, Any]) -
     with pytest.raises(library.LibraryCheckError, match=f"{dup.trial_id}: 2 completed records for one episode"):
         evaluate_library(study, _options(out, library_run["scenario"], library_run["work"]))
     assert _body(out)["selection"] is None
+
+
+def test_a_baseline_of_another_base_commit_is_refused_at_lock_naming_both(library_run: dict[str, Any]) -> None:
+    """Issue 24 item 6: lock accepted it; eval refused 8 of 12 bare trials after the preflight with "not in
+    the baseline (or its fingerprint or provenance differ)", exit 3, and a hint to rerun."""
+    repo = library_run["setup"] / "demo" / "repo"
+    head = gitops.resolve_commit(repo, "HEAD")
+    tree = gitops.git(["rev-parse", "HEAD^{tree}"], cwd=repo).strip()
+    other = gitops.git(["commit-tree", tree, "-p", head, "-m", "another base"], cwd=repo).strip()  # HEAD stays
+    with pytest.raises(ConfigError) as e:
+        _write_library(library_run["setup"], "other-base", baseline_from=str(library_run["out"]), base_ref=other)
+    assert e.value.field == "library.baseline_from" and e.value.exit_code == 4
+    assert f"8 of 8: base commit {head[:7]} -> {other[:7]}" in str(e.value)
+    assert not (library_run["setup"] / "library" / "prereg-other-base.yaml.lock").exists()
 
 
 def test_a_reused_baseline_that_changed_refuses_to_resume(library_run: dict[str, Any]) -> None:

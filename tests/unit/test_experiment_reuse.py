@@ -142,9 +142,15 @@ def test_select_takes_matching_final_baseline_outcomes_only(tmp_path: Path) -> N
     skipped = make_record(b[3], 1, "skipped").model_copy(update={"baseline_fingerprint": fp, "stopped_by": "budget"})
     src = _source(tmp_path, "a", [good, infra, wrong_fp, skipped])
     wanted = {r.trial_id: fp for r in (good, infra, wrong_fp, skipped)}
-    found = reuse.select(wanted, reuse.experiment_dirs([tmp_path]), PROV)
-    assert set(found) == {good.trial_id}
-    assert found[good.trial_id].directory == src
+    chosen = reuse.select(wanted, reuse.experiment_dirs([tmp_path]), PROV)
+    assert set(chosen.found) == {good.trial_id}
+    assert chosen.found[good.trial_id].directory == src
+    assert chosen.missed == {
+        infra.trial_id: "its last attempt ended infra_error, not with an outcome",
+        wrong_fp.trial_id: "its baseline fingerprint differs (its directory does not record what went into it: "
+        "an earlier harness)",
+        skipped.trial_id: "its last attempt ended skipped, not with an outcome",
+    }
 
 
 def test_select_refuses_other_provenance_even_with_the_same_fingerprint(tmp_path: Path) -> None:
@@ -152,8 +158,10 @@ def test_select_refuses_other_provenance_even_with_the_same_fingerprint(tmp_path
     rec = make_record(spec, 1).model_copy(update={"baseline_fingerprint": "f" * 64})
     _source(tmp_path, "a", [rec])
     other = PROV.model_copy(update={"cli_version": "9.9.9"})
-    assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], other) == {}
-    assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], PROV.model_copy(update={"lock_hash": "z"}))
+    chosen = reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], other)
+    assert chosen.found == {}
+    assert chosen.missed == {spec.trial_id: "Claude Code version 2.1.332 -> 9.9.9"}
+    assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], PROV.model_copy(update={"lock_hash": "z"})).found
 
 
 def test_select_uses_the_last_attempt_and_the_first_source(tmp_path: Path) -> None:
@@ -162,12 +170,62 @@ def test_select_uses_the_last_attempt_and_the_first_source(tmp_path: Path) -> No
     a1 = make_record(spec, 1).model_copy(update={"baseline_fingerprint": fp})
     a2 = make_record(spec, 2, "infra_error").model_copy(update={"baseline_fingerprint": fp})
     _source(tmp_path, "a", [a1, a2])
-    assert reuse.select({spec.trial_id: fp}, [tmp_path / "a"], PROV) == {}, "the trial's final attempt is infra"
+    assert reuse.select({spec.trial_id: fp}, [tmp_path / "a"], PROV).found == {}, "the trial's final attempt is infra"
     _source(tmp_path, "b", [a1])
     _source(tmp_path, "c", [a1.model_copy(update={"status": "agent_error"})])
-    found = reuse.select({spec.trial_id: fp}, [tmp_path / "b", tmp_path / "c"], PROV)
+    found = reuse.select({spec.trial_id: fp}, [tmp_path / "b", tmp_path / "c"], PROV).found
     assert found[spec.trial_id].directory == tmp_path / "b"
-    assert reuse.select({spec.trial_id: fp}, [tmp_path / "b"], PROV, exclude=tmp_path / "b") == {}
+    excluded = reuse.select({spec.trial_id: fp}, [tmp_path / "b"], PROV, exclude=tmp_path / "b")
+    assert excluded.found == {} and excluded.missed == {spec.trial_id: "no record of it"}
+
+
+def test_a_fingerprint_difference_is_named_by_the_input_the_source_recorded(tmp_path: Path) -> None:
+    """Every reuse path names the first input that differs, not only that the fingerprint does."""
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
+    then = reuse.BaselineInputs(_settings(), {spec.task.id: reuse.task_parts(spec.task)})
+    rec = make_record(spec, 1).model_copy(
+        update={"baseline_fingerprint": reuse.baseline_fingerprint(_settings(), spec.task)}
+    )
+    src = _source(tmp_path, "a", [rec])
+    (src / "experiment.json").write_text(json.dumps({"lock_hash": "l" * 64, "baseline_inputs": then.to_json()}))
+    budgets = {**EX.budgets.model_dump(mode="json", exclude={"total_usd"}), "timeout_s": 60}
+    now_settings = _settings(budgets=budgets)
+    now = reuse.BaselineInputs(now_settings, {spec.task.id: reuse.task_parts(spec.task)})
+    wanted = {spec.trial_id: reuse.baseline_fingerprint(now_settings, spec.task)}
+    chosen = reuse.select(wanted, [src], PROV, inputs=now)
+    assert chosen.missed == {spec.trial_id: "budgets.timeout_s 900 -> 60"}
+    assert chosen.summary(1) == f"1 of 1: budgets.timeout_s 900 -> 60 ({spec.trial_id})"
+    edited = spec.task.model_copy(update={"verify_cmd": "make check"})
+    now = reuse.BaselineInputs(_settings(), {spec.task.id: reuse.task_parts(edited)})
+    chosen = reuse.select({spec.trial_id: reuse.baseline_fingerprint(_settings(), edited)}, [src], PROV, inputs=now)
+    assert chosen.missed[spec.trial_id].startswith("the task's definition in the tasks file ")
+
+
+@pytest.mark.parametrize(
+    ("then", "now", "named"),
+    [
+        ({"base_sha": "f604634" + "0" * 33}, {"base_sha": "1a2b3c4" + "0" * 33}, "base commit f604634 -> 1a2b3c4"),
+        (
+            {"image_digest": "sha256:" + "a" * 64},
+            {"image_digest": "sha256:" + "b" * 64},
+            "trial image sha256:aaaaaaaaaaaa",
+        ),
+        ({"model": "sonnet", "base_sha": "a" * 40}, {"model": "opus", "base_sha": "b" * 40}, "base commit aaaaaaa"),
+        ({"runtime": ""}, {"runtime": "runsc"}, "runtime (none) -> runsc"),
+        (
+            {"allowed_tools": ["Bash"]},
+            {"allowed_tools": ["Bash", "Edit"]},
+            'allowed tools ["Bash"] -> ["Bash", "Edit"]',
+        ),
+        ({"base_excluded": ["a"]}, {}, 'paths left out of the base tree ["a"] -> (none)'),
+        ({"x": 1}, {"x": 1}, None),
+    ],
+)
+def test_difference_names_the_first_input_in_order(
+    then: dict[str, Any], now: dict[str, Any], named: str | None
+) -> None:
+    found = reuse.difference(then, now)
+    assert (found is None) if named is None else (found is not None and found.startswith(named)), found
 
 
 def test_adopted_copy_joins_the_new_lock_and_names_its_origin() -> None:
@@ -246,3 +304,38 @@ def test_the_skill_name_and_its_invocation_rules_do_not_split_baseline_fingerpri
     assert (
         scripted_views(changed).global_sha256 != scripted_views(compiled("x")).global_sha256
     )  # positive control: the seed counts
+
+
+def test_an_ab_run_says_why_each_baseline_trial_was_not_reused(make_study: Any, tmp_path: Path) -> None:
+    """`--reuse-baseline-from` runs what it cannot reuse: the message names the first input that differs."""
+    from harness.experiment.events import NullEvents
+    from harness.experiment.experiment import Experiment, RunOptions
+    from harness.redact import Redactor
+    from harness.results.store import ExperimentDir
+    from harness.study.config import load_study
+    from harness.study.lock import lock
+    from tests.fakes import FakeRuntime
+
+    class Heard(NullEvents):
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def message(self, text: str) -> None:
+            self.lines.append(text)
+
+    files = make_study()
+    lock(files.prereg)
+    specs = [s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline"]
+    elsewhere = PROV.model_copy(update={"base_sha": "f604634" + "0" * 33})
+    _source(tmp_path, "src", [make_record(s, 1).model_copy(update={"provenance": elsewhere}) for s in specs])
+    heard = Heard()
+    options = RunOptions(out=tmp_path / "o", jobs=1, reuse_from=(tmp_path / "src",))
+    run = Experiment(load_study(files.prereg), FakeRuntime(), options, heard)
+    here = PROV.model_copy(update={"base_sha": "1a2b3c4" + "0" * 33})
+    store = ExperimentDir(tmp_path / "o", Redactor([]))
+    assert run._reuse(store, specs, {}, {s.task.id: "f" * 64 for s in specs}, here, "l" * 64) == 0
+    assert len(specs) == 3
+    assert heard.lines == [
+        "baseline reuse: 0 of 3 baseline trial(s) copied from 0 earlier experiment(s); 3 to run (not reused: "
+        "3 of 3: base commit f604634 -> 1a2b3c4 (t0.baseline.0, t1.baseline.0, t2.baseline.0))"
+    ]

@@ -10,25 +10,28 @@ from typing import Any
 
 import pytest
 
+from harness import __version__
 from harness.analysis import contributions
 from harness.analysis.masks import DesignError
 from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
-from harness.plan import library_prefix, shard_of
+from harness.host import gitops
+from harness.plan import library_prefix, library_template_sha256, shard_of
 from harness.records import (
     RESULTS,
     AgentResult,
     JudgeResult,
     MountedSkill,
+    Provenance,
     TrialRecord,
     TrialStatus,
     VerifyResult,
 )
 from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
-from harness.study.config import library_skills, load_study
+from harness.study.config import library_skills, load_study, lock_path
 from harness.study.lock import lock, skill_files, verify_lock
 from harness.trial import delivery
-from tests.factories import PROV, init_repo, trial_record, write_experiment_dir
+from tests.factories import PROV, init_repo, provenance, trial_record, write_experiment_dir
 
 SKILLS = ("alpha", "beta", "gamma")
 TASKS = [{"id": f"t{i}", "prompt": f"Do task {i}.", "verify_cmd": "true"} for i in range(4)]
@@ -222,21 +225,81 @@ def test_a_changed_skill_file_breaks_the_lock(tmp_path: Path) -> None:
         verify_lock(load_study(prereg), library.lock_entries)
 
 
-def _bare_dir(root: Path, verdicts: dict[str, bool]) -> Path:
+def _bare_dir(root: Path, verdicts: dict[str, bool], prov: Provenance = PROV) -> Path:
     out = root / "baseline-run"
     out.mkdir()
     lines = []
     for tid, ok in verdicts.items():
         task, _, sample = tid.partition(".baseline.")
-        lines.append(record(task, "baseline", int(sample), passed=ok).model_dump_json())
+        lines.append(
+            record(task, "baseline", int(sample), passed=ok).model_copy(update={"provenance": prov}).model_dump_json()
+        )
     (out / RESULTS).write_text("\n".join(lines) + "\n")
     return out
+
+
+def _library_provenance(repo: Path, **fields: Any) -> Provenance:
+    """The provenance this harness gives a library run on ``repo``'s HEAD (``fields`` override)."""
+    sha = gitops.resolve_commit(repo, "HEAD")
+    base = {"base_sha": sha, "prompt_template_sha256": library_template_sha256(), "harness_version": __version__}
+    return provenance(PROV, delivery="prompt", **{**base, **fields})
+
+
+def _reusable_bare_dir(root: Path, prereg: Path, **prov: Any) -> Path:
+    """Every planned bare trial of ``prereg`` (4 tasks x 3 samples), final and scorable, with the provenance
+    this harness gives a library run of it (``prov`` overrides fields); ``baseline_from`` set to it."""
+    out = _bare_dir(
+        root,
+        {f"t{i}.baseline.{s}": True for i in range(4) for s in range(3)},
+        _library_provenance(root / "repo", **prov),
+    )
+    prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
+    return out
+
+
+def test_a_baseline_of_another_base_commit_is_refused_at_lock_naming_both_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 item 6: lock accepted it, and eval refused 12 of 12 bare trials after the preflight with
+    "not in the baseline (or its fingerprint or provenance differ)", exit 3."""
+    from harness.cli import main
+
+    prereg = make_library(tmp_path / "ok")
+    _reusable_bare_dir(tmp_path / "ok", prereg)
+    assert main(["lock", str(prereg)], env={}) == 0, capsys.readouterr().err  # positive control
+    prereg = make_library(tmp_path / "other")
+    _reusable_bare_dir(tmp_path / "other", prereg, base_sha="f604634" + "0" * 33)
+    assert main(["lock", str(prereg)], env={}) == 4
+    err = capsys.readouterr().err
+    here = gitops.resolve_commit(tmp_path / "other" / "repo", "HEAD")
+    assert "field 'library.baseline_from'" in err, err
+    assert f"base commit f604634 -> {here[:7]}" in err, err
+    assert "12 of 12" in err, err
+    assert not lock_path(prereg).exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("model", "opus", "model opus -> sonnet"),
+        ("judge_model", "sonnet", "judge model sonnet -> haiku"),
+        ("harness_version", "0.0.9", "harness version 0.0.9 -> "),
+        ("prompt_template_sha256", "e" * 64, "prompt template eeeeeee -> "),
+    ],
+)
+def test_every_field_lock_can_compare_is_named(tmp_path: Path, field: str, value: str, named: str) -> None:
+    prereg = make_library(tmp_path)
+    _reusable_bare_dir(tmp_path, prereg, **{field: value})
+    with pytest.raises(ConfigError, match=re.escape(named)) as e:
+        lock(prereg, library_entries=library.lock_entries)
+    assert e.value.field == "library.baseline_from"
 
 
 def test_a_changed_baseline_breaks_the_lock(tmp_path: Path) -> None:
     prereg = make_library(tmp_path)
     verdicts = {f"t{i}.baseline.{s}": True for i in range(4) for s in range(3)}
-    base = _bare_dir(tmp_path, verdicts)
+    prov = _library_provenance(tmp_path / "repo")
+    base = _bare_dir(tmp_path, verdicts, prov)
     prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
     lock(prereg, library_entries=library.lock_entries)
     study = load_study(prereg)
@@ -245,7 +308,7 @@ def test_a_changed_baseline_breaks_the_lock(tmp_path: Path) -> None:
     verdicts["t2.baseline.1"] = False  # the baseline data changes after the lock
     (base / RESULTS).unlink()
     base.rmdir()
-    _bare_dir(tmp_path, verdicts)
+    _bare_dir(tmp_path, verdicts, prov)
     with pytest.raises(LockError, match="library/baseline"):
         verify_lock(load_study(prereg), library.lock_entries)
 
@@ -521,6 +584,33 @@ def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: P
         exp.preflight(specs, unknown, PROV)
     with pytest.raises(library.LibraryCheckError, match="provenance differs"):
         exp.preflight(specs, bare, PROV.model_copy(update={"cli_version": "2.2.0"}))
+
+
+def test_eval_refuses_a_baseline_of_another_cli_version_before_any_container(tmp_path: Path) -> None:
+    """What lock cannot see (the Claude Code version, the images) eval compares before the preflight or
+    any trial starts a container: exit 4, the field and both values named (issue 24 item 6)."""
+    import dataclasses
+
+    from harness.experiment.experiment import RunOptions
+    from harness.experiment.library import LibraryExperiment
+    from harness.host.paths import HostPaths
+    from harness.sandbox.images import CLAUDE_CODE_VERSION
+    from tests.fakes import FakeRuntime
+
+    prereg = make_library(tmp_path)
+    _reusable_bare_dir(tmp_path, prereg, cli_version="2.0.1")
+    lock(prereg, library_entries=library.lock_entries)  # lock does not know the CLI version
+    study = load_study(prereg)
+    paths = dataclasses.replace(HostPaths.from_env({}), work_root=tmp_path / "work", slots_dir=tmp_path / "slots")
+    options = RunOptions(out=tmp_path / "out", jobs=1, paths=paths, reuse_from=(tmp_path / "baseline-run",))
+    runtime = FakeRuntime(images=["debian:bookworm-slim"])  # the base image is there: nothing to debootstrap
+    exp = LibraryExperiment(study, runtime, options, design=library.design(study))
+    with pytest.raises(ConfigError) as e:
+        exp.run()
+    assert e.value.field == "library.baseline_from" and e.value.exit_code == 4
+    assert f"12 of 12: Claude Code version 2.0.1 -> {CLAUDE_CODE_VERSION}" in str(e.value)
+    started = [c for c in runtime.calls if c.method in ("create", "run", "start", "create_volume")]
+    assert started == [], f"a container or volume was made before the refusal: {started[:3]}"
 
 
 def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> None:
