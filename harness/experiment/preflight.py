@@ -115,7 +115,9 @@ def cannot_run_error(
     image = f"the base image {base_image}" if base_image else "the default trial image (Debian with python3 and git)"
     left_out = ""
     if leave_out:
-        shown = ", ".join(sorted(leave_out)[:6]) + (f" and {len(leave_out) - 6} more" if len(leave_out) > 6 else "")
+        # the paths a failing check's output names first: those are the likely cause
+        named = sorted(leave_out, key=lambda p: (not any(p in o.output_tail for o in outcomes), p))
+        shown = ", ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
         left_out = (
             f"; or verify_cmd needs a file the lock leaves out of every trial's tree ({shown}): keep it in with "
             "execution.include_paths in the preregistration (a copy of the skill or the tasks is then visible "

@@ -57,8 +57,18 @@ def listed_as(skill_md: bytes, folder: str) -> str:
 
 def _folder_of(path: str) -> str:
     """The folder holding ``path`` ("" for the repository's top)."""
-    parent = str(PurePosixPath(path).parent)
-    return "" if parent == "." else parent
+    return path.rpartition("/")[0]
+
+
+def _folders(entries: Iterable[str]) -> set[str]:
+    """Every folder above an entry (plain string work: a tree of 500,000 files takes a second)."""
+    out: set[str] = set()
+    for path in entries:
+        parent = path.rpartition("/")[0]
+        while parent and parent not in out:
+            out.add(parent)
+            parent = parent.rpartition("/")[0]
+    return out
 
 
 def _under(path: str, folder: str) -> bool:
@@ -73,7 +83,7 @@ def survey(study: Study, base_sha: str) -> BaseTreeSurvey:
     top = gitops.repo_top(study.repo_path).resolve()
     entries = [path for mode, path in gitops.tree_entries(top, base_sha) if mode != "160000"]
     files = set(entries)
-    folders = {str(p) for path in entries for p in PurePosixPath(path).parents if str(p) != "."}
+    folders = _folders(entries)
 
     def in_tree(path: Path) -> str | None:
         try:
@@ -88,11 +98,10 @@ def survey(study: Study, base_sha: str) -> BaseTreeSurvey:
         if rel is not None and rel != ".":
             found.setdefault(rel, what)
     for path in entries:
-        name = PurePosixPath(path).name
-        parent = str(PurePosixPath(path).parent)
-        if name == RESULTS and parent != "." and f"{parent}/{EXPERIMENT_MARKER}" in files:
+        parent, _, name = path.rpartition("/")
+        if name == RESULTS and parent and f"{parent}/{EXPERIMENT_MARKER}" in files:
             found.setdefault(parent, "an experiment directory (results and transcripts of a run)")
-    skill_md = sorted(p for p in entries if PurePosixPath(p).name == SKILL_FILE)
+    skill_md = sorted(p for p in entries if p.rpartition("/")[2] == SKILL_FILE)
     blobs = gitops.read_blobs(top, base_sha, skill_md, MAX_SKILL_MD)
     names, contents = _skills_under_test(study)
     for path in skill_md:
@@ -197,9 +206,10 @@ def _visible(
 
     out: dict[str, str] = {p: f"kept in by execution.include_paths ({why})" for p, why in kept.items()}
     for path in entries:
-        if hidden(path):
+        name = path.rpartition("/")[2]
+        if (name not in INSTRUCTION_FILES and "/.claude/" not in f"/{path}") or hidden(path):
             continue
-        parts = PurePosixPath(path).parts
+        parts = path.split("/")
         if parts[-1] in INSTRUCTION_FILES:
             out.setdefault(path, f"instructions for agents ({parts[-1]})")
         if ".claude" in parts[:-1]:

@@ -69,6 +69,8 @@ execution:
   allowed_tools: [Bash, Edit, Read]
   repo: {repo_rel}                # the git repository under test, relative to this file
   base_ref: HEAD                  # `skilltrial lock` resolves it to a commit
+  # include_paths: []             # `skilltrial lock` leaves this file, tasks.json and every copy of the skill
+  #                               # out of the trials' tree (it says which); list a path here to keep it in
   seed: 20261130                  # the trials' interleaved order (not the model)
   budgets:
     per_trial_usd: 1.00           # --max-budget-usd per agent run, enforced again by the gateway

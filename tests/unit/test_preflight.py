@@ -65,6 +65,8 @@ def test_cannot_run_says_a_verify_may_need_a_path_the_lock_leaves_out() -> None:
     )
     assert "execution.include_paths" in text
     assert "include_paths" not in str(cannot_run_error([bad], None)), "nothing left out: nothing to say"
+    many = [f"a{i}" for i in range(8)] + ["skills/check.py"]
+    assert "tree (skills/check.py, a0, a1, a2, a3, a4 and 3 more)" in str(cannot_run_error([bad], None, many))
 
 
 def _outcome(task_id: str, outcome: str, exit_code: int | None = 1) -> BaseOutcome:
