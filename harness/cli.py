@@ -397,7 +397,7 @@ def cmd_lock(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     if block is not None:
         left_out, visible = describe(block.base_excluded, {}), describe({}, block.base_visible)
         for line in left_out:
-            print(line[0].upper() + line[1:] + " (keep a path in with execution.include_paths)")
+            print(f"{line[0].upper()}{line[1:]}. Keep a path in with execution.include_paths.")
         for line in visible:
             print(f"warning: {line}", file=sys.stderr)
     for note in missing_notes(prereg.execution):

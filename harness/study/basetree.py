@@ -100,7 +100,7 @@ def survey(study: Study, base_sha: str) -> BaseTreeSurvey:
     for path in entries:
         parent, _, name = path.rpartition("/")
         if name == RESULTS and parent and f"{parent}/{EXPERIMENT_MARKER}" in files:
-            found.setdefault(parent, "an experiment directory (results and transcripts of a run)")
+            found.setdefault(parent, "an experiment directory: results and transcripts of a run")
     skill_md = sorted(p for p in entries if p.rpartition("/")[2] == SKILL_FILE)
     blobs = gitops.read_blobs(top, base_sha, skill_md, MAX_SKILL_MD)
     names, contents = _skills_under_test(study)
@@ -111,9 +111,9 @@ def survey(study: Study, base_sha: str) -> BaseTreeSurvey:
             continue
         why: str | None = None
         if content in contents:
-            why = "a copy of the skill under test (the same SKILL.md)"
+            why = "a copy of the skill under test: the same SKILL.md"
         elif (name := listed_as(content, folder or top.name)) in names:
-            why = f"a copy of the skill under test (SKILL.md name {name!r})"
+            why = f"a copy of the skill under test: SKILL.md name {name!r}"
         if why is not None:
             found.setdefault(folder, why)
     if "" in found:
@@ -134,14 +134,14 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
     own = [
         (study.prereg_path, "the preregistration"),
         (lock_path(study.prereg_path), "the preregistration's lock"),
-        (study.tasks_path, "the tasks (verify_cmd and pass_criteria)"),
+        (study.tasks_path, "the tasks, with verify_cmd and pass_criteria"),
         (study.root / LEDGER, "the skills ledger"),
         (study.shelf_dir, "the shelf of rejected skills"),
     ]
     if prereg.library is not None:
         own.append((study.skill_dir, "the library under test"))
         if prereg.library.baseline_from is not None:
-            own.append((baseline_dir(study), "the library's reused baseline (library.baseline_from)"))
+            own.append((baseline_dir(study), "the library's reused baseline, library.baseline_from"))
     else:
         own.append((study.skill_dir, "the skill under test"))
     return own
@@ -204,23 +204,23 @@ def _visible(
     def hidden(path: str) -> bool:
         return any(_under(path, q) for q in excluded)
 
-    out: dict[str, str] = {p: f"kept in by execution.include_paths ({why})" for p, why in kept.items()}
+    out: dict[str, str] = {p: f"kept in by execution.include_paths: {why}" for p, why in kept.items()}
     for path in entries:
         name = path.rpartition("/")[2]
         if (name not in INSTRUCTION_FILES and "/.claude/" not in f"/{path}") or hidden(path):
             continue
         parts = path.split("/")
         if parts[-1] in INSTRUCTION_FILES:
-            out.setdefault(path, f"instructions for agents ({parts[-1]})")
+            out.setdefault(path, "instructions for agents")
         if ".claude" in parts[:-1]:
             where = "/".join(parts[: parts.index(".claude") + 1])
-            out.setdefault(where, "Claude Code project settings (skills, commands, agents, settings)")
+            out.setdefault(where, "Claude Code project settings, skills, commands or agents")
     for path in skill_md:
         folder = _folder_of(path)
         if hidden(path) or folder in out:
             continue
         content = blobs.get(path, b"")
-        out[folder or path] = f"another skill (SKILL.md name {listed_as(content, folder or '.')!r})"
+        out[folder or path] = f"another skill, SKILL.md name {listed_as(content, folder or '.')!r}"
     return dict(sorted(out.items()))
 
 

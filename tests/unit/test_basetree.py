@@ -60,7 +60,7 @@ def test_the_readme_flow_leaves_out_the_skill_the_tasks_and_the_preregistration(
     assert excluded == {
         "skills/my-skill": "the skill under test",
         "skills/preregistration.yaml": "the preregistration",
-        "skills/tasks.json": "the tasks (verify_cmd and pass_criteria)",
+        "skills/tasks.json": "the tasks, with verify_cmd and pass_criteria",
     }
     assert visible == {}, "README.md and src/ are normal files: nothing to warn about"
 
@@ -76,12 +76,12 @@ def test_copies_of_the_skill_are_found_by_name_and_by_content(tmp_path: Path) ->
         },
     )
     excluded, visible = survey_of(prereg)
-    assert excluded["vendor/same-content"] == "a copy of the skill under test (the same SKILL.md)"
-    assert excluded[".claude/skills/renamed-folder"] == "a copy of the skill under test (SKILL.md name 'my-skill')"
-    assert excluded["tools/my-skill"] == "a copy of the skill under test (SKILL.md name 'my-skill')"
+    assert excluded["vendor/same-content"] == "a copy of the skill under test: the same SKILL.md"
+    assert excluded[".claude/skills/renamed-folder"] == "a copy of the skill under test: SKILL.md name 'my-skill'"
+    assert excluded["tools/my-skill"] == "a copy of the skill under test: SKILL.md name 'my-skill'"
     assert "tools/other" not in excluded
     # .claude held only the copy, which is left out: nothing of it is left to warn about
-    assert visible == {"tools/other": "another skill (SKILL.md name 'other')"}
+    assert visible == {"tools/other": "another skill, SKILL.md name 'other'"}
 
 
 def test_instructions_and_claude_settings_are_warned_about_not_left_out(tmp_path: Path) -> None:
@@ -92,14 +92,14 @@ def test_instructions_and_claude_settings_are_warned_about_not_left_out(tmp_path
     excluded, visible = survey_of(prereg)
     assert set(excluded) == {"skills/my-skill", "skills/preregistration.yaml", "skills/tasks.json"}
     assert visible == {
-        ".claude": "Claude Code project settings (skills, commands, agents, settings)",
-        "CLAUDE.md": "instructions for agents (CLAUDE.md)",
-        "docs/AGENTS.md": "instructions for agents (AGENTS.md)",
-        "x/CLAUDE.local.md": "instructions for agents (CLAUDE.local.md)",
+        ".claude": "Claude Code project settings, skills, commands or agents",
+        "CLAUDE.md": "instructions for agents",
+        "docs/AGENTS.md": "instructions for agents",
+        "x/CLAUDE.local.md": "instructions for agents",
     }
     lines = describe(excluded, visible)
-    assert lines[0].startswith("left out of every trial's tree") and "skills/tasks.json (the tasks" in lines[0]
-    assert lines[1].startswith("both arms see") and "CLAUDE.md (instructions for agents" in lines[1]
+    assert lines[0].startswith("left out of every trial's tree") and "skills/tasks.json (the tasks, with" in lines[0]
+    assert lines[1].startswith("both arms see") and "CLAUDE.md (instructions for agents)" in lines[1]
 
 
 def test_committed_ledger_lock_and_experiment_directories_are_the_experiments_own(tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_committed_ledger_lock_and_experiment_directories_are_the_experiments_ow
     assert excluded["skills/skills-ledger.yaml"] == "the skills ledger"
     assert excluded["skills/preregistration.yaml.lock"] == "the preregistration's lock"
     assert excluded["skills/shelf"] == "the shelf of rejected skills"
-    assert excluded["harness-results/my-skill-abc"].startswith("an experiment directory")
+    assert excluded["harness-results/my-skill-abc"].startswith("an experiment directory:")
     assert "data" not in excluded and "data/results.jsonl" not in excluded
 
 
@@ -127,7 +127,7 @@ def test_include_paths_keeps_a_named_path_in_and_lists_it_as_visible(tmp_path: P
     excluded, visible = survey_of(prereg)
     assert "skills/tasks.json" not in excluded and "skills/my-skill" in excluded
     assert visible == {
-        "skills/tasks.json": "kept in by execution.include_paths (the tasks (verify_cmd and pass_criteria))"
+        "skills/tasks.json": "kept in by execution.include_paths: the tasks, with verify_cmd and pass_criteria"
     }
 
 
@@ -243,8 +243,8 @@ def test_the_report_notes_what_the_run_left_out_and_what_both_arms_saw(tmp_path:
     study = load_study(prereg)
     from_lock = base_tree_notes(study, None)
     assert len(from_lock) == 2
-    assert "skills/tasks.json (the tasks (verify_cmd and pass_criteria))" in from_lock[0]
-    assert "CLAUDE.md (instructions for agents (CLAUDE.md))" in from_lock[1]
+    assert "skills/tasks.json (the tasks, with verify_cmd and pass_criteria)" in from_lock[0]
+    assert "CLAUDE.md (instructions for agents)" in from_lock[1]
     ran = base_tree_notes(study, ["skills/my-skill", "skills/scenario.yaml"])  # what the run recorded
     assert "skills/scenario.yaml (the scripted model's scenario)" in ran[0] and "skills/tasks.json" not in ran[0]
 
