@@ -112,6 +112,12 @@ def provenance_key(fields: ProvenanceFields) -> ProvenanceKey:
     return tuple(sorted((str(k), None if v is None else str(v)) for k, v in fields.items()))
 
 
+def provenance_order(key: ProvenanceKey) -> tuple[tuple[str, bool, str], ...]:
+    """A sort key for provenance keys: None ("not known for that trial", e.g. the model of a trial that got
+    no model answer) sorts before every value instead of being compared with one (a TypeError)."""
+    return tuple((name, value is not None, value or "") for name, value in key)
+
+
 def provenance_by_arm(
     baseline: ProvenanceFields, skill: ProvenanceFields | None = None
 ) -> dict[str, tuple[ProvenanceFields, ...]]:
@@ -178,7 +184,8 @@ def context_from_records(
         by_arm[rec.arm].add(provenance_key(prov))
     return DecisionContext(
         budget_stopped=budget_stopped,
-        provenance_by_arm={arm: tuple(dict(key) for key in sorted(keys)) for arm, keys in by_arm.items()},
+        provenance_by_arm={arm: tuple(dict(key) for key in sorted(keys, key=provenance_order))
+                           for arm, keys in by_arm.items()},
         planned_runs_per_arm=planned_runs_per_arm,
         early_stopped=early_stopped,
         planned_task_ids=None if planned_task_ids is None else frozenset(planned_task_ids),

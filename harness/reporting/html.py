@@ -16,6 +16,7 @@ run's provenance.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -97,10 +98,12 @@ def _nice_ticks(high: float, count: int = 5) -> list[float]:
     if high <= 0 or not math.isfinite(high):
         return [0.0, 1.0]
     raw = high / count
+    if raw < sys.float_info.min:  # below the normal floats: no decade to step in
+        return [0.0, 1.0]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    ticks = [0.0]
-    while ticks[-1] < high - 1e-12:
+    ticks = [0.0, step]
+    while ticks[-1] < high - step * 1e-9:  # relative: a cost of $1e-15 still gets an axis above 0
         ticks.append(ticks[-1] + step)
     return ticks
 
@@ -113,6 +116,8 @@ class _Scale:
     x1: float
 
     def __call__(self, v: float) -> float:
+        if not self.hi > self.lo:  # an empty range (every value equal, or tiny beyond resolution): the left edge
+            return self.x0
         v = min(max(v, self.lo), self.hi)
         return self.x0 + (v - self.lo) / (self.hi - self.lo) * (self.x1 - self.x0)
 
