@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import types
 import typing
-from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
 from hypothesis import strategies as st
@@ -76,7 +75,7 @@ def model_fields(model: type[BaseModel], path: str = "") -> st.SearchStrategy[di
     None, or a value of its type."""
     parts: dict[str, st.SearchStrategy[Any]] = {}
     for name, info in model.model_fields.items():
-        value = _value(info.annotation, f"{path}{name}.")
+        value = _value(typing.cast(Any, info.annotation), f"{path}{name}.")
         parts[name] = value if info.is_required() else st.one_of(st.just(ABSENT), value)
     return st.fixed_dictionaries(parts).map(lambda d: {k: v for k, v in d.items() if v is not ABSENT})
 

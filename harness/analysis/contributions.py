@@ -38,6 +38,7 @@ import numpy as np
 from scipy import linalg as _linalg
 from scipy import stats as _scipy_stats
 
+from harness.analysis import exact
 from harness.analysis.masks import DesignError, check_identifiable, condition_number
 from harness.errors import HarnessError
 
@@ -251,7 +252,7 @@ def _aa_check(obs: Sequence[Observation], alpha: float) -> AACheck:
     se = math.sqrt(ss * g / (g - 1)) / n
     tq = float(_scipy_stats.t.ppf(1 - alpha / 2, g - 1))
     lo, hi = mean - tq * se, mean + tq * se
-    differs = (lo > 0 or hi < 0) if se > 0 else abs(mean) > 1e-12
+    differs = (exact.above(lo, 0.0) or exact.below(hi, 0.0)) if se > 0 else exact.above(abs(mean), 0.0)
     return AACheck(n, g, mean, se, lo, hi, differs)
 
 
@@ -375,10 +376,6 @@ def fit(
     )
 
 
-POSITIVE_EPS = 1e-9
-"""Coefficients at or below this count as zero for selection (floating-point noise of the fit)."""
-
-
 def select(fit: LibraryFit, *, top_k: int, method: SelectMethod) -> tuple[str, ...]:
     """The selected skills, best first; never padded when fewer qualify.
 
@@ -389,11 +386,12 @@ def select(fit: LibraryFit, *, top_k: int, method: SelectMethod) -> tuple[str, .
     """
     if top_k < 0:
         raise ContributionError(f"top_k={top_k} must be >= 0")
-    # "strictly positive" up to rounding: an exactly-zero effect fitted by QR comes out as +1e-17
+    # "strictly positive" beyond rounding (harness.analysis.exact): an exactly-zero effect fitted by QR comes
+    # out as +1e-17, and a p-value within the tolerance of alpha is not below it
     if method == "positive":
-        chosen = [e for e in fit.estimates if e.beta > POSITIVE_EPS]
+        chosen = [e for e in fit.estimates if exact.above(e.beta, 0.0)]
     elif method == "holm":
-        chosen = [e for e in fit.estimates if e.beta > POSITIVE_EPS and e.p_holm < fit.alpha]
+        chosen = [e for e in fit.estimates if exact.above(e.beta, 0.0) and exact.below(e.p_holm, fit.alpha)]
     else:
         raise ContributionError(f"unknown selection method {method!r} (use 'positive' or 'holm')")
     chosen.sort(key=lambda e: (-e.beta, e.skill))

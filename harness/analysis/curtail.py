@@ -29,9 +29,9 @@ from functools import lru_cache
 from typing import Literal, NamedTuple
 
 from harness import fmt
-from harness.analysis import stats
+from harness.analysis import exact, stats
 from harness.analysis.estimates import Analysis, ArmSummary, TaskArm
-from harness.analysis.rules import MIN_ADOPT_TASKS, MIN_TASKS, SIGN_FLIP_BELOW_TASKS, PointVerdict
+from harness.analysis.rules import MIN_ADOPT_TASKS, MIN_TASKS, SIGN_FLIP_BELOW_TASKS, PointVerdict, cost_limit
 from harness.records import ARMS
 from harness.study.config import DecisionSettings
 
@@ -39,9 +39,11 @@ StopVerdict = Literal["adopt", "reject", "inconclusive"]
 FutilityVerdict = Literal["reject", "inconclusive"]
 Fill = Literal["observed", "worst", "best"]
 
-EPS = 1e-9
+EPS = exact.TOLERANCE
 """Margin on every bound compared with a threshold, so that rounding in the decision's own arithmetic
-(a lower bound computed as 1e-17 instead of 0) can never cross a bound that holds exactly."""
+(a lower bound computed as 1e-17 instead of 0) can never cross a bound that holds exactly: the decision
+compares continuous figures with :data:`harness.analysis.exact.TOLERANCE`, and a bound here keeps that
+much further away from the threshold than the verdict it rules out."""
 
 
 class EarlyStop(NamedTuple):
@@ -224,7 +226,7 @@ def _gates_may_fire(analysis: Analysis, remaining: Mapping[str, Mapping[str, int
         return True
     if _worst_missing_exceeds(analysis, rem_s, rem_b, settings):
         return True
-    if _max_infra_gap(analysis, rem_s, rem_b) > settings.max_infra_imbalance:
+    if _max_infra_gap(analysis, rem_s, rem_b) > exact.decimal(settings.max_infra_imbalance):
         return True
     if analysis.n_paired_tasks < MIN_TASKS:
         return True
@@ -238,7 +240,7 @@ def _gates_may_fire(analysis: Analysis, remaining: Mapping[str, Mapping[str, int
 def _worst_missing_exceeds(analysis: Analysis, rem_s: int, rem_b: int, settings: DecisionSettings) -> bool:
     """Some completion (every remaining trial of one arm ending missing) pushes an arm's missing share over the cap."""
     return any(
-        (arm.missing + rem) / (arm.valid + arm.missing + rem) > settings.max_missing_share
+        Fraction(arm.missing + rem, arm.valid + arm.missing + rem) > exact.decimal(settings.max_missing_share)
         for arm, rem in ((analysis.skill, rem_s), (analysis.baseline, rem_b))
         if arm.valid + arm.missing + rem > 0
     )
@@ -247,7 +249,7 @@ def _worst_missing_exceeds(analysis: Analysis, rem_s: int, rem_b: int, settings:
 def _missing_certainly_exceeds(analysis: Analysis, rem_s: int, rem_b: int, settings: DecisionSettings) -> bool:
     """Every completion leaves an arm's missing share over the cap (even if all its remaining trials are valid)."""
     return any(
-        arm.missing / (arm.valid + arm.missing + rem) > settings.max_missing_share
+        Fraction(arm.missing, arm.valid + arm.missing + rem) > exact.decimal(settings.max_missing_share)
         for arm, rem in ((analysis.skill, rem_s), (analysis.baseline, rem_b))
         if arm.valid + arm.missing + rem > 0
     )
@@ -288,7 +290,7 @@ def curtailment(
     ks, ns, ms = S.passes, S.valid, S.missing
     kb, nb, mb = B.passes, B.valid, B.missing
     cap = math.inf if max_cost_per_trial is None else max_cost_per_trial
-    threshold = 1.0 + settings.cost_increase_max
+    threshold = cost_limit(settings)
     # Gates that any completion could trip make the final verdict uncertain.
     if _gates_may_fire(analysis, remaining_by_arm, settings):
         return None
@@ -298,25 +300,26 @@ def curtailment(
     # missing in the fills, so the fills bound every completion.
     best_skill = Fraction(ks + ms + rem_s, ns + ms + rem_s)
     best_base = Fraction(kb, nb + mb + rem_b)
-    if best_skill <= best_base or cost_low > threshold:
+    if best_skill <= best_base or exact.above(cost_low, threshold):
         return "reject"
     worst_skill = Fraction(ks, ns + ms + rem_s)
     worst_base = Fraction(kb + mb + rem_b, nb + mb + rem_b)
-    if worst_skill > worst_base and cost_high <= threshold and analysis.n_paired_tasks >= MIN_ADOPT_TASKS:
+    if worst_skill > worst_base and exact.at_most(cost_high, threshold) and analysis.n_paired_tasks >= MIN_ADOPT_TASKS:
         return "adopt"
     return None
 
 
-def _infra_share_range(arm: ArmSummary, rem: int) -> tuple[float, float]:
-    """Lowest and highest infra share of an arm over completions (every remaining trial not infra, or all infra)."""
+def _infra_share_range(arm: ArmSummary, rem: int) -> tuple[Fraction, Fraction]:
+    """Lowest and highest infra share of an arm over completions (every remaining trial not infra, or all
+    infra), exactly."""
     base = arm.valid + arm.unknown + arm.truncated + arm.infra
     if base + rem == 0:
-        return 0.0, 0.0
-    low = arm.infra / (base + rem) if base else 0.0
-    return low, (arm.infra + rem) / (base + rem)
+        return Fraction(0), Fraction(0)
+    low = Fraction(arm.infra, base + rem) if base else Fraction(0)
+    return low, Fraction(arm.infra + rem, base + rem)
 
 
-def _reachable_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> float:
+def _reachable_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> Fraction:
     """The largest gap between the arms' infra shares a completion reaches (one arm's remaining trials all
     infra, the other's none: both extremes belong to one completion, so the gap is attained)."""
     s_lo, s_hi = _infra_share_range(analysis.skill, rem_s)
@@ -324,24 +327,25 @@ def _reachable_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> float:
     return max(s_hi - b_lo, b_hi - s_lo)
 
 
-def _max_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> float:
+def _max_infra_gap(analysis: Analysis, rem_s: int, rem_b: int) -> Fraction:
     """The largest gap between the arms' infra shares any completion, or the data as they stand, can show."""
-    gap_now = abs(analysis.skill.infra_share - analysis.baseline.infra_share)
+    gap_now = abs(analysis.skill.exact_infra_share - analysis.baseline.exact_infra_share)
     return max(_reachable_infra_gap(analysis, rem_s, rem_b), gap_now)
 
 
-def _task_mean_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, int]]) -> tuple[float, float]:
-    """Lowest and highest task-weighted mean difference any completion can produce.
+def _task_mean_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, int]]) -> tuple[Fraction, Fraction]:
+    """Lowest and highest task-weighted mean difference any completion can produce, exactly (their signs
+    decide whether POOLED_TASK_DISAGREE can fire).
 
     A task with valid trials in both arms stays paired with d_i in a known range; a task that
     could still become paired may or may not enter the mean, so it is added only while it pulls
     the mean further (greedy, exact for a mean over a fixed set plus optional members)."""
     rows = {r.task_id: r for r in analysis.tasks}
     ids = set(rows) | set(remaining.get("skill", {})) | set(remaining.get("baseline", {}))
-    certain_lo: list[float] = []
-    certain_hi: list[float] = []
-    maybe_lo: list[float] = []
-    maybe_hi: list[float] = []
+    certain_lo: list[Fraction] = []
+    certain_hi: list[Fraction] = []
+    maybe_lo: list[Fraction] = []
+    maybe_hi: list[Fraction] = []
     for tid in ids:
         row = rows.get(tid)
         s = row.skill if row else TaskArm()
@@ -350,10 +354,10 @@ def _task_mean_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, i
         rb = remaining.get("baseline", {}).get(tid, 0)
         if (s.valid == 0 and rs == 0) or (b.valid == 0 and rb == 0):
             continue
-        s_min = s.passes / (s.valid + rs) if s.valid else 0.0
-        s_max = (s.passes + rs) / (s.valid + rs)
-        b_min = b.passes / (b.valid + rb) if b.valid else 0.0
-        b_max = (b.passes + rb) / (b.valid + rb)
+        s_min = Fraction(s.passes, s.valid + rs) if s.valid else Fraction(0)
+        s_max = Fraction(s.passes + rs, s.valid + rs)
+        b_min = Fraction(b.passes, b.valid + rb) if b.valid else Fraction(0)
+        b_max = Fraction(b.passes + rb, b.valid + rb)
         lo, hi = s_min - b_max, s_max - b_min
         if s.valid and b.valid:
             certain_lo.append(lo)
@@ -362,13 +366,13 @@ def _task_mean_bounds(analysis: Analysis, remaining: Mapping[str, Mapping[str, i
             maybe_lo.append(lo)
             maybe_hi.append(hi)
 
-    def extreme(fixed: list[float], optional: list[float], lowest: bool) -> float:
+    def extreme(fixed: list[Fraction], optional: list[Fraction], lowest: bool) -> Fraction:
         values = list(fixed)
         for v in sorted(optional, reverse=not lowest):
-            mean = math.fsum(values) / len(values) if values else None
+            mean = exact.mean(values)
             if mean is None or (v < mean if lowest else v > mean):
                 values.append(v)
-        return math.fsum(values) / len(values) if values else 0.0
+        return exact.mean(values) or Fraction(0)
 
     return extreme(certain_lo, maybe_lo, True), extreme(certain_hi, maybe_hi, False)
 
@@ -459,7 +463,7 @@ def _quantile(settings: DecisionSettings) -> float:
 def _sign_flip_can_pass(m: int, settings: DecisionSettings) -> bool:
     """Below SIGN_FLIP_BELOW_TASKS paired tasks adoption also needs the sign-flip p <= alpha, and with m
     tasks p >= 2 / 2^m (the observed signs and their mirror image both count)."""
-    return m >= SIGN_FLIP_BELOW_TASKS or 2.0 ** (1 - m) <= 1.0 - settings.confidence
+    return m >= SIGN_FLIP_BELOW_TASKS or Fraction(2) ** (1 - m) <= exact.alpha(settings.confidence)
 
 
 def _max_lower_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> float:
@@ -585,7 +589,7 @@ def futility(
         return None
     rem_s, rem_b = _check_remaining(remaining_by_arm)
     cap = math.inf if max_cost_per_trial is None else max_cost_per_trial
-    threshold = 1.0 + settings.cost_increase_max
+    threshold = cost_limit(settings)
     observed = _boxes(analysis, remaining_by_arm, "observed")
     missing_certain = _missing_certainly_exceeds(analysis, rem_s, rem_b, settings)
     cost_low, cost_high = _cost_bounds(analysis, remaining_by_arm, cap)
@@ -597,14 +601,15 @@ def futility(
         )
     elif missing_certain:
         why = f"an arm's missing share stays above {fmt.pct(settings.max_missing_share, 1)} whatever remains"
-    elif cost_low > threshold + EPS:
+    elif exact.above(cost_low, threshold):
         why = f"the cost ratio is at least {fmt.ratio(cost_low, '')} in every completion (limit {fmt.ratio(threshold, '')})"
     else:
         lower = min(
             _max_lower_bound(observed, settings),
             _max_lower_bound(_boxes(analysis, remaining_by_arm, "worst"), settings),
         )
-        if lower <= -EPS:
+        # adoption needs L above 0 beyond the tolerance; a bound at or below 0 rules that out with room to spare
+        if lower <= 0.0:
             why = (
                 "no completion has enough paired tasks to adopt"
                 if math.isinf(lower)
@@ -614,18 +619,20 @@ def futility(
         return None
 
     if not _gates_may_fire(analysis, remaining_by_arm, settings) and all(
-        _max_upper_bound(_boxes(analysis, remaining_by_arm, fill), settings) < settings.min_worthwhile_gain - EPS
+        exact.below(
+            _max_upper_bound(_boxes(analysis, remaining_by_arm, fill), settings), settings.min_worthwhile_gain - EPS
+        )
         for fill in ("observed", "worst", "best")
     ):
         return Futility("reject", True, True, why)
-    cannot_reject = (
-        _min_upper_bound(observed, settings) >= settings.min_worthwhile_gain + EPS and cost_high < threshold - EPS
+    cannot_reject = exact.at_least(_min_upper_bound(observed, settings), settings.min_worthwhile_gain + EPS) and (
+        exact.below(cost_high, threshold)
     )
     certain = missing_certain or cannot_reject
     witnessed = (
         certain
         or _worst_missing_exceeds(analysis, rem_s, rem_b, settings)
-        or _reachable_infra_gap(analysis, rem_s, rem_b) > settings.max_infra_imbalance
+        or _reachable_infra_gap(analysis, rem_s, rem_b) > exact.decimal(settings.max_infra_imbalance)
         or analysis.n_paired_tasks < MIN_TASKS
     )
     return Futility("inconclusive", certain, witnessed, why, _heading_for_reject(analysis, remaining_by_arm, settings))
@@ -650,7 +657,7 @@ def _heading_for_reject(
     or when the cost ratio's interval already lies above the limit (Fieller's interval uses the per-task
     mean costs, which the prediction keeps)."""
     cost = analysis.cost
-    if cost.ratio is not None and cost.interval.low > 1.0 + settings.cost_increase_max:
+    if cost.ratio is not None and exact.above(cost.interval.low, cost_limit(settings)):
         return True
     paired = [r for r in analysis.tasks if r.difference is not None]
     m = len(paired)

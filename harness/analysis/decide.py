@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal, NamedTuple
 
 from harness import fmt
+from harness.analysis import exact
 from harness.analysis.curtail import (
     Futility,
     StopVerdict,
@@ -99,8 +101,8 @@ def decide(analysis: Analysis, settings: DecisionSettings, context: DecisionCont
     rules' verdicts are computed for display.
     """
     point = point_rule(
-        analysis.skill.rate,
-        analysis.baseline.rate,
+        analysis.skill.exact_rate,
+        analysis.baseline.exact_rate,
         analysis.cost,
         settings,
         (fmt.rate_and_excluded(analysis.skill), fmt.rate_and_excluded(analysis.baseline)),
@@ -269,7 +271,7 @@ def _missing_share_reasons(analysis: Analysis, settings: DecisionSettings) -> li
             "inconclusive",
         )
         for arm in (analysis.baseline, analysis.skill)
-        if arm.missing_share > settings.max_missing_share
+        if arm.exact_missing_share > exact.decimal(settings.max_missing_share)
     ]
 
 
@@ -291,8 +293,10 @@ def _sensitivity_reasons(
     """Inconclusive when filling the missing trials against the skill or in its favour changes the verdict."""
     worst, best = analysis.worst_case, analysis.best_case
     cost, mde = analysis.cost, analysis.mde
-    v_worst = rule_verdict(settings, worst.skill_rate, worst.baseline_rate, worst.paired, cost, mde, worst.sign_flip_p)
-    v_best = rule_verdict(settings, best.skill_rate, best.baseline_rate, best.paired, cost, mde, best.sign_flip_p)
+    v_worst = rule_verdict(settings, worst.exact_skill_rate, worst.exact_baseline_rate, worst.paired, cost, mde,
+                           worst.sign_flip_p)  # fmt: skip
+    v_best = rule_verdict(settings, best.exact_skill_rate, best.exact_baseline_rate, best.paired, cost, mde,
+                          best.sign_flip_p)  # fmt: skip
     if len({observed, v_worst, v_best}) == 1:
         return []
     shown = "pooled difference" if settings.rule == "point" else "task-weighted gain"
@@ -309,8 +313,10 @@ def _sensitivity_reasons(
 
 
 def _direction_reasons(analysis: Analysis) -> list[Reason]:
+    """Inconclusive when the pooled and the task-weighted differences have opposite signs, decided on the
+    exact rationals (a difference that is exactly 0 has no direction)."""
     pooled, task_w = analysis.pooled_difference, analysis.paired.mean
-    if pooled is None or task_w is None or pooled * task_w >= 0:
+    if exact.sign(analysis.exact_pooled_difference) * exact.sign(analysis.paired.exact_mean) >= 0:
         return []
     return [
         Reason(
@@ -322,18 +328,19 @@ def _direction_reasons(analysis: Analysis) -> list[Reason]:
     ]
 
 
-def _infra_gap(analysis: Analysis) -> float:
-    return abs(analysis.baseline.infra_share - analysis.skill.infra_share)
+def _infra_gap(analysis: Analysis) -> Fraction:
+    """How far apart the arms' infra-error shares are, exactly (0.4 - 0.3 is not above a limit of 0.1)."""
+    return abs(analysis.baseline.exact_infra_share - analysis.skill.exact_infra_share)
 
 
 def _infra_imbalance_reasons(analysis: Analysis, settings: DecisionSettings) -> list[Reason]:
     gap = _infra_gap(analysis)
-    if gap <= settings.max_infra_imbalance:
+    if gap <= exact.decimal(settings.max_infra_imbalance):
         return []
     return [
         Reason(
             ReasonCode.INFRA_IMBALANCE,
-            f"infra-error shares differ by {fmt.pp(gap).lstrip('+')} between arms (baseline "
+            f"infra-error shares differ by {fmt.pp(float(gap)).lstrip('+')} between arms (baseline "
             f"{fmt.pct(analysis.baseline.infra_share, 1)}, skill {fmt.pct(analysis.skill.infra_share, 1)}; "
             f"preregistered limit {fmt.pp(settings.max_infra_imbalance).lstrip('+')}): the arms did not run alike",
             "inconclusive",
@@ -361,11 +368,13 @@ def _notes(analysis: Analysis) -> list[Reason]:
             ReasonCode.INFRA_NOISE, f"{arm.arm}: {fmt.pct(arm.infra_share, 1)} of trials ended in infra errors", "note"
         )
         for arm in (analysis.baseline, analysis.skill)
-        if arm.infra_share > INFRA_SHARE_WARN
+        if arm.exact_infra_share > exact.decimal(INFRA_SHARE_WARN)
     ]
     gap = _infra_gap(analysis)
-    if gap > INFRA_GAP_WARN:
-        notes.append(Reason(ReasonCode.INFRA_NOISE, f"infra-error shares differ by {fmt.pp(gap)} between arms", "note"))
+    if gap > exact.decimal(INFRA_GAP_WARN):
+        notes.append(
+            Reason(ReasonCode.INFRA_NOISE, f"infra-error shares differ by {fmt.pp(float(gap))} between arms", "note")
+        )
     headroom = 1.0 - (analysis.baseline.rate if analysis.baseline.rate is not None else 0.0)
     if analysis.mde >= 1.0 or (analysis.baseline.rate is not None and analysis.mde > headroom):
         notes.append(

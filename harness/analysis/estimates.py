@@ -14,9 +14,10 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
-from harness.analysis import stats
+from harness.analysis import exact, stats
 from harness.analysis.observations import OUTCOMES, Observation
 from harness.records import ARMS, Arm
 from harness.study.config import DecisionSettings
@@ -62,6 +63,11 @@ class TaskArm:
         return self.passes / self.valid if self.valid else None
 
     @property
+    def exact_rate(self) -> Fraction | None:
+        """passes/valid as an exact rational (what signs and thresholds are decided on)."""
+        return exact.rate(self.passes, self.valid)
+
+    @property
     def mean_cost(self) -> float | None:
         return self.cost_total / self.cost_trials if self.cost_trials else None
 
@@ -79,8 +85,13 @@ class TaskRow:
 
     @property
     def difference(self) -> float | None:
-        s, b = self.skill.rate, self.baseline.rate
-        return None if s is None or b is None else s - b
+        d = self.exact_difference
+        return None if d is None else float(d)
+
+    @property
+    def exact_difference(self) -> Fraction | None:
+        """d_i as an exact rational: its sign is never rounding noise."""
+        return exact.difference(self.skill.exact_rate, self.baseline.exact_rate)
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,11 @@ class ArmSummary:
         return self.passes / self.valid if self.valid else None
 
     @property
+    def exact_rate(self) -> Fraction | None:
+        """The pooled pass rate as an exact rational (what the point rule compares)."""
+        return exact.rate(self.passes, self.valid)
+
+    @property
     def missing(self) -> int:
         """Unknown, truncated, and infra after reaching the model."""
         return self.unknown + self.truncated + self.infra_reached
@@ -125,13 +141,21 @@ class ArmSummary:
     @property
     def missing_share(self) -> float:
         """missing / (trials that reached the model); infra that never reached it and skipped are not in the base."""
+        return float(self.exact_missing_share)
+
+    @property
+    def exact_missing_share(self) -> Fraction:
         base = self.valid + self.missing
-        return self.missing / base if base else 0.0
+        return Fraction(self.missing, base) if base else Fraction(0)
 
     @property
     def infra_share(self) -> float:
+        return float(self.exact_infra_share)
+
+    @property
+    def exact_infra_share(self) -> Fraction:
         base = self.valid + self.unknown + self.truncated + self.infra
-        return self.infra / base if base else 0.0
+        return Fraction(self.infra, base) if base else Fraction(0)
 
 
 @dataclass(frozen=True)
@@ -150,16 +174,23 @@ class PairedTable:
 class FilledEstimate:
     """The estimates after filling every unknown/truncated trial one way (for the sensitivity bounds)."""
 
-    baseline_rate: float | None
-    skill_rate: float | None
+    exact_baseline_rate: Fraction | None
+    exact_skill_rate: Fraction | None
     paired: stats.MeanInterval
     sign_flip_p: float | None = None
 
     @property
+    def baseline_rate(self) -> float | None:
+        return None if self.exact_baseline_rate is None else float(self.exact_baseline_rate)
+
+    @property
+    def skill_rate(self) -> float | None:
+        return None if self.exact_skill_rate is None else float(self.exact_skill_rate)
+
+    @property
     def pooled_difference(self) -> float | None:
-        if self.skill_rate is None or self.baseline_rate is None:
-            return None
-        return self.skill_rate - self.baseline_rate
+        d = exact.difference(self.exact_skill_rate, self.exact_baseline_rate)
+        return None if d is None else float(d)
 
 
 @dataclass(frozen=True)
@@ -203,20 +234,25 @@ class Analysis:
 
     @property
     def pooled_difference(self) -> float | None:
-        s, b = self.skill.rate, self.baseline.rate
-        return None if s is None or b is None else s - b
+        d = self.exact_pooled_difference
+        return None if d is None else float(d)
+
+    @property
+    def exact_pooled_difference(self) -> Fraction | None:
+        """Skill minus baseline pooled pass rate, exactly (its sign decides POOLED_TASK_DISAGREE)."""
+        return exact.difference(self.skill.exact_rate, self.baseline.exact_rate)
 
     @property
     def tasks_improved(self) -> int:
-        return sum(1 for t in self.tasks if t.difference is not None and t.difference > 0)
+        return sum(1 for t in self.tasks if exact.sign(t.exact_difference) > 0)
 
     @property
     def tasks_worse(self) -> int:
-        return sum(1 for t in self.tasks if t.difference is not None and t.difference < 0)
+        return sum(1 for t in self.tasks if exact.sign(t.exact_difference) < 0)
 
     @property
     def tasks_tied(self) -> int:
-        return sum(1 for t in self.tasks if t.difference == 0)
+        return sum(1 for t in self.tasks if t.exact_difference == 0)
 
 
 def _task_arm(obs: Sequence[Observation]) -> TaskArm:
@@ -278,12 +314,11 @@ def _filled(rows: Sequence[TaskRow], skill_missing_pass: bool, confidence: float
     skill = [fill(r.skill, skill_missing_pass) for r in rows]
     base = [fill(r.baseline, not skill_missing_pass) for r in rows]
 
-    def pooled(pairs: list[tuple[int, int]]) -> float | None:
-        n = sum(p[1] for p in pairs)
-        return sum(p[0] for p in pairs) / n if n else None
+    def pooled(pairs: list[tuple[int, int]]) -> Fraction | None:
+        return exact.rate(sum(p[0] for p in pairs), sum(p[1] for p in pairs))
 
     paired = stats.paired_difference_counts(skill, base, confidence)
-    diffs = [ks / ns - kb / nb for (ks, ns), (kb, nb) in zip(skill, base, strict=True) if ns and nb]
+    diffs = [Fraction(ks, ns) - Fraction(kb, nb) for (ks, ns), (kb, nb) in zip(skill, base, strict=True) if ns and nb]
     return FilledEstimate(pooled(base), pooled(skill), paired, stats.sign_flip_test(diffs).p_value)
 
 
@@ -318,7 +353,7 @@ def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> 
         [(r.baseline.passes, r.baseline.valid) for r in rows],
         confidence,
     )
-    diffs = [r.difference for r in rows if r.difference is not None]
+    diffs = [d for r in rows if (d := r.exact_difference) is not None]
     sign_flip = stats.sign_flip_test(diffs)
 
     usable = [r for r in rows if r.difference is not None]

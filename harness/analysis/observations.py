@@ -184,8 +184,9 @@ def context_from_records(
         by_arm[rec.arm].add(provenance_key(prov))
     return DecisionContext(
         budget_stopped=budget_stopped,
-        provenance_by_arm={arm: tuple(dict(key) for key in sorted(keys, key=provenance_order))
-                           for arm, keys in by_arm.items()},
+        provenance_by_arm={
+            arm: tuple(dict(key) for key in sorted(keys, key=provenance_order)) for arm, keys in by_arm.items()
+        },
         planned_runs_per_arm=planned_runs_per_arm,
         early_stopped=early_stopped,
         planned_task_ids=None if planned_task_ids is None else frozenset(planned_task_ids),

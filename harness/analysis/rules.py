@@ -14,10 +14,11 @@ rule shares (:data:`MIN_TASKS`, :data:`MIN_ADOPT_TASKS`) live here too.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Generic, Literal, NamedTuple, TypeVar
 
 from harness import fmt
-from harness.analysis import stats
+from harness.analysis import exact, stats
 from harness.analysis.reasons import Reason, ReasonCode
 from harness.study.config import DecisionSettings
 
@@ -33,6 +34,9 @@ SIGN_FLIP_BELOW_TASKS = 10
 """Below this many paired tasks the interval rule also needs the exact sign-flip p <= alpha to adopt."""
 
 V = TypeVar("V")
+Rate = Fraction | float
+"""A pass rate: exact (``Fraction(k, n)``, what the decision passes) or a float (tests, simulations). Two
+rates are compared exactly either way; the decision passes both exact, so equal ``k/n`` tie."""
 
 
 class RuleResult(NamedTuple, Generic[V]):
@@ -48,22 +52,35 @@ def _plain_ratio(x: float | None) -> str:
 
 
 def evidence_label(paired: stats.MeanInterval) -> Evidence:
-    """supported if the paired lower bound > 0, contradicted if the upper bound < 0, else noise."""
-    if paired.mean is not None and paired.interval.low > 0:
+    """supported if the paired lower bound > 0, contradicted if the upper bound < 0, else noise (a bound
+    within :data:`harness.analysis.exact.TOLERANCE` of 0 is at 0)."""
+    if paired.mean is not None and exact.above(paired.interval.low, 0.0):
         return "supported"
-    if paired.mean is not None and paired.interval.high < 0:
+    if paired.mean is not None and exact.below(paired.interval.high, 0.0):
         return "contradicted"
     return "not distinguishable from noise"
 
 
+def cost_limit(settings: DecisionSettings) -> float:
+    """1 + cost_increase_max: the largest cost ratio the rules accept (a ratio within
+    :data:`harness.analysis.exact.TOLERANCE` of it is at it)."""
+    return float(1 + exact.decimal(settings.cost_increase_max))
+
+
+def _pct(rate: Rate) -> str:
+    return fmt.pct(float(rate), 1)
+
+
 def point_rule(
-    skill_rate: float | None,
-    baseline_rate: float | None,
+    skill_rate: Rate | None,
+    baseline_rate: Rate | None,
     cost: stats.CostRatio,
     settings: DecisionSettings,
     counts: tuple[str, str] = ("", ""),
 ) -> RuleResult[PointVerdict | None]:
-    threshold = 1.0 + settings.cost_increase_max
+    """Adopt when the skill's pooled pass rate beats the baseline's (compared exactly: ties reject) and
+    the cost ratio is at most the limit (up to :data:`harness.analysis.exact.TOLERANCE`)."""
+    threshold = cost_limit(settings)
     if skill_rate is None or baseline_rate is None or cost.ratio is None:
         return RuleResult(
             None,
@@ -82,7 +99,7 @@ def point_rule(
         reasons.append(
             Reason(
                 ReasonCode.SKILL_BETTER,
-                f"skill pass rate {fmt.pct(skill_rate, 1)}{skill_n} > baseline {fmt.pct(baseline_rate, 1)}{base_n}",
+                f"skill pass rate {_pct(skill_rate)}{skill_n} > baseline {_pct(baseline_rate)}{base_n}",
                 "rule",
             )
         )
@@ -90,12 +107,12 @@ def point_rule(
         reasons.append(
             Reason(
                 ReasonCode.NOT_BETTER,
-                f"skill pass rate {fmt.pct(skill_rate, 1)}{skill_n} does not beat baseline {fmt.pct(baseline_rate, 1)}{base_n} "
+                f"skill pass rate {_pct(skill_rate)}{skill_n} does not beat baseline {_pct(baseline_rate)}{base_n} "
                 "(ties reject)",
                 "rule",
             )
         )
-    cost_ok = cost.ratio <= threshold
+    cost_ok = exact.at_most(cost.ratio, threshold)
     if cost_ok:
         reasons.append(
             Reason(ReasonCode.COST_OK, f"cost ratio {_plain_ratio(cost.ratio)} <= {_plain_ratio(threshold)}", "rule")
@@ -116,12 +133,13 @@ def interval_rule(
     settings: DecisionSettings,
     sign_flip_p: float | None = None,
 ) -> RuleResult[IntervalVerdict]:
-    threshold = 1.0 + settings.cost_increase_max
+    threshold = cost_limit(settings)
     level = f"{100 * settings.confidence:g}%"
     reasons: list[Reason] = []
     iv = paired.interval
-    gain_sig = paired.mean is not None and iv.low > 0
-    alpha = 1.0 - settings.confidence
+    gain_sig = paired.mean is not None and exact.above(iv.low, 0.0)
+    alpha = exact.alpha(settings.confidence)
+    # p is an exact dyadic rational (a share of 2^n sign vectors), alpha the decimal the user wrote: exact
     if gain_sig and paired.n < SIGN_FLIP_BELOW_TASKS and (sign_flip_p is None or sign_flip_p > alpha):
         # Below 10 tasks the t-interval alone is not trusted: the exact sign-flip test must agree.
         gain_sig = False
@@ -129,11 +147,11 @@ def interval_rule(
             Reason(
                 ReasonCode.SIGN_FLIP_REQUIRED,
                 f"the interval of the gain {fmt.interval(iv)} excludes 0, but with {paired.n} tasks (< {SIGN_FLIP_BELOW_TASKS}) "
-                f"adoption also needs the exact sign-flip p <= {alpha:g} (p = " + fmt.p_value(sign_flip_p) + ")",
+                f"adoption also needs the exact sign-flip p <= {float(alpha):g} (p = " + fmt.p_value(sign_flip_p) + ")",
                 "rule",
             )
         )
-    gain_small = paired.mean is not None and iv.high < settings.min_worthwhile_gain
+    gain_small = paired.mean is not None and exact.below(iv.high, settings.min_worthwhile_gain)
     if gain_sig:
         reasons.append(
             Reason(
@@ -159,8 +177,8 @@ def interval_rule(
             )
         )
     civ = cost.interval
-    cost_ok = cost.ratio is not None and civ.high <= threshold
-    cost_high = cost.ratio is not None and civ.low > threshold
+    cost_ok = cost.ratio is not None and exact.at_most(civ.high, threshold)
+    cost_high = cost.ratio is not None and exact.above(civ.low, threshold)
     if cost_ok:
         reasons.append(
             Reason(
@@ -195,8 +213,8 @@ def interval_rule(
 
 def rule_verdict(
     settings: DecisionSettings,
-    skill_rate: float | None,
-    baseline_rate: float | None,
+    skill_rate: Rate | None,
+    baseline_rate: Rate | None,
     paired: stats.MeanInterval,
     cost: stats.CostRatio,
     mde: float,

@@ -130,6 +130,9 @@ class MeanInterval:
     floored: bool = False
     """The interval used the within-task variance floor instead of the smaller observed sd
     (:func:`paired_difference_counts`)."""
+    exact_mean: Fraction | None = None
+    """The mean as an exact rational where it comes from counts (:func:`paired_difference_counts`): what its
+    sign is decided on (:mod:`harness.analysis.exact`); ``mean`` is its nearest float."""
 
     @property
     def df(self) -> int:
@@ -219,17 +222,19 @@ def paired_difference_counts(
     n = len(kept)
     if n == 0:
         return MeanInterval(None, Interval(-1.0, 1.0), None, 0, dropped)
-    diffs = [s[0] / s[1] - b[0] / b[1] for s, b in kept]
-    mean = math.fsum(diffs) / n
+    # d_i and their mean exactly, from the counts: six differences that sum to 0 have mean 0, not -9e-18
+    exact_diffs = [Fraction(s[0], s[1]) - Fraction(b[0], b[1]) for s, b in kept]
+    exact_mean = sum(exact_diffs, Fraction(0)) / n
+    mean = float(exact_mean)
     if n == 1:
-        return MeanInterval(mean, Interval(-1.0, 1.0), None, 1, dropped)
-    sd = statistics.stdev(diffs, xbar=mean)
+        return MeanInterval(mean, Interval(-1.0, 1.0), None, 1, dropped, exact_mean=exact_mean)
+    sd = math.sqrt(float(statistics.variance(exact_diffs, xbar=exact_mean)))
     floor = math.fsum(jeffreys_variance(*s) + jeffreys_variance(*b) for s, b in kept) / n
     floored = sd * sd < floor
     sd_used = math.sqrt(floor) if floored else sd
     half = t_quantile(_two_sided(confidence), n - 1) * sd_used / math.sqrt(n)
     low, high = max(-1.0, mean - half), min(1.0, mean + half)
-    return MeanInterval(mean, Interval(low, high), sd, n, dropped, floored)
+    return MeanInterval(mean, Interval(low, high), sd, n, dropped, floored, exact_mean)
 
 
 # ---------------------------------------------------------------------- sign-flip test
@@ -250,19 +255,27 @@ class SignFlipResult:
     flips: int
 
 
-def _integer_weights(values: Sequence[float]) -> list[int]:
-    """Scale |values| to integers so sums compare exactly (rates are k/n, so this is usually exact)."""
-    fracs = [Fraction(abs(v)).limit_denominator(1_000_000) for v in values]
-    if all(abs(float(f) - abs(v)) <= 1e-12 * max(1.0, abs(v)) for f, v in zip(fracs, values, strict=True)):
-        scale = 1
-        for f in fracs:
-            scale = math.lcm(scale, f.denominator)
-            if scale > 10**12:
-                break
-        else:
+def _integer_weights(values: Sequence[float | Fraction]) -> list[int]:
+    """Scale |values| to integers so sums compare exactly: exact rationals (per-task differences of k/n
+    rates) as they are, floats through their nearest small-denominator fraction (usually exact too)."""
+    exact = [abs(v) for v in values if isinstance(v, Fraction)]
+    if len(exact) == len(values):
+        fracs = exact
+    else:
+        floats = [abs(float(v)) for v in values]
+        fracs = [Fraction(v).limit_denominator(1_000_000) for v in floats]
+        if not all(abs(float(f) - v) <= 1e-12 * max(1.0, v) for f, v in zip(fracs, floats, strict=True)):
+            fracs = []
+    scale = 1
+    for f in fracs:
+        scale = math.lcm(scale, f.denominator)
+        if scale > 10**12:
+            break
+    else:
+        if fracs or not values:
             return [int(f * scale) for f in fracs]
     # Not on a small rational lattice: 1e-9 resolution is far below any meaningful difference.
-    return [round(abs(v) * 1e9) for v in values]
+    return [round(abs(float(v)) * 1e9) for v in values]
 
 
 def _exact_sign_flip_hits(weights: Sequence[int], observed: int, max_states: int) -> Fraction | None:
@@ -286,7 +299,7 @@ def _exact_sign_flip_hits(weights: Sequence[int], observed: int, max_states: int
 
 
 def sign_flip_test(
-    differences: Sequence[float],
+    differences: Sequence[float | Fraction],
     *,
     seed: int = 0,
     mc_flips: int = SIGN_FLIP_MC_FLIPS,
@@ -301,7 +314,8 @@ def sign_flip_test(
     Beyond that it is still exact when the sums take few distinct values (d_i
     are differences of k/n rates, so they do: 50 tasks x 3 runs have at most
     301), and only otherwise falls back to ``mc_flips`` seeded random flips.
-    Zero differences are kept (they do not change p).
+    Zero differences are kept (they do not change p). Pass exact rationals (per-task differences of
+    ``k/n`` rates) where there are: then every weight and sign is exact.
     """
     n = len(differences)
     if n == 0:

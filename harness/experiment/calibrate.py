@@ -29,6 +29,7 @@ from harness import fmt
 from harness.analysis.decide import decide, judge_independence_warning
 from harness.analysis.estimates import Analysis, analyze
 from harness.analysis.observations import DecisionContext, Observation, context_from_records, observations_from_records
+from harness.analysis.rules import evidence_label
 from harness.records import TrialRecord
 from harness.results.attempts import final_attempts
 from harness.study.config import DecisionSettings, Study
@@ -120,7 +121,7 @@ def summarize(
     clis = sorted({r.provenance.cli_version for r in outcome_records})
     judges = sorted({r.provenance.judge_model for r in outcome_records})
     p = a.paired
-    drift_detected = p.mean is not None and (p.interval.low > 0 or p.interval.high < 0)
+    drift_detected = evidence_label(p) != "not distinguishable from noise"  # an interval that excludes 0
     warnings: list[str] = []
     for m in models:
         for j in judges:

@@ -11,7 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 from harness import fmt
-from harness.analysis.contributions import CAVEAT, ESTIMATOR, LibraryFit, SkillEstimate
+from harness.analysis import exact
+from harness.analysis.contributions import CAVEAT, ESTIMATOR, LibraryFit, SkillEstimate, select
 
 METHOD_TEXT = {
     "positive": "every strictly positive coefficient, best first; about half come out positive by chance "
@@ -21,9 +22,9 @@ METHOD_TEXT = {
 
 
 def _verdict(e: SkillEstimate) -> str:
-    if e.ci_low > 0:
+    if exact.above(e.ci_low, 0.0):
         return "interval above 0"
-    if e.ci_high < 0:
+    if exact.below(e.ci_high, 0.0):
         return "interval below 0"
     return "interval spans 0"
 
@@ -96,7 +97,8 @@ def markdown_section(fits: Mapping[str, LibraryFit], selected: Sequence[str], me
         chosen = ", ".join(f"`{s}`" for s in selected) if selected else "none (the list is never padded)"
         lines.append(f"**Selected on `{primary}`** ({method}: {how}): {chosen}.")
         if method == "positive":
-            holm_like = [e.skill for e in fits[primary].estimates if e.beta > 0 and e.p_holm < fits[primary].alpha]
+            fit = fits[primary]
+            holm_like = select(fit, top_k=len(fit.estimates), method="holm")
             lines.append(
                 f"Stricter selection (Holm, lower bound above 0): "
                 f"{', '.join(f'`{s}`' for s in holm_like) if holm_like else 'none'}."
@@ -161,7 +163,7 @@ def svg_chart(fit: LibraryFit, *, title: str | None = None) -> str:
     )
     for i, e in enumerate(ests):
         cy = top + row_h * i + row_h / 2
-        color = "#1a7f37" if e.ci_low > 0 else "#cf222e" if e.ci_high < 0 else "#6e7781"
+        color = "#1a7f37" if exact.above(e.ci_low, 0.0) else "#cf222e" if exact.below(e.ci_high, 0.0) else "#6e7781"
         parts.append(
             f'<text x="{label_w - 8}" y="{cy + 4:.1f}" text-anchor="end">{esc(e.skill)}</text>'
             f'<line x1="{x(e.ci_low):.1f}" y1="{cy:.1f}" x2="{x(e.ci_high):.1f}" y2="{cy:.1f}" '

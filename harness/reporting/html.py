@@ -21,8 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness import __version__, fmt
+from harness.analysis import exact
 from harness.analysis.decide import DecisionResult
 from harness.analysis.estimates import ArmSummary
+from harness.analysis.rules import cost_limit
 from harness.records import TrialRecord, outcome
 from harness.reporting.escape import esc
 from harness.reporting.model import (
@@ -354,10 +356,10 @@ def _tile(key: str, value: str, sub: str, colour: str = "#cbd5e1") -> str:
 def _tiles(r: ReportInput) -> str:
     a = r.analysis
     conf = round(100 * a.confidence)
-    limit = 1 + r.prereg.decision.cost_increase_max
+    limit = cost_limit(r.prereg.decision)
     p = a.paired
     ev_colour = {"supported": GOOD, "contradicted": BAD}.get(r.decision.evidence, NEUTRAL)
-    cost_colour = NEUTRAL if a.cost.ratio is None else (GOOD if a.cost.ratio <= limit else BAD)
+    cost_colour = NEUTRAL if a.cost.ratio is None else (GOOD if exact.at_most(a.cost.ratio, limit) else BAD)
     return '<section class="tiles">' + "".join(
         [
             _tile("baseline passed", fmt.rate(a.baseline), f"{fmt.pct(a.baseline.rate)} · {fmt.excluded(a.baseline) or 'nothing excluded'}",
