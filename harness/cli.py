@@ -584,7 +584,7 @@ def _print_demo_outcome(results: Path) -> None:
 
 def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.library import is_library_dir, report_library
-    from harness.reporting import DECISION_JSON, REPORT_FILES, write_reports
+    from harness.reporting import DECISION_JSON, REPORT_FILES, analyse_and_write
     from harness.reporting.model import load_experiment
 
     if is_library_dir(args.dir, args.prereg):  # a library experiment: contributions, not a decision
@@ -597,8 +597,8 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -
 
         print("\n".join(report_matrix(args.dir, args.prereg)))
         return 0
-    data = load_experiment(args.dir, args.prereg)
-    paths = write_reports(args.dir, data)
+    # a refused analysis (a result line edited by hand, a re-locked preregistration) leaves reports that say so
+    data, paths = analyse_and_write(args.dir, lambda: load_experiment(args.dir, args.prereg))
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
     for name in (*REPORT_FILES, DECISION_JSON):
         print(f"  {paths[name]}")
@@ -642,7 +642,7 @@ def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) 
 
 def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.library_plan import planned_trials
-    from harness.reporting import write_reports
+    from harness.reporting import analyse_and_write
     from harness.reporting.model import analyze_records
     from harness.results.matrix import is_matrix_dir
     from harness.results.merge import merge
@@ -659,8 +659,10 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) ->
         print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
         print("\n".join(report_library(args.out, args.prereg)))
         return 0
-    data = analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out)
-    write_reports(args.out, data)
+    data, _ = analyse_and_write(
+        args.out,
+        lambda: analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash, experiment_dir=args.out),
+    )
     print(f"merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s) into {args.out}")
     print(f"{data.decision.verdict.upper()} ({data.decision.rule} rule)   [skilltrial gate {args.out}]")
     return 0

@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,10 @@ from harness.analysis.estimates import Analysis, analyze
 from harness.analysis.observations import DecisionContext, Observation, context_from_records, observations_from_records
 from harness.analysis.rules import evidence_label
 from harness.records import TrialRecord
+from harness.reporting.outputs import CALIBRATION_JSON, CALIBRATION_OUTPUTS, publish
 from harness.results.attempts import final_attempts
 from harness.study.config import DecisionSettings, Study
 
-CALIBRATION_JSON = "calibration.json"
 DEFAULT_RESAMPLES = 400
 
 
@@ -194,12 +194,17 @@ def render(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write(root: Path, summary: dict[str, Any]) -> Path:
-    from harness.host.files import atomic_write
+def write(root: Path, summarise: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], Path]:
+    """Summarise and write ``calibration.json`` (:func:`harness.reporting.outputs.publish`: a summary that
+    cannot be made leaves no calibration.json from before). Returns the summary and the file."""
+    made: list[dict[str, Any]] = []
 
-    path = root / CALIBRATION_JSON
-    atomic_write(path, (json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8"))
-    return path
+    def produce() -> dict[str, str]:
+        made.append(summarise())
+        return {CALIBRATION_JSON: json.dumps(made[0], indent=2, sort_keys=True, default=str) + "\n"}
+
+    paths = publish(root, CALIBRATION_OUTPUTS, produce, lambda _e: {})
+    return made[0], paths[CALIBRATION_JSON]
 
 
 def ledger_entry(summary: dict[str, Any], run_id: str) -> Any:
@@ -232,7 +237,9 @@ def calibrate(study: Study, options: Any, events: Any = None, *, resamples: int 
     experiment = Experiment(study, Engine(options.env), options, events)
     with _signals(experiment):
         result = experiment.run()
-    summary = summarize(study, result.records, resamples=resamples, seed=study.prereg.execution.seed)
-    path = write(result.experiment_dir.root, summary)
+    summary, path = write(
+        result.experiment_dir.root,
+        lambda: summarize(study, result.records, resamples=resamples, seed=study.prereg.execution.seed),
+    )
     ledger.record_calibration(ledger.ledger_path(study), ledger_entry(summary, result.lock_hash[:12]))
     return ["", *render(summary).split("\n"), f"calibration written to {path}; recorded in {ledger.ledger_path(study)}"]

@@ -20,7 +20,7 @@ from types import FrameType
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
 from harness.host.slots import slot_count
-from harness.reporting import SUMMARY_TXT, ledger, write_reports
+from harness.reporting import SUMMARY_TXT, analyse_and_write, ledger
 from harness.reporting.model import ReportInput, analyze_records
 from harness.sandbox.engine import Engine
 from harness.study.config import Study, parse_size
@@ -69,9 +69,8 @@ def run_and_report(study: Study, options: RunOptions, events: Events | None = No
     experiment = Experiment(study, engine, options, events)
     with _signals(experiment):
         result = experiment.run()
-    data = analyze(study, result)
     store = result.experiment_dir
-    paths = write_reports(store.root, data, store.redactor.text)
+    data, paths = analyse_and_write(store.root, lambda: analyze(study, result), store.redactor.text)
     lines = ["", *paths[SUMMARY_TXT].read_text(encoding="utf-8").splitlines()]
     return Evaluated(data, lines, experiment.stop.is_set())
 

@@ -49,6 +49,7 @@ from harness.host.slots import HostSlots, slot_count
 from harness.plan import TrialSpec
 from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
+from harness.reporting.outputs import AB_OUTPUTS, CALIBRATION_OUTPUTS
 from harness.results.attempts import latest_by_trial, spent_usd, stops
 from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
@@ -191,6 +192,11 @@ class Experiment:
         """Controller-owned copies of a library's skills for this run (none for an A/B experiment)."""
         return {}
 
+    def derived_outputs(self) -> tuple[str, ...]:
+        """The files this kind of experiment renders from its results (harness.reporting.outputs): removed
+        before the run appends its first result line, so none outlives the results it was computed from."""
+        return (CALIBRATION_OUTPUTS if self.options.aa else AB_OUTPUTS).files
+
     # --------------------------------------------------------------------- run
     def run(self) -> ExperimentResult:
         """Run (or resume) the experiment; ``events`` hears ``finished`` however it ends."""
@@ -209,7 +215,7 @@ class Experiment:
         # every input is checked (the scenario too) before the resume state, experiment.json, is written
         compiled = self._compiled_scenario()
         redactor = Redactor([self.options.api_key or "", *self._route().secrets()])
-        store = ExperimentDir(self.options.out, redactor)
+        store = ExperimentDir(self.options.out, redactor, derived=self.derived_outputs())
         with store.exclusive():
             latest = self._resume_state(store, lock_hash)
             self._reap_leftovers()

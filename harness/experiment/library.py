@@ -7,7 +7,9 @@ masked trial per (task, sample) pair, whose masked trials get exactly their mask
 not cover the plan with final, scorable trials of identical provenance. After the run,
 :func:`harness.experiment.library_plan.analyze` pairs and audits the records and fits every component; the
 outputs are ``contributions.json``, ``report.md``, ``report.html``, ``summary.txt`` and a
-ledger entry with each skill's coefficient and interval.
+ledger entry with each skill's coefficient and interval. The four files are one set
+(:data:`harness.reporting.outputs.LIBRARY_OUTPUTS`): a refused analysis rewrites every one of them to say so,
+so no report keeps a selection or a chart the records no longer support.
 """
 
 from __future__ import annotations
@@ -22,16 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from harness import fmt
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.experiment import library_plan as library
 from harness.experiment import reuse
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
 from harness.experiment.experiment import Experiment, RunOptions
-from harness.host.files import atomic_write
 from harness.plan import TrialSpec, library_template_sha256
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
+from harness.reporting.outputs import (
+    CONTRIBUTIONS_JSON,
+    LIBRARY_OUTPUTS,
+    REPORT_HTML,
+    REPORT_MD,
+    SUMMARY_TXT,
+    publish,
+    refusal_page,
+)
 from harness.results.attempts import latest_by_trial
 from harness.results.load import study_for
 from harness.results.meta import require_meta
@@ -40,10 +50,8 @@ from harness.sandbox.runtime import Runtime
 from harness.study.config import Study, baseline_dir
 from harness.study.lock import copy_skill, skill_files
 
-CONTRIBUTIONS_JSON = "contributions.json"
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-SUMMARY_TXT = "summary.txt"
+__all__ = ["CONTRIBUTIONS_JSON", "LibraryExperiment", "analyze_and_write", "evaluate_library", "report_library"]
+
 CAVEAT = (
     "A positive coefficient is a provisional ranking under an additive model (interactions and heterogeneity "
     "break it), not proof that a skill helps; a zero coefficient is not proof of no effect. Confirm the "
@@ -114,6 +122,9 @@ class LibraryExperiment(Experiment):
                 problems.append(f"{spec.trial_id}: provenance differs from this experiment's")
         library._refuse(problems, f"before any model call, the reused baseline {baseline_dir(self.study)}")
 
+    def derived_outputs(self) -> tuple[str, ...]:
+        return LIBRARY_OUTPUTS.files
+
     def library_copies(self, run_root: Path) -> dict[str, Path]:
         root = self.study.skill_dir
         return {name: copy_skill(skill_files(root / name), run_root / "library" / name) for name in self.design.skills}
@@ -167,18 +178,22 @@ def analyze_and_write(
     study: Study, design: library.Design, result: RunData, *, update_ledger: bool = True
 ) -> list[str]:
     """Analyse the records; write contributions.json and the reports; update the ledger.
-    A failed check writes the refusal (no selection) into the outputs, then raises."""
-    root = result.root
-    redact = result.redact
+    A refused analysis (a failed check) writes the refusal (no selection) into every output, then raises
+    (:func:`harness.reporting.outputs.publish`)."""
     lock = study.prereg.lock
     assert lock is not None
-    try:
-        res = library.analyze(study, design, result.records)
-    except library.LibraryCheckError as e:
-        write_refusal(root, study, design, result, str(e), redact)
-        raise
-    body = contributions_body(study, res, result, dict(lock.files))
-    paths = write_outputs(root, study, res, body, result, redact)
+    analysed: list[library.LibraryResult] = []
+
+    def produce() -> dict[str, str]:
+        analysed.append(library.analyze(study, design, result.records))
+        body = contributions_body(study, analysed[0], result, dict(lock.files))
+        return rendered_outputs(study, analysed[0], body)
+
+    def refusal(e: HarnessError) -> dict[str, str]:
+        return refusal_outputs(study, design, result, str(e))
+
+    paths = publish(result.root, LIBRARY_OUTPUTS, produce, refusal, result.redact)
+    res = analysed[0]
     primary = res.fits[library.PRIMARY]
     run = ledger.LibraryRun(
         run=result.lock_hash[:12],
@@ -261,8 +276,8 @@ def contributions_body(
     }
 
 
-def _dumps(data: Mapping[str, Any]) -> bytes:
-    return (json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n").encode()
+def _dumps(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
 def summary_text(study: Study, res: library.LibraryResult) -> str:
@@ -334,42 +349,35 @@ Baseline: {esc(str(body["baseline"]["source"]))}.</p>
 """
 
 
-def write_outputs(
-    root: Path,
-    study: Study,
-    res: library.LibraryResult,
-    body: Mapping[str, Any],
-    result: RunData,
-    redact: Callable[[str], str],
-) -> dict[str, Path]:
-    paths = {n: root / n for n in (CONTRIBUTIONS_JSON, REPORT_MD, REPORT_HTML, SUMMARY_TXT)}
-    atomic_write(paths[CONTRIBUTIONS_JSON], _dumps(body))
-    atomic_write(paths[REPORT_MD], redact(markdown_report(study, res, body)).encode())
-    atomic_write(paths[REPORT_HTML], redact(html_report(study, res, body)).encode())
-    atomic_write(paths[SUMMARY_TXT], redact(summary_text(study, res)).encode())
-    return paths
+def rendered_outputs(study: Study, res: library.LibraryResult, body: Mapping[str, Any]) -> dict[str, str]:
+    """The library's set (:data:`~harness.reporting.outputs.LIBRARY_OUTPUTS`) of an analysis that fitted."""
+    return {
+        CONTRIBUTIONS_JSON: _dumps(body),
+        REPORT_MD: markdown_report(study, res, body),
+        REPORT_HTML: html_report(study, res, body),
+        SUMMARY_TXT: summary_text(study, res),
+    }
 
 
-def write_refusal(
-    root: Path, study: Study, d: library.Design, result: RunData, message: str, redact: Callable[[str], str]
-) -> None:
-    """A failed check: the outputs say so and select nothing."""
+def refusal_outputs(study: Study, d: library.Design, result: RunData, message: str) -> dict[str, str]:
+    """A refused analysis: every output of the set says so and selects nothing (no table, no chart)."""
     body = {
         "format": 1,
         "library": study.prereg.skill,
         "experiment_id": result.lock_hash[:12],
         "lock_hash": result.lock_hash,
         "status": "refused",
-        "error": redact(message),
+        "error": message,
         "selection": None,
         "design": design_info(study, d, result),
     }
-    atomic_write(root / CONTRIBUTIONS_JSON, _dumps(body))
-    text = f"# Skill library `{study.prereg.skill}`: no selection\n\nThe analysis was refused: {redact(message)}\n"
-    atomic_write(root / REPORT_MD, text.encode())
-    atomic_write(
-        root / SUMMARY_TXT, f"LIBRARY {study.prereg.skill}: REFUSED, no selection\n{redact(message)}\n".encode()
-    )
+    name = study.prereg.skill
+    return {
+        CONTRIBUTIONS_JSON: _dumps(body),
+        REPORT_MD: f"# Skill library `{name}`: no selection\n\nThe analysis was refused: {message}\n",
+        REPORT_HTML: refusal_page(f"Skill library {name}: no selection", message),
+        SUMMARY_TXT: f"LIBRARY {name}: REFUSED, no selection\n{message}\n",
+    }
 
 
 def report_library(root: Path, prereg_path: Path | None = None) -> list[str]:

@@ -25,6 +25,7 @@ Also here: ``skilltrial merge`` of a sharded matrix (each model's shards merged 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -32,9 +33,10 @@ from harness.errors import HarnessError, Interrupted, MergeError
 from harness.experiment.evaluate import Evaluated, run_and_report
 from harness.experiment.events import Events
 from harness.experiment.experiment import RunOptions
-from harness.reporting import ledger, write_reports
+from harness.reporting import analyse_and_write, ledger
 from harness.reporting.matrix import ModelResult, matrix_report, terminal_lines, write_matrix_reports
 from harness.reporting.model import ReportInput, analyze_records, load_experiment
+from harness.reporting.outputs import MATRIX_OUTPUTS, retract
 from harness.results.matrix import MODELS_DIR, MatrixMeta, is_matrix_dir, model_dir, read_matrix_meta, start_or_resume
 from harness.results.matrix import write_matrix_meta as _write_meta
 from harness.results.merge import merge
@@ -80,6 +82,7 @@ def evaluate_matrix(
     start_or_resume(
         top, MatrixMeta.start(study, lock_hash, shard=shard, mode="scripted" if options.scripted else "real")
     )
+    retract(top, MATRIX_OUTPUTS)  # the models' results are about to change: the summary is rewritten at the end
     sources = reuse_sources(options.reuse_from)
     done: list[ModelResult] = []
     for i, model in enumerate(models, 1):
@@ -126,12 +129,11 @@ def report_matrix(root: Path, prereg_path: Path | None = None) -> list[str]:
     for model in meta.models:
         sub = model_dir(root, model)
         try:
-            data = load_experiment(sub, prereg_path)
-        except HarnessError as e:
+            data, _ = analyse_and_write(sub, functools.partial(load_experiment, sub, prereg_path))
+        except HarnessError as e:  # its reports now say why (analyse_and_write): none is left from before
             reports[model] = e
             lines.append(f"{model}: no report ({e.message})")
             continue
-        write_reports(sub, data)
         reports[model] = data
         lines.append(f"{model}: {data.decision.verdict.upper()} ({data.decision.rule} rule)  {sub / 'report.md'}")
     return [*lines, "", *summarize(root, meta, reports)]
@@ -152,9 +154,11 @@ def merge_matrix(out: Path, shard_tops: Sequence[Path], prereg_path: Path | None
     lines = []
     for model in first.models:
         merged = merge(model_dir(out, model), [model_dir(s, model) for s in shard_tops], prereg_path=prereg_path)
-        data = analyze_records(merged.study, merged.records, lock_hash=merged.lock_hash,
-                               experiment_dir=model_dir(out, model))  # fmt: skip
-        write_reports(model_dir(out, model), data)
+        data, _ = analyse_and_write(
+            model_dir(out, model),
+            functools.partial(analyze_records, merged.study, merged.records, lock_hash=merged.lock_hash,
+                              experiment_dir=model_dir(out, model)),
+        )  # fmt: skip
         reports[model] = data
         lines.append(f"{model}: merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s): "
                      f"{data.decision.verdict.upper()}")  # fmt: skip

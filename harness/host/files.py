@@ -2,9 +2,10 @@
 
 :func:`atomic_write` is how every whole file the harness writes gets there (experiment.json, the lock
 file, reports, artifacts, the ledger, caches); :func:`write_all` and :func:`fsync_dir` are its parts,
-shared with the results log's appends (:mod:`harness.results.store`). :func:`write_files` writes a set of
-rendered documents (the reports), :func:`read_json_document` reads one JSON description (experiment.json,
-matrix.json), each with errors that name the file. Only :mod:`harness.errors` below it: the floor.
+shared with the results log's appends (:mod:`harness.results.store`). :func:`write_set` writes a set of
+derived documents (the reports) whole: each file rewritten or removed, never left stale (:func:`write_files`
+and :func:`remove_files` are its halves); :func:`read_json_document` reads one JSON description
+(experiment.json, matrix.json), each with errors that name the file. Only :mod:`harness.errors` below it: the floor.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
@@ -58,6 +59,37 @@ def write_files(root: Path, rendered: Mapping[str, str], redact: Callable[[str],
             raise HarnessError(f"cannot write {path}: {e.strerror}") from e
         paths[name] = path
     return paths
+
+
+def remove_files(root: Path, names: Iterable[str]) -> list[Path]:
+    """Remove ``root/name`` for each name that exists; the paths removed. A :class:`HarnessError` naming the
+    file when one cannot be removed (a stale output must not stay behind silently)."""
+    removed = []
+    for name in names:
+        path = root / name
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise HarnessError(f"cannot remove {path}: {e.strerror}") from e
+        removed.append(path)
+    if removed:
+        fsync_dir(root)
+    return removed
+
+
+def write_set(
+    root: Path, names: Collection[str], rendered: Mapping[str, str], redact: Callable[[str], str]
+) -> dict[str, Path]:
+    """The one way a set of derived files is written: every file of ``names`` is either rewritten from
+    ``rendered`` (atomically, redacted) or removed, never left as it was. The old ones go first, so a crash
+    part-way leaves files that are new or gone, none from before. Returns the paths written."""
+    stray = sorted(set(rendered) - set(names))
+    if stray:
+        raise ValueError(f"{', '.join(stray)}: not in the set of files written to {root}")
+    remove_files(root, names)
+    return write_files(root, rendered, redact)
 
 
 def read_json_document(path: Path) -> object | None:

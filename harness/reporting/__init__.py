@@ -20,35 +20,68 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.host.files import write_files
-from harness.redact import Redactor
 from harness.reporting import html
-from harness.reporting.decision_json import DECISION_JSON, decision_json, dumps
+from harness.reporting.decision_json import decision_json, dumps
 from harness.reporting.junit import junit_xml
 from harness.reporting.markdown import markdown
 from harness.reporting.model import ReportInput
+from harness.reporting.outputs import (
+    AB_OUTPUTS,
+    DECISION_JSON,
+    JUNIT_XML,
+    REPORT_HTML,
+    REPORT_MD,
+    SUMMARY_TXT,
+    ab_refusal,
+    publish,
+)
 from harness.reporting.text import terminal_summary
 
-__all__ = ["DECISION_JSON", "JUNIT_XML", "REPORT_FILES", "REPORT_HTML", "REPORT_MD", "SUMMARY_TXT", "write_reports"]
+__all__ = [
+    "DECISION_JSON",
+    "JUNIT_XML",
+    "REPORT_FILES",
+    "REPORT_HTML",
+    "REPORT_MD",
+    "SUMMARY_TXT",
+    "analyse_and_write",
+    "render_reports",
+    "write_reports",
+]
 
-SUMMARY_TXT = "summary.txt"
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-JUNIT_XML = "junit.xml"
 REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)
 """The files a person or a CI system opens (decision.json and summary.txt are written beside them)."""
 
 
-def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] | None = None) -> dict[str, Path]:
-    """Write decision.json, summary.txt, report.md, report.html and junit.xml atomically, redacted:
-    by ``redact`` (the run's redactor, which knows its key), else by the key-shaped patterns alone
-    (a re-render or merge, which knows no key)."""
-    redact = redact or Redactor().text
-    rendered = {
+def render_reports(r: ReportInput) -> dict[str, str]:
+    """decision.json, summary.txt, report.md, report.html and junit.xml of an analysed experiment (pure)."""
+    return {
         DECISION_JSON: dumps(decision_json(r)),
         SUMMARY_TXT: terminal_summary(r) + "\n",
         REPORT_MD: markdown(r),
         REPORT_HTML: html.render(r),
         JUNIT_XML: junit_xml(r),
     }
-    return write_files(root, rendered, redact)
+
+
+def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] | None = None) -> dict[str, Path]:
+    """Write decision.json, summary.txt, report.md, report.html and junit.xml atomically, redacted:
+    by ``redact`` (the run's redactor, which knows its key), else by the key-shaped patterns alone
+    (a re-render or merge, which knows no key). All five or none (:func:`harness.reporting.outputs.publish`)."""
+    return publish(root, AB_OUTPUTS, lambda: render_reports(r), ab_refusal(root), redact)
+
+
+def analyse_and_write(
+    root: Path, analyse: Callable[[], ReportInput], redact: Callable[[str], str] | None = None
+) -> tuple[ReportInput, dict[str, Path]]:
+    """Analyse with ``analyse`` and write every report into ``root``; when the analysis is refused (a
+    :class:`~harness.errors.HarnessError`) the reports say NO VERDICT and why, decision.json is removed, and
+    the error is raised (:func:`harness.reporting.outputs.publish`): no report is left from before."""
+    analysed: list[ReportInput] = []
+
+    def produce() -> dict[str, str]:
+        analysed.append(analyse())
+        return render_reports(analysed[0])
+
+    paths = publish(root, AB_OUTPUTS, produce, ab_refusal(root), redact)
+    return analysed[0], paths

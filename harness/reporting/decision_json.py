@@ -1,8 +1,8 @@
 """``decision.json``: the machine-readable verdict that ``skilltrial gate`` and ``skilltrial history`` read.
 
 Infinite bounds are written as the strings ``"inf"`` / ``"-inf"`` (JSON has no infinity). The gate
-trusts the file only while it is current: same lock, same number of result lines
-(:func:`harness.reporting.gate.fresh_decision`).
+trusts the file only while it is current: same lock, the same result lines (their number and digest,
+:func:`harness.reporting.gate.fresh_decision`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 from harness import fmt
 from harness.analysis import skilluse as skillreport
 from harness.analysis.runnotes import failures_by_arm, reuse_counts
-from harness.reporting.model import ReportInput, run_dates, run_provenance
+from harness.reporting.model import ReportInput, results_digest, run_dates, run_provenance
+from harness.reporting.outputs import DECISION_JSON
 
-DECISION_JSON = "decision.json"
+__all__ = ["DECISION_JSON", "decision_json", "dumps"]
 
 
 def decision_json(r: ReportInput) -> dict[str, Any]:
@@ -30,6 +31,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "lock_hash": r.lock_hash,
         "experiment_id": r.experiment_id,
         "results_lines": len(r.records),
+        "results_sha256": results_digest(r.records),
         "started_at": first,
         "finished_at": last,
         "model": prov["model"],

@@ -1,7 +1,7 @@
 """``skilltrial gate DIR``: the experiment's verdict as an exit code for CI (read-only).
 
-The verdict comes from ``decision.json`` while it is current (same lock, same number of result lines,
-every reason readable), else it is recomputed from ``results.jsonl`` and the preregistration exactly
+The verdict comes from ``decision.json`` while it is current (same lock, the same result lines by number
+and digest, every reason readable), else it is recomputed from ``results.jsonl`` and the preregistration exactly
 as ``skilltrial eval`` computed it. Exit codes: 0 adopt, 1 reject, 2 inconclusive, 3 invalid, and 3 for
 every case where no verdict can be read or computed (:class:`~harness.errors.ResultsUnavailable`).
 
@@ -13,6 +13,7 @@ verdicts (:mod:`harness.analysis.matrix`); one model's directory is still gated 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -20,10 +21,10 @@ from typing import Any, get_args
 from harness.analysis.matrix import MatrixVerdict, ModelVerdict, ModelVerdictWord, combine
 from harness.analysis.reasons import Reason, ReasonCode, ReasonKind
 from harness.errors import HarnessError, ResultsUnavailable
-from harness.records import RESULTS
+from harness.records import RESULTS, TrialRecord
 from harness.reporting.decision_json import DECISION_JSON
 from harness.reporting.escape import clean
-from harness.reporting.model import load_experiment
+from harness.reporting.model import load_experiment, results_digest
 from harness.results.load import read_records
 from harness.results.matrix import model_dir, read_matrix_meta
 from harness.results.meta import ExperimentMeta, require_meta
@@ -75,8 +76,9 @@ def recorded_reasons(data: dict[str, Any]) -> tuple[Reason, ...] | None:
     return tuple(out)
 
 
-def fresh_decision(root: Path, meta: ExperimentMeta, lines: int) -> dict[str, Any] | None:
-    """decision.json when it was computed from exactly the current results under the same lock."""
+def fresh_decision(root: Path, meta: ExperimentMeta, records: Sequence[TrialRecord]) -> dict[str, Any] | None:
+    """decision.json when it was computed from exactly the current result lines (their number and digest:
+    :func:`harness.reporting.model.results_digest`) under the same lock."""
     try:
         data = json.loads((root / DECISION_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -85,7 +87,8 @@ def fresh_decision(root: Path, meta: ExperimentMeta, lines: int) -> dict[str, An
         not isinstance(data, dict)
         or data.get("verdict") not in GATE_CODES
         or data.get("lock_hash") != meta.lock_hash
-        or data.get("results_lines") != lines
+        or data.get("results_lines") != len(records)
+        or data.get("results_sha256") != results_digest(records)
         or recorded_reasons(data) is None
     ):
         return None
@@ -104,7 +107,7 @@ def gate(root: Path) -> GateResult:
         lines = read_records(root)
     except HarnessError as e:
         raise ResultsUnavailable(e.message, hint=e.hint) from e
-    data = fresh_decision(root, meta, len(lines.records))
+    data = fresh_decision(root, meta, lines.records)
     if data is not None:
         reasons = recorded_reasons(data) or ()
         return GateResult(str(data.get("skill", meta.skill or "?")), str(data["verdict"]), reasons,

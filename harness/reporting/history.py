@@ -95,7 +95,7 @@ def row_for(path: Path, skill: str, *, explicit: bool = False) -> HistoryRow | N
         path=path,
     )
     shard = f" (shard {meta.shard})" if meta.shard else ""
-    data = fresh_decision(path, meta, len(records))
+    data = fresh_decision(path, meta, records)
     if data is not None:
         arms = data.get("arms", {})
         ratio = data.get("cost_ratio", {}).get("ratio")

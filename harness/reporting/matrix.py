@@ -25,16 +25,13 @@ from typing import Any
 from harness import fmt
 from harness.analysis.matrix import RULE_TEXT, MatrixVerdict, ModelsRule, ModelVerdict, ModelVerdictWord, combine
 from harness.analysis.reasons import ReasonCode
-from harness.host.files import write_files
-from harness.redact import Redactor
 from harness.reporting.escape import clean, md_code, md_escape
 from harness.reporting.gate import GATE_CODES
 from harness.reporting.model import ReportInput, deciding_reasons, verdict_word
+from harness.reporting.outputs import MATRIX_OUTPUTS, MODELS_JSON, MODELS_MD, publish
 from harness.results.matrix import MODELS_DIR
 from harness.study.config import model_dir_name
 
-MODELS_MD = "models.md"
-MODELS_JSON = "models.json"
 MARK = {"adopt": "✅", "reject": "❌", "inconclusive": "⚠️", "invalid": "⛔", "unavailable": "⛔"}
 AMBER_MARK = "🟠"
 """As in report.md: a point-only adoption is never shown with the green mark."""
@@ -292,8 +289,10 @@ def terminal_lines(m: MatrixReport) -> list[str]:
 
 
 def write_matrix_reports(root: Path, m: MatrixReport, redact: Callable[[str], str] | None = None) -> dict[str, Path]:
-    """Write ``models.md`` and ``models.json`` into the top directory atomically, redacted (see
-    :func:`harness.reporting.write_reports`)."""
-    redact = redact or Redactor().text
-    rendered = {MODELS_MD: markdown(m), MODELS_JSON: json.dumps(json_data(m), indent=2, sort_keys=True) + "\n"}
-    return write_files(root, rendered, redact)
+    """Write ``models.md`` and ``models.json`` into the top directory atomically, redacted, both or neither
+    (:func:`harness.reporting.outputs.publish`; a model without a result is a row of the summary, not a refusal)."""
+
+    def rendered() -> dict[str, str]:
+        return {MODELS_MD: markdown(m), MODELS_JSON: json.dumps(json_data(m), indent=2, sort_keys=True) + "\n"}
+
+    return publish(root, MATRIX_OUTPUTS, rendered, lambda _e: {}, redact)

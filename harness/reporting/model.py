@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,17 @@ def load_experiment(root: Path, prereg_path: Path | None = None) -> ReportInput:
     # re-rendered report and the gate can never disagree with eval.
     data = analyze_records(exp.study, exp.lines.records, lock_hash=exp.meta.lock_hash, experiment_dir=root)
     return dataclasses.replace(data, notes=(*data.notes, *exp.lines.notes))
+
+
+def results_digest(records: Iterable[TrialRecord]) -> str:
+    """SHA-256 over the result lines as read (each as canonical JSON, in order; fields at their default
+    left out, so a field a later schema adds with a default does not change it): what ``decision.json``
+    records it was computed from, and the gate trusts it only while the lines still give this digest (a
+    line edited by hand, in place, changes it)."""
+    h = hashlib.sha256()
+    for r in records:
+        h.update(r.model_dump_json(exclude_defaults=True).encode("utf-8") + b"\n")
+    return h.hexdigest()
 
 
 # ============================================================================ views

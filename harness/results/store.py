@@ -7,6 +7,10 @@ Layout of an experiment directory::
     artifacts/ab/abcd...   patch, verify output, agent and judge JSON, by sha256
     report.md, report.html, junit.xml, decision.json   (rendered from results.jsonl)
 
+What is rendered from the results is derived: an experiment directory made with ``derived`` names removes
+those files before it appends its first result line, so a report never outlives the results it was computed
+from, even when the controller is killed before it renders the new ones (harness.reporting.outputs).
+
 Crash safety: each record is serialised first and written with one ``write``
 on an ``O_APPEND`` descriptor, then fsync'd, under an ``flock``. Opening the log
 repairs a torn last line (a crash mid-write) by moving the unterminated tail to
@@ -20,14 +24,15 @@ import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from harness.errors import ResumeError
-from harness.host.files import atomic_write, write_all
+from harness.host.files import atomic_write, remove_files, write_all
 from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
 
@@ -78,14 +83,22 @@ def repair_torn_tail(path: Path) -> bool:
 
 
 class ResultsLog:
-    """The single writer of results.jsonl."""
+    """The single writer of results.jsonl. ``before_first_append`` runs once, before the first line this
+    writer appends (concurrent trials append from several threads)."""
 
-    def __init__(self, path: Path, redactor: Redactor) -> None:
+    def __init__(self, path: Path, redactor: Redactor, before_first_append: Callable[[], object] | None = None) -> None:
         self.path = path
         self.redactor = redactor
         self.repaired = repair_torn_tail(path)
+        self._before_first = before_first_append
+        self._first = threading.Lock()
 
     def append(self, record: TrialRecord) -> None:
+        if self._before_first is not None:
+            with self._first:
+                if self._before_first is not None:
+                    self._before_first()
+                    self._before_first = None
         line = self.redactor.text(record.model_dump_json()) + "\n"
         data = line.encode("utf-8")
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -140,11 +153,16 @@ class ArtifactStore:
 
 
 class ExperimentDir:
-    def __init__(self, root: Path, redactor: Redactor) -> None:
+    """An experiment directory being written: its results log and artifacts. ``derived`` names the files
+    rendered from its results (reports, decision.json): they are removed before the first new result line,
+    so none of them can describe results that have since changed."""
+
+    def __init__(self, root: Path, redactor: Redactor, derived: Collection[str] = ()) -> None:
         self.root = root
         self.redactor = redactor
         self.root.mkdir(parents=True, exist_ok=True)
-        self.results = ResultsLog(root / RESULTS, redactor)
+        names = tuple(derived)
+        self.results = ResultsLog(root / RESULTS, redactor, (lambda: remove_files(root, names)) if names else None)
         self.artifacts = ArtifactStore(root / "artifacts", redactor)
 
     @contextlib.contextmanager

@@ -38,7 +38,7 @@ def test_summary_reports_rule_rates_judge_agreement_and_drift(tmp_path: Path) ->
     assert s["drift"]["mean"] == pytest.approx(0.0) and not s["drift"]["detected"]
     assert s["judge"]["trials"] == 48 and s["judge"]["agreement"] == pytest.approx(1.0)
     assert "would adopt a do-nothing skill" in calibrate.render(s)
-    path = calibrate.write(tmp_path, s)
+    _, path = calibrate.write(tmp_path, lambda: s)
     assert json.loads(path.read_text())["kind"] == "aa_calibration"
 
 
