@@ -110,6 +110,17 @@ class GatewayMeter(FrozenModel):
     ``requests``, the tokens and the cost like any other, never evidence that the skill fired
     (:class:`harness.sidecars.skilltrace.Attribution`). None: records of schema version 1."""
 
+    @property
+    def failed_answers(self) -> tuple[str, ...]:
+        """The upstream answers that were the API failing (:func:`is_upstream_failure`), the CLI's retries included."""
+        return tuple(o for o in self.upstream_statuses if is_upstream_failure(o))
+
+    @property
+    def last_answer_failed(self) -> bool:
+        """The last upstream answer the gateway forwarded was a failure: how an attempt the API ended is told
+        (:func:`harness.trial.apihealth.api_failure`)."""
+        return bool(self.upstream_statuses) and is_upstream_failure(self.upstream_statuses[-1])
+
 
 UPSTREAM_CUT = "cut"
 UPSTREAM_UNREACHABLE = "unreachable"

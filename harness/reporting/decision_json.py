@@ -13,7 +13,7 @@ from typing import Any
 
 from harness import fmt
 from harness.analysis import skilluse as skillreport
-from harness.analysis.runnotes import failures_by_arm, reuse_counts
+from harness.analysis.runnotes import failed_trials_by_arm, failures_by_arm, reuse_counts
 from harness.reporting.model import ReportInput, results_digest, run_dates, run_provenance
 from harness.reporting.outputs import DECISION_JSON
 
@@ -77,6 +77,7 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "flagged_trials": [{"trial": t.trial_id, "flags": list(t.flags)} for t in r.flagged],
         "identical_patch_reuse": reuse_counts(r.records),
         "api_failures": {arm: dict(c) for arm, c in failures_by_arm(r.records).items()},
+        "api_failed_trials": failed_trials_by_arm(r.records),
         "skill_invocation": skillreport.summary(r.final_records, r.prereg.decision.pass_rule),
     }
 

@@ -64,9 +64,9 @@ def annotate(meter: GatewayMeter, events: Sequence[dict[str, Any]]) -> GatewayMe
 
 def api_failure(meter: GatewayMeter | None) -> str | None:
     """A description when the gateway's last upstream answer was a failure, else None."""
-    if meter is None or not meter.upstream_statuses or not is_upstream_failure(meter.upstream_statuses[-1]):
+    if meter is None or not meter.last_answer_failed:
         return None
-    failed = Counter(o for o in meter.upstream_statuses if is_upstream_failure(o))
+    failed = Counter(meter.failed_answers)
     seen = ", ".join(f"{k} x{v}" for k, v in sorted(failed.items()))
     text = f"the gateway's last upstream answer was {meter.upstream_statuses[-1]} ({seen} of {len(meter.upstream_statuses)})"
     if meter.upstream_errors:

@@ -105,6 +105,16 @@ def test_the_report_counts_api_failures_per_arm(forged: dict[str, Any]) -> None:
     assert set(counts["skill"]) == {"529", "429", "cut"} and not counts["baseline"], counts
 
 
+def test_failed_trials_are_counted_beside_the_clis_retried_answers(forged: dict[str, Any]) -> None:
+    # the CLI retries a failed request itself until its deadline: many failed answers, three trials
+    from harness.analysis.runnotes import failed_trials_by_arm, failures_by_arm
+
+    answers = sum(failures_by_arm(forged["_all"])["skill"].values())
+    trials = failed_trials_by_arm(forged["_all"])
+    assert trials["skill"] == {"trials": 3, "attempts": 3, "ended": 3} and answers > 3, (trials, answers)
+    assert trials["baseline"]["trials"] == 0
+
+
 def test_positive_control_the_honest_arms_completed(forged: dict[str, Any]) -> None:
     for task in ("forge-529", "real-529", "real-429", "real-reset"):
         r = forged[f"{task}.baseline.0"]

@@ -73,9 +73,32 @@ def test_summary_counts_failures_per_arm_over_every_attempt() -> None:
     counts = runnotes.failures_by_arm(records)
     assert counts["baseline"] == {"529": 2} and counts["skill"] == {"429": 1, "cut": 1}
     assert runnotes.api_summary(records) == (
-        "API failures the gateway saw upstream (every attempt): baseline 529 x2; skill 429 x1, cut x1"
+        "API failures the gateway saw upstream (every attempt, the CLI's own retries included): "
+        "baseline 529 x2 in 1 trial (1 attempt, 1 ended by them); skill 429 x1, cut x1 in 2 trials (2 attempts, "
+        "1 ended by them)"
     )
     assert runnotes.api_summary([]) is None
+
+
+def test_failed_trials_are_counted_beside_the_failed_answers() -> None:
+    # one trial whose CLI retried a 529 five times and gave up (infra, retried), then got through after one more
+    first = _infra("baseline", ("529",) * 5)
+    second = first.model_copy(
+        update={
+            "attempt": 2,
+            "status": "completed",
+            "gateway": GatewayMeter(forwarded=2, upstream_statuses=("529", "200")),
+        }
+    )
+    records = [first, second, _infra("skill", ("400",))]  # a 400 is the request's fault, not the API's
+    assert runnotes.failures_by_arm(records)["baseline"] == {"529": 6}
+    assert runnotes.failed_trials_by_arm(records) == {
+        "baseline": {"trials": 1, "attempts": 2, "ended": 1},
+        "skill": {"trials": 0, "attempts": 0, "ended": 0},
+    }
+    assert "baseline 529 x6 in 1 trial (2 attempts, 1 ended by them); skill none" in (
+        runnotes.api_summary(records) or ""
+    )
 
 
 def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:
