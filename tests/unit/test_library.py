@@ -533,17 +533,22 @@ def _experiment_dir(tmp_path: Path, study: Any, records: list[TrialRecord]) -> P
     return write_experiment_dir(tmp_path / "exp", meta, records)
 
 
+def library_dir(tmp_path: Path) -> tuple[Any, list[TrialRecord], Path]:
+    """A locked library study under ``tmp_path/lib`` and a complete experiment directory of it (``tmp_path/exp``)."""
+    prereg = make_library(tmp_path / "lib")
+    lock(prereg, library_entries=library.lock_entries)
+    study = load_study(prereg)
+    records = complete_records(study, library.design(study))
+    return study, records, _experiment_dir(tmp_path, study, records)
+
+
 def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from harness.cli import main
 
-    prereg = make_library(tmp_path / "lib")
-    lock(prereg, library_entries=library.lock_entries)
-    study = load_study(prereg)
-    d = library.design(study)
-    records = complete_records(study, d)
-    out = _experiment_dir(tmp_path, study, records)
+    study, records, out = library_dir(tmp_path)
+    prereg = study.prereg_path
     assert main(["report", str(out)]) == 0
     body = json.loads((out / "contributions.json").read_text())
     assert body["selection"]["selected"][0] == "alpha"

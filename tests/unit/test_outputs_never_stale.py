@@ -39,10 +39,9 @@ from harness.reporting.outputs import (
 )
 from harness.results.store import ExperimentDir
 from harness.study.config import load_study
-from harness.study.lock import lock
 from tests import reportkit as kit
 from tests.factories import outcome_records, write_experiment, write_matrix
-from tests.unit.test_library import _experiment_dir, complete_records, make_library
+from tests.unit.test_library import library_dir, make_library
 from tests.unit.test_matrix_run import SPECS, FakeRunner, _matrix
 
 SPEC = {"t1": ("PF", "PP"), "t2": ("FF", "PF"), "t3": ("PP", "PP")}
@@ -68,11 +67,7 @@ def test_a_refused_library_reanalysis_rewrites_every_output_report_html_included
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # reproduced first: report.html kept the old selection and chart while the other three said REFUSED
-    prereg = make_library(tmp_path / "lib")
-    lock(prereg, library_entries=library.lock_entries)
-    study = load_study(prereg)
-    records = complete_records(study, library.design(study))
-    out = _experiment_dir(tmp_path, study, records)
+    _study, records, out = library_dir(tmp_path)
     assert main(["report", str(out)]) == 0
     before = contents(out, LIBRARY_OUTPUTS)
     assert set(before) == set(LIBRARY_OUTPUTS.files) and "<svg" in before[REPORT_HTML]
@@ -92,10 +87,7 @@ def test_a_refused_library_reanalysis_rewrites_every_output_report_html_included
 def test_a_library_analysis_that_crashes_leaves_no_output_from_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    prereg = make_library(tmp_path / "lib")
-    lock(prereg, library_entries=library.lock_entries)
-    study = load_study(prereg)
-    out = _experiment_dir(tmp_path, study, complete_records(study, library.design(study)))
+    _study, _records, out = library_dir(tmp_path)
     assert main(["report", str(out)]) == 0
 
     def broken(*_a: object, **_k: object) -> str:
