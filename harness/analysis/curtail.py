@@ -300,11 +300,13 @@ def curtailment(
     # missing in the fills, so the fills bound every completion.
     best_skill = Fraction(ks + ms + rem_s, ns + ms + rem_s)
     best_base = Fraction(kb, nb + mb + rem_b)
-    if best_skill <= best_base or exact.above(cost_low, threshold):
+    # the cost bounds keep a tolerance's margin from the limit: the decision's own ratio may differ from them
+    # by rounding, and must land on the same side of the limit (harness.analysis.exact)
+    if best_skill <= best_base or exact.above(cost_low, threshold + EPS):
         return "reject"
     worst_skill = Fraction(ks, ns + ms + rem_s)
     worst_base = Fraction(kb + mb + rem_b, nb + mb + rem_b)
-    if worst_skill > worst_base and exact.at_most(cost_high, threshold) and analysis.n_paired_tasks >= MIN_ADOPT_TASKS:
+    if worst_skill > worst_base and cost_high <= threshold and analysis.n_paired_tasks >= MIN_ADOPT_TASKS:
         return "adopt"
     return None
 
@@ -601,7 +603,7 @@ def futility(
         )
     elif missing_certain:
         why = f"an arm's missing share stays above {fmt.pct(settings.max_missing_share, 1)} whatever remains"
-    elif exact.above(cost_low, threshold):
+    elif exact.above(cost_low, threshold + EPS):
         why = f"the cost ratio is at least {fmt.ratio(cost_low, '')} in every completion (limit {fmt.ratio(threshold, '')})"
     else:
         lower = min(
