@@ -1,15 +1,17 @@
 """What one run sets up before its first trial and tears down after its last: one context manager.
 
     run directory (0700) and owner file -> the gateway's key volume -> the skill copy's volume (and a
-      library's) -> the upstream route (its CA's volume) -> the upstream network -> the scripted
+      library's) -> the upstream route (the volume of its CA and proxy) -> the upstream network -> the scripted
       Messages API (its scenario's volume), or, in a real run, the upstream preflight (one TLS
       handshake through the route, no request)
 
 Every file a container is given goes in a volume filled through the engine's archive API
 (:mod:`harness.sandbox.volumes`), not a bind mount of the run directory, so a run works on an engine
 on another machine: the key (``0400``, the sidecars' uid, mounted only in the gateways), the skill
-copies (root's, mounted read-only in the agent), the scenario and the extra CA. The run directory keeps
-the controller's own copies (the skill copy checked against the lock is what fills its volume).
+copies (root's, mounted read-only in the agent), the scenario, the extra CA and the proxy's URL (it may
+carry a password: ``0400``, the sidecars' uid, like the key; no secret is ever a container's environment
+variable). The run directory keeps the controller's own copies (the skill copy checked against the lock is
+what fills its volume).
 
 :class:`RunResources` makes them in that order in ``__enter__`` and returns a :class:`RunSite` naming
 them. When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
@@ -112,7 +114,7 @@ class RunSite:
     route_env: Mapping[str, str]
     """The gateway's route settings (proxy, extra CA); empty for the scripted model."""
     route_mounts: tuple[VolumeMount, ...]
-    """The extra CA's volume (real runs with one); empty otherwise."""
+    """The route's volume (real runs with an extra CA or a proxy); empty otherwise."""
     bases: BaseTrees
     """The run's base trees: every trial's workspace stands on one (overlay or copy)."""
 
@@ -159,7 +161,7 @@ class RunResources:
             for i, (name, path) in enumerate(sorted(s.library_copies(self.root).items()))
         }
         bases = self._base_trees()
-        mounts = self._stage_ca() if s.scenario is None else ()
+        mounts = self._stage_route() if s.scenario is None else ()
         network = self._make_network()
         if s.scenario is not None:
             url = self._start_scripted(network, s.scenario)
@@ -207,13 +209,16 @@ class RunResources:
         volumes.make(self.engine, name, tar, image=self.setup.profile.sidecar_image, labels=self.setup.labels)
         return name
 
-    def _stage_ca(self) -> tuple[VolumeMount, ...]:
+    def _stage_route(self) -> tuple[VolumeMount, ...]:
+        """Real runs: the route's files (extra CA, the proxy's URL with its credentials) in a volume."""
         s = self.setup
-        if s.route.extra_ca is None:
+        if s.route.extra_ca is None and not s.route.proxy:
             return ()
         name = self.volume_prefix + "route"
         self._made.append(DockerObject("volume", name))
-        return upstream.stage_ca(s.route, self.engine, volume=name, image=s.profile.sidecar_image, labels=s.labels)
+        return upstream.stage_route(
+            s.route, self.engine, volume=name, image=s.profile.sidecar_image, labels=s.labels, owner=s.key_owner
+        )
 
     def _make_network(self) -> str:
         """The gateways' upstream side: the run's own network, or the user's (their LLM gateway,

@@ -13,7 +13,10 @@ upstream connection only**: the agent container gets none of these variables
 
 What shapes the comparison is provenance (host, proxy yes/no, CA hash: never the
 proxy's address or credentials), so two arms that went different ways are
-INVALID and a baseline is only reused under the same route. Before any trial,
+INVALID and a baseline is only reused under the same route. The proxy's URL (it may
+carry ``user:password``) reaches the gateway and the preflight as the key does: a
+file (``0400``, the sidecars' uid) in the route's volume, never an environment
+variable, which anyone who may ``docker inspect`` reads. Before any trial,
 :func:`preflight` opens the tunnel and finishes the TLS handshake from a sidecar
 on the upstream network (no request, no key): a wrong CA or a refusing proxy
 fails the run at once, naming the problem, instead of as N infra errors.
@@ -38,6 +41,8 @@ REAL_UPSTREAM = "https://api.anthropic.com"
 ROUTE_MOUNT = "/run/harness/route"
 """The route volume's mountpoint in the gateway and the upstream preflight (never in the agent)."""
 CA_MOUNT = f"{ROUTE_MOUNT}/upstream-ca.pem"
+PROXY_FILE = f"{ROUTE_MOUNT}/proxy-url"
+"""The proxy's URL with its credentials: readable by the sidecars' uid only (``GATEWAY_PROXY_FILE``)."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,11 @@ class Upstream:
         }
 
     def gateway_env(self) -> dict[str, str]:
-        """The gateway's settings for this route (read by ``sidecars/upstream_link.py``)."""
+        """The gateway's settings for this route (read by ``sidecars/upstream_link.py``): no secret, the
+        proxy's URL is a file of the route's volume (:func:`stage_route`)."""
         env = {"GATEWAY_UPSTREAM": self.url}
         if self.proxy:
-            env["GATEWAY_PROXY"] = self.proxy
+            env["GATEWAY_PROXY_FILE"] = PROXY_FILE
             env["GATEWAY_NO_PROXY"] = self.no_proxy
         if self.extra_ca is not None:
             env["GATEWAY_EXTRA_CA"] = CA_MOUNT
@@ -115,15 +121,26 @@ def from_env(
     return Upstream(url=chosen.rstrip("/"), proxy=proxy, no_proxy=no_proxy, extra_ca=extra_ca, network=network)
 
 
-def stage_ca(
-    route: Upstream, engine: ContainerRuntime, *, volume: str, image: str, labels: Mapping[str, str]
+def stage_route(
+    route: Upstream,
+    engine: ContainerRuntime,
+    *,
+    volume: str,
+    image: str,
+    labels: Mapping[str, str],
+    owner: tuple[int, int],
 ) -> tuple[VolumeMount, ...]:
-    """A volume holding a world-readable copy of the extra CA bundle for the gateway (which runs as
-    another uid), made through the archive API; none without an extra CA."""
-    if route.extra_ca is None:
+    """A volume of the route's files for the gateway and the preflight, made through the archive API:
+    the extra CA bundle (world-readable: it is no secret) and the proxy's URL (``0400``, ``owner``: the
+    sidecars' uid, as the key's file); none when the route has neither."""
+    entries = []
+    if route.extra_ca is not None:
+        entries.append(volumes.Entry(CA_MOUNT.rpartition("/")[2], route.ca_bytes(), 0o444))
+    if route.proxy:
+        entries.append(volumes.Entry(PROXY_FILE.rpartition("/")[2], route.proxy.encode(), 0o400, *owner))
+    if not entries:
         return ()
-    ca = volumes.tar_entries([volumes.Entry("upstream-ca.pem", route.ca_bytes(), 0o444)])
-    volumes.make(engine, volume, ca, image=image, labels=labels)
+    volumes.make(engine, volume, volumes.tar_entries(entries), image=image, labels=labels)
     return (VolumeMount(volume, ROUTE_MOUNT, read_only=True),)
 
 

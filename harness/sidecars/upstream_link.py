@@ -6,7 +6,9 @@ records whether the gateway will use the proxy): it stays a pure function. Setti
 controller; the agent never sees any of them:
 
     GATEWAY_UPSTREAM   the Messages API base URL (https://api.anthropic.com, a company gateway, ...)
-    GATEWAY_PROXY      an http:// CONNECT proxy for the upstream connection (optional, may carry user:pass)
+    GATEWAY_PROXY_FILE a file holding an http:// CONNECT proxy's URL for the upstream connection (optional;
+                       it may carry user:password, so it is a 0400 file of the sidecar's uid, never a variable
+                       that `docker inspect` shows)
     GATEWAY_NO_PROXY   hosts that bypass the proxy (NO_PROXY syntax: a,b,.suffix,*)
     GATEWAY_EXTRA_CA   a PEM bundle trusted in addition to the image's bundle (optional)
 
@@ -62,9 +64,13 @@ class Link:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | os._Environ[str]) -> Link:
+        proxy = ""
+        if env.get("GATEWAY_PROXY_FILE"):
+            with open(env["GATEWAY_PROXY_FILE"], encoding="utf-8") as fh:
+                proxy = fh.read().strip()
         return cls(
             env.get("GATEWAY_UPSTREAM", "https://api.anthropic.com"),
-            env.get("GATEWAY_PROXY", ""),
+            proxy,
             env.get("GATEWAY_NO_PROXY", ""),
             env.get("GATEWAY_EXTRA_CA", ""),
         )

@@ -2,11 +2,17 @@
 
 It tunnels bytes and logs one JSON line per CONNECT (target only: it never sees
 plaintext of a TLS tunnel). With ``PROXY_REFUSE=1`` it answers every CONNECT with
-403, as a company proxy that does not allow the destination does.
+403, as a company proxy that does not allow the destination does. With
+``PROXY_REQUIRE_AUTH_SHA256`` it asks for Basic credentials (407) unless the
+``Proxy-Authorization`` header's ``user:password`` has that SHA-256 (the proxy itself
+never holds the password).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import os
 import select
@@ -15,6 +21,22 @@ import sys
 import threading
 
 REFUSE = os.environ.get("PROXY_REFUSE") == "1"
+AUTH_SHA256 = os.environ.get("PROXY_REQUIRE_AUTH_SHA256", "")
+
+
+def authorized(head: bytes) -> bool:
+    """No credentials needed, or the request's Basic ``user:password`` is the expected one."""
+    if not AUTH_SHA256:
+        return True
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        scheme, _, token = value.strip().partition(b" ")
+        if name.strip().lower() == b"proxy-authorization" and scheme.lower() == b"basic":
+            try:
+                return hashlib.sha256(base64.b64decode(token, validate=True)).hexdigest() == AUTH_SHA256
+            except (binascii.Error, ValueError):
+                return False
+    return False
 
 
 def log(**fields: object) -> None:
@@ -51,6 +73,11 @@ def handle(client: socket.socket) -> None:
             client.sendall(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
             log(event="refused", method=method, target=target)
             return
+        if not authorized(head):
+            client.sendall(b'HTTP/1.1 407 Proxy Authentication Required\r\nproxy-authenticate: Basic realm="test"\r\n'
+                           b"content-length: 0\r\nconnection: close\r\n\r\n")  # fmt: skip
+            log(event="unauthorized", target=target)
+            return
         host, _, port = target.rpartition(":")
         try:
             upstream = socket.create_connection((host, int(port)), timeout=10)
@@ -60,7 +87,7 @@ def handle(client: socket.socket) -> None:
             return
         with upstream:
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            log(event="connect", target=target)
+            log(event="connect", target=target, authenticated=bool(AUTH_SHA256))
             if rest:
                 upstream.sendall(rest)
             moved = pump(client, upstream)

@@ -9,11 +9,16 @@ scripted scenario) with ``--upstream https://<api>:8443``, ``HTTPS_PROXY`` and
 ``--upstream-ca`` and ``--upstream-network`` set to the second network. The
 gateway cannot resolve the API's name at all: its only way there is the proxy.
 
+The proxy asks for credentials (``user:password`` in ``HTTPS_PROXY``), as a company
+proxy often does.
+
 Checks: the trial completes; the key reached the server (its hash on every
 request) and nowhere else (not the proxy, not the agent's environment, not the
-results); the proxy settings never reach the agent; a wrong CA and a refusing
-proxy fail the run before any trial, naming the certificate or the proxy; nothing
-scripted-only runs in real mode.
+results); the proxy's credentials reached the proxy; neither the key nor the proxy's
+password is in any container's environment (``docker inspect`` shows it to anyone who
+may talk to the engine); the proxy settings never reach the agent; a wrong CA and a
+refusing proxy fail the run before any trial, naming the certificate or the proxy;
+nothing scripted-only runs in real mode.
 """
 
 from __future__ import annotations
@@ -88,6 +93,8 @@ class Net:
     edge: str
     inner: str
     key: str
+    proxy_user: str
+    proxy_password: str
     ca: Path
     wrong_ca: Path
     prereg: Path
@@ -127,6 +134,8 @@ def net(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFacto
         edge=f"hx-realpath-{token}-edge",
         inner=f"hx-realpath-{token}-inner",
         key="sk-ant-realpath-" + secrets.token_urlsafe(24),
+        proxy_user="harness",
+        proxy_password="pw-" + secrets.token_urlsafe(12),
         ca=Path(),
         wrong_ca=Path(),
         prereg=Path(),
@@ -191,13 +200,14 @@ def net(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFacto
         engine.create(api)
         made.insert(0, DockerObject("container", n.api))
         engine.start(n.api)
-        for name, refuse in ((n.proxy, "0"), (n.refusing_proxy, "1")):
+        credentials = hashlib.sha256(f"{n.proxy_user}:{n.proxy_password}".encode()).hexdigest()
+        for name, refuse, auth in ((n.proxy, "0", credentials), (n.refusing_proxy, "1", "")):
             proxy = _container(
                 name,
                 images.sidecar,
                 ("python3", "/opt/proxy/connect_proxy.py", str(PROXY_PORT)),
                 n.edge,
-                env={"PATH": "/usr/bin:/bin", "PROXY_REFUSE": refuse},
+                env={"PATH": "/usr/bin:/bin", "PROXY_REFUSE": refuse, "PROXY_REQUIRE_AUTH_SHA256": auth},
                 mounts=(BindMount(proxy_dir, "/opt/proxy"),),
             )
             engine.create(proxy, extra_networks=[n.inner])
@@ -218,8 +228,14 @@ def logged(engine: Engine, name: str) -> list[dict[str, Any]]:
 def run_real(
     engine: Engine, n: Net, out: Path, work_root: Path, *, proxy: str, ca: Path
 ) -> experiment.ExperimentResult:
-    """The harness in real mode, configured as `skilltrial eval` configures it from the user's environment."""
-    env = {"ANTHROPIC_API_KEY": n.key, "HTTPS_PROXY": f"http://{proxy}:{PROXY_PORT}", "NO_PROXY": "localhost"}
+    """The harness in real mode, configured as `skilltrial eval` configures it from the user's environment
+    (the proxy that asks for credentials gets them in the URL)."""
+    credentials = f"{n.proxy_user}:{n.proxy_password}@" if proxy == n.proxy else ""
+    env = {
+        "ANTHROPIC_API_KEY": n.key,
+        "HTTPS_PROXY": f"http://{credentials}{proxy}:{PROXY_PORT}",
+        "NO_PROXY": "localhost",
+    }
     route = upstream.from_env(env, url=f"https://{n.api}:{API_PORT}", extra_ca=ca, network=n.edge)
     options = experiment.RunOptions(
         out=out,
@@ -254,8 +270,40 @@ def files_with(root: Path, needle: bytes) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
+@pytest.fixture
+def inspected(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
+    """``docker inspect`` of every container the harness creates, taken the moment it is created: none is
+    missed, however short-lived (a volume's filler, the upstream preflight)."""
+    seen: dict[str, dict[str, Any]] = {}
+    create = engine.create
+
+    def create_and_inspect(spec: ContainerSpec, **kw: Any) -> str:
+        container_id = create(spec, **kw)
+        seen[spec.name] = engine.inspect(spec.name)
+        return container_id
+
+    monkeypatch.setattr(engine, "create", create_and_inspect)
+    return seen
+
+
+def secrets_in_env(seen: dict[str, dict[str, Any]], needles: list[str]) -> list[tuple[str, str]]:
+    """(container, variable name) for every environment variable holding one of ``needles``."""
+    return [
+        (name, var.partition("=")[0])
+        for name, data in seen.items()
+        for var in data["Config"]["Env"] or []
+        if any(needle in var for needle in needles)
+    ]
+
+
 def test_a_real_run_through_a_proxy_to_an_https_api_completes(
-    engine: Engine, net: Net, tmp_path: Path, work_root: Path, no_scripted_code: None
+    engine: Engine,
+    images: ImageSet,
+    net: Net,
+    tmp_path: Path,
+    work_root: Path,
+    no_scripted_code: None,
+    inspected: dict[str, dict[str, Any]],
 ) -> None:
     result = run_real(engine, net, tmp_path / "out", work_root, proxy=net.proxy, ca=net.ca)
     records = latest(result)
@@ -278,13 +326,32 @@ def test_a_real_run_through_a_proxy_to_an_https_api_completes(
     requests = [e for e in api_log if e.get("event") == "request"]
     assert requests and {e["key_sha256"] for e in requests} == {hashlib.sha256(net.key.encode()).hexdigest()}
     assert not [e for e in api_log if e.get("event") == "unauthorized"]
-    # ... through the proxy (the gateway cannot even resolve the API's name on its network)
-    connects = [e for e in logged(engine, net.proxy) if e.get("event") == "connect"]
+    # ... through the proxy (the gateway cannot even resolve the API's name on its network), with its credentials
+    proxy_log = logged(engine, net.proxy)
+    connects = [e for e in proxy_log if e.get("event") == "connect"]
     assert connects and {e["target"] for e in connects} == {f"{net.api}:{API_PORT}"}
+    assert all(e["authenticated"] for e in connects) and not [e for e in proxy_log if e["event"] == "unauthorized"]
     # ... and nowhere else: not in the proxy's or the API's logs, not in any result file
     for name in (net.proxy, net.api):
         assert net.key.encode() not in engine.logs(name, stdout=True, stderr=True)[0]
     assert files_with(tmp_path / "out", net.key.encode()) == []
+    assert files_with(tmp_path / "out", net.proxy_password.encode()) == []
+    # no secret is in any container's environment (the key and the proxy's URL are read-only files of the
+    # sidecars'), in every container of the run, the route's preflight and the volumes' fillers included
+    roles = {data["Config"]["Labels"].get("harness.role") for data in inspected.values()}
+    assert {"preflight", "gateway", "agent", "collect", "verify", "judge"} <= roles, roles
+    needles = [net.key, net.proxy_password]
+    assert secrets_in_env(inspected, needles) == []
+    gateway_env = next(d for d in inspected.values() if d["Config"]["Labels"].get("harness.role") == "gateway")
+    assert any(v.startswith("GATEWAY_PROXY_FILE=") for v in gateway_env["Config"]["Env"])
+    # positive control: a secret planted in a container's environment is found by the same scan
+    planted = _container(f"hx-realpath-{net.token}-planted", images.sidecar, ("true",), "none",
+                         env={"PLANTED": f"http://{net.proxy_user}:{net.proxy_password}@proxy"})  # fmt: skip
+    try:
+        engine.create(planted)
+        assert secrets_in_env(inspected, needles) == [(planted.name, "PLANTED")]
+    finally:
+        engine.remove_objects([DockerObject("container", planted.name)])
     # the agent's environment has neither the key nor the proxy settings
     probes = [e for e in api_log if e.get("event") == "probe" and e.get("name") == "env"]
     assert probes, "the env probe ran in the agent container"

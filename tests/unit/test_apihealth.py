@@ -130,7 +130,8 @@ def test_route_from_the_users_environment() -> None:
     prov = route.provenance()
     assert prov["upstream_host"] == "llm.corp.example" and prov["upstream_proxy"] == "yes"
     assert "proxy" not in str(prov["upstream_host"]) and "pw" not in str(prov)
-    assert route.gateway_env()["GATEWAY_PROXY"] == "http://u:pw@proxy:3128"
+    # the proxy's URL (with its password) is a file of the route's volume, never an environment variable
+    assert route.gateway_env()["GATEWAY_PROXY_FILE"] == upstream.PROXY_FILE and "pw" not in str(route.gateway_env())
     # --upstream wins; NO_PROXY exempts the host
     direct = upstream.from_env({**env, "NO_PROXY": ".corp.example"}, url="https://llm.corp.example")
     assert not direct.via_proxy and direct.provenance()["upstream_proxy"] == "no"

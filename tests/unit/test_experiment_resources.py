@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.errors import HarnessError, InfraError, LockError, PrerequisiteError
+from harness.experiment import upstream
 from harness.experiment.events import NullEvents
 from harness.experiment.resources import SCRIPTED_LOG, RunResources, RunSetup
 from harness.experiment.upstream import Upstream
@@ -21,6 +22,7 @@ from harness.redact import Redactor
 from harness.results.store import ExperimentDir
 from harness.sandbox import roles
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import ContainerSpec
 from harness.sandbox.uids import RoleUsers
 from harness.study.config import Resources, load_study
 from harness.study.lock import lock
@@ -290,3 +292,33 @@ def test_the_users_own_upstream_network_is_used_and_never_removed(
         assert site.upstream_network == "corp-net" and site.upstream == "https://llm.corp.example"
     assert not runtime.targets("create_network")
     assert _objects(runtime) == {("network", "corp-net")}
+
+
+def test_a_proxys_password_reaches_the_sidecars_as_a_file_of_theirs_never_an_environment_variable(
+    setup: Callable[..., RunSetup], tmp_path: Path
+) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    route = Upstream(url="https://api.example", proxy="http://alice:s3cret@proxy:3128", extra_ca=ca)
+    runtime = _runtime()
+    seen: list[ContainerSpec] = []
+
+    def record_preflight(spec: ContainerSpec, _rt: FakeRuntime) -> Outcome:
+        seen.append(spec)
+        return PREFLIGHT_OK
+
+    runtime.behave("preflight", record_preflight)
+    s = setup(scenario=None, route=route)
+    with _resources(runtime, s, tmp_path) as site:
+        (mount,) = site.route_mounts
+        assert mount.target == upstream.ROUTE_MOUNT and mount.read_only
+        proxy, (uid, gid, mode) = runtime.volume_file(mount.volume, upstream.PROXY_FILE.rpartition("/")[2])
+        assert (proxy, uid, gid, mode) == (route.proxy.encode(), 1001, 1001, 0o400), "the sidecars' alone, as the key"
+        _, (uid, _, mode) = runtime.volume_file(mount.volume, upstream.CA_MOUNT.rpartition("/")[2])
+        assert (uid, mode) == (0, 0o444)
+        assert site.route_env["GATEWAY_PROXY_FILE"] == upstream.PROXY_FILE
+        assert "s3cret" not in repr(site.route_env)
+        # the preflight container got the file, not the password
+        (preflight,) = seen
+        assert "s3cret" not in repr(preflight.env) and mount in preflight.volumes
+    assert runtime.left() == []

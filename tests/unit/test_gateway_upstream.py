@@ -9,6 +9,7 @@ goes through :func:`harness.trial.apihealth.annotate`, as at a trial's end.
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -87,19 +88,25 @@ def procs() -> Iterator[list[subprocess.Popen[str]]]:
             p.stdout.close()
 
 
-def start_proxy(procs: list[subprocess.Popen[str]], *, refuse: bool) -> tuple[int, subprocess.Popen[str]]:
+def start_proxy(
+    procs: list[subprocess.Popen[str]], *, refuse: bool, auth_sha256: str = ""
+) -> tuple[int, subprocess.Popen[str]]:
     port = free_port()
-    env = {**os.environ, "PROXY_REFUSE": "1" if refuse else "0"}
+    env = {**os.environ, "PROXY_REFUSE": "1" if refuse else "0", "PROXY_REQUIRE_AUTH_SHA256": auth_sha256}
     p = subprocess.Popen([sys.executable, str(PROXY_SCRIPT), str(port)], env=env, stdout=subprocess.PIPE, text=True)
     procs.append(p)
     assert p.stdout is not None and "listening" in p.stdout.readline()
     return port, p
 
 
-def start_gateway(tmp_path: Path, upstream_port: int, extra: dict[str, str]) -> GatewayProcess:
+def start_gateway(tmp_path: Path, upstream_port: int, extra: dict[str, str], *, proxy: str = "") -> GatewayProcess:
+    """``proxy``: its URL goes in a file (``GATEWAY_PROXY_FILE``), as the controller gives it."""
     key = tmp_path / "key"
     key.write_text("sk-ant-test-key")
     port = free_port()
+    if proxy:
+        (tmp_path / "proxy-url").write_text(proxy)
+        extra = {**extra, "GATEWAY_PROXY_FILE": str(tmp_path / "proxy-url")}
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
     env |= {
         "GATEWAY_UPSTREAM": f"http://127.0.0.1:{upstream_port}",
@@ -136,7 +143,7 @@ def test_the_gateway_records_every_upstream_answer_through_the_proxy(
 ) -> None:
     up = ScriptedUpstream([529, "cut", "ok"])
     proxy_port, proxy = start_proxy(procs, refuse=False)
-    gw = start_gateway(tmp_path, up.port, {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}"})
+    gw = start_gateway(tmp_path, up.port, {}, proxy=f"http://127.0.0.1:{proxy_port}")
     try:
         assert [post(gw) for _ in range(3)] == [529, 200, 200]
         events = gw.wait_for("forwarded", 3)
@@ -155,11 +162,35 @@ def test_the_gateway_records_every_upstream_answer_through_the_proxy(
     assert len(connects) == 3 and connects[0]["target"] == f"127.0.0.1:{up.port}"
 
 
+def test_the_proxys_credentials_come_from_the_proxy_file(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The URL with ``user:password`` is a file (never the gateway's environment); the proxy gets them."""
+    up = ScriptedUpstream(["ok", "ok"])
+    proxy_port, proxy = start_proxy(procs, refuse=False, auth_sha256=hashlib.sha256(b"alice:p%s@ss").hexdigest())
+    gw = start_gateway(tmp_path, up.port, {}, proxy=f"http://alice:p%25s%40ss@127.0.0.1:{proxy_port}")
+    try:
+        assert post(gw) == 200
+    finally:
+        gw.stop()
+    # positive control: the same proxy refuses a gateway with the wrong password
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    gw = start_gateway(wrong, up.port, {}, proxy=f"http://alice:guess@127.0.0.1:{proxy_port}")
+    try:
+        assert post(gw) == 502
+    finally:
+        gw.stop()
+    proxy.terminate()
+    out, _ = proxy.communicate(timeout=5)
+    events = [json.loads(line)["event"] for line in out.splitlines() if line.startswith("{")]
+    assert events.count("connect") == 1 and events[-1] == "unauthorized", events
+
+
 def test_no_proxy_bypasses_the_proxy(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     up = ScriptedUpstream(["ok"])
     proxy_port, _ = start_proxy(procs, refuse=True)  # refuses every tunnel: a 200 means it was bypassed
-    extra = {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}", "GATEWAY_NO_PROXY": "localhost,127.0.0.1"}
-    gw = start_gateway(tmp_path, up.port, extra)
+    gw = start_gateway(
+        tmp_path, up.port, {"GATEWAY_NO_PROXY": "localhost,127.0.0.1"}, proxy=f"http://127.0.0.1:{proxy_port}"
+    )
     try:
         assert post(gw) == 200
     finally:
@@ -169,7 +200,7 @@ def test_no_proxy_bypasses_the_proxy(tmp_path: Path, procs: list[subprocess.Pope
 def test_a_refusing_proxy_is_named_in_the_upstream_error(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     up = ScriptedUpstream(["ok"])
     proxy_port, _ = start_proxy(procs, refuse=True)
-    gw = start_gateway(tmp_path, up.port, {"GATEWAY_PROXY": f"http://127.0.0.1:{proxy_port}"})
+    gw = start_gateway(tmp_path, up.port, {}, proxy=f"http://127.0.0.1:{proxy_port}")
     try:
         assert post(gw) == 502
         events = gw.wait_for("upstream_error")
