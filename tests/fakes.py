@@ -21,7 +21,8 @@ Modelled: containers (created, running, exited), networks and their members (a n
 cannot be removed), volumes (host directories; overlays as lower + upper, ``.wh.NAME`` files for
 deletions; one in use cannot be removed; a container whose overlay's lower, upper or work directory is
 missing does not start, as the mount fails), archives in and out of a container's mounts, labels and the owner filter, deadlines (simulated run time, or real time held until
-a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), a
+a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), the engine
+probe (its ``cat`` of the token through its bind mount: this engine sees the controller's files), a
 fault at any call (:meth:`FakeRuntime.fail`; a create may fail after making its container), and a record
 of every call (:attr:`FakeRuntime.calls`).
 Not modelled: hardening, isolation, processes. Nothing here proves the sandbox holds; the Docker suites do.
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
+from harness.sandbox.engineview import PROBE_ROLE, TOKEN_FILE
 from harness.sandbox.labels import OWNER, OWNER_VALUE, ROLE, TRIAL
 from harness.sandbox.runtime import (
     ContainerSpec,
@@ -153,6 +155,14 @@ def host_path(spec: ContainerSpec, target: str) -> Path:
         if m.target == target:
             return m.source
     raise AssertionError(f"{spec.name} has no mount at {target}")
+
+
+def read_probe_token(spec: ContainerSpec, _rt: FakeRuntime) -> Outcome:
+    """The engine probe's ``cat`` (:mod:`harness.sandbox.engineview`), through its bind mount."""
+    token = host_path(spec, "/workspace") / TOKEN_FILE
+    if not token.is_file():
+        return Outcome(exit_code=1, stderr=f"cat: /workspace/{TOKEN_FILE}: No such file or directory\n".encode())
+    return Outcome(stdout=token.read_bytes())
 
 
 def _same_entry(a: Path, b: Path) -> bool:
@@ -469,6 +479,8 @@ class FakeRuntime:
         for key in (spec.name, spec.labels.get(ROLE, "")):
             if key in self.behaviours:
                 return self.behaviours[key]
+        if spec.labels.get(ROLE) == PROBE_ROLE:
+            return read_probe_token  # the engine sees the controller's files (a test scripts a blind one)
         return Outcome()
 
     def _resolve_image(self, ref: str) -> str | None:

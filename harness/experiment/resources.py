@@ -1,7 +1,8 @@
 """What one run sets up before its first trial and tears down after its last: one context manager.
 
     run directory (0700) and owner file -> the gateway's key volume -> the skill copy's volume (and a
-      library's) -> the upstream route (the volume of its CA and proxy) -> the upstream network -> the scripted
+      library's) -> whether the engine sees this machine's trial trees (a probe), then the base trees
+      -> the upstream route (the volume of its CA and proxy) -> the upstream network -> the scripted
       Messages API (its scenario's volume), or, in a real run, the upstream preflight (one TLS
       handshake through the route, no request)
 
@@ -48,7 +49,7 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
-from harness.sandbox import roles, volumes
+from harness.sandbox import engineview, roles, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
@@ -183,12 +184,23 @@ class RunResources:
 
     def _base_trees(self) -> BaseTrees:
         """Made once per run, before any trial: the one-off cost of a big repository is paid here (and
-        shown), not by each trial."""
+        shown), not by each trial. Before it, whether the engine sees the trees this machine makes for
+        its trials (:mod:`harness.sandbox.engineview`): a blind engine stops the run here."""
         s = self.setup
         side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, self.volume_prefix)
         self._bases = BaseTrees(
             s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side, s.base_excluded
         )
+        if self._bases.kind != "volume":  # trees of this machine, bind-mounted: the engine must see them (issue 24)
+            engineview.probe(
+                self.engine,
+                self.root / "engine-probe",
+                overlay=self._bases.kind == "overlay",
+                image=s.profile.sidecar_image,
+                user=s.profile.user,
+                labels=s.labels,
+                name=f"hx-{s.run_id}-engine-probe",
+            )
         if s.base_sha is not None:
             t0 = time.monotonic()
             self._bases.get(s.base_sha)

@@ -23,11 +23,11 @@ from typing import Literal
 from harness.errors import HarnessError
 from harness.host.paths import HostPaths
 from harness.host.trees import overlay_available
-from harness.sandbox import uids
+from harness.sandbox import engineview, uids
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
-from harness.sandbox.runtime import ContainerSpec, Limits
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Limits
 
 Level = Literal["ok", "warn", "fail", "info"]
 
@@ -151,6 +151,34 @@ def workspace_check(work_root: Path, *, remote: bool = False, forced: str | None
     )
 
 
+def engine_view_check(
+    engine: ContainerRuntime, work_root: Path, image: str | None, *, remote: bool = False, forced: str | None = None
+) -> Check:
+    """Whether the engine sees the files this controller writes for its trials (issue 24): the probe every
+    run makes before its first trial (:mod:`harness.sandbox.engineview`), made here in the work root."""
+    name = "engine sees this machine's files"
+    if forced == "volume" or (forced is None and remote):
+        return Check("ok", name, "not needed: volume workspaces are made by the engine")
+    if image is None:
+        return Check("info", name, "not checked without a sidecar image (build images first); every run checks it")
+    scratch = work_root if work_root.is_dir() else Path(tempfile.gettempdir())
+    try:
+        engineview.probe(
+            engine,
+            scratch / f"doctor-engine-probe-{os.getpid()}",
+            overlay=forced != "copy" and overlay_available(scratch),
+            image=image,
+            user="65534:65534",
+            labels=make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor"),
+            name=f"hx-doctor-engine-probe-{os.getpid()}",
+        )
+    except engineview.EngineCannotSee as e:
+        return Check("fail", name, str(e))
+    except HarnessError as e:
+        return Check("warn", name, f"the probe could not run: {e}")
+    return Check("ok", name, f"a token written under {scratch} is there inside a container")
+
+
 def remote_notes() -> Check:
     """What doctor cannot check on a remote engine, said instead of skipped."""
     return Check(
@@ -225,5 +253,7 @@ def gather(engine: Engine, options: ImageOptions, *, workspace_kind: str | None 
         checks.append(Check("ok" if present else "info", f"image {role}", f"{tag} ({state})"))
         if role == "sidecar" and present:
             trial_image = tag
+    work_root = HostPaths.from_env(os.environ).work_root
+    checks.append(engine_view_check(engine, work_root, trial_image, remote=where.remote, forced=workspace_kind))
     checks.append(gvisor_check(engine, trial_image))
     return checks

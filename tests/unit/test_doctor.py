@@ -107,3 +107,20 @@ def test_the_workspace_check_says_volume_on_a_remote_engine_or_when_forced(
     assert doctor.workspace_check(tmp_path).detail.startswith("overlay"), "positive control: local, not forced"
     monkeypatch.setattr(doctor, "overlay_available", lambda _p: False)
     assert doctor.workspace_check(tmp_path, forced="overlay").level == "fail"
+
+
+def test_doctor_says_whether_the_engine_sees_this_machines_files(tmp_path: Path) -> None:
+    """Issue 24: the probe every run makes before its first trial, in doctor's words."""
+    from harness.sandbox import doctor
+    from harness.sandbox.engineview import PROBE_ROLE
+    from tests.fakes import FakeRuntime, Outcome
+
+    seeing = FakeRuntime(images=["sidecar:t"])
+    assert doctor.engine_view_check(seeing, tmp_path, "sidecar:t", forced="copy").level == "ok"
+    blind = FakeRuntime({PROBE_ROLE: Outcome(exit_code=1, stderr=b"cat: no such file\n")}, images=["sidecar:t"])
+    check = doctor.engine_view_check(blind, tmp_path, "sidecar:t", forced="copy")
+    assert check.level == "fail" and "cannot see" in check.detail and "HARNESS_WORKSPACE=volume" in check.detail
+    assert doctor.engine_view_check(blind, tmp_path, "sidecar:t", forced="volume").level == "ok", "not needed"
+    assert doctor.engine_view_check(blind, tmp_path, "sidecar:t", remote=True).level == "ok"
+    assert doctor.engine_view_check(blind, tmp_path, None).level == "info", "no image to probe with"
+    assert list(tmp_path.iterdir()) == [], "the probe's directory is gone"

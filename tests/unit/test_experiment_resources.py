@@ -21,6 +21,7 @@ from harness.experiment.upstream import Upstream
 from harness.redact import Redactor
 from harness.results.store import ExperimentDir
 from harness.sandbox import roles
+from harness.sandbox.engineview import PROBE_ROLE
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import ContainerSpec
 from harness.sandbox.uids import RoleUsers
@@ -47,6 +48,10 @@ def _runtime(fail: str | None = None) -> FakeRuntime:
         runtime.behave("preflight", Outcome(exit_code=1, stdout=b'{"ok": false, "error": "the proxy refused"}\n'))
     elif fail == "create":  # the scripted API's: a volume's filler is created before it
         runtime.fail("create", f"hx-{RUN_ID}-scripted", after=True)
+    elif fail == "start":  # the scripted API's: the engine probe's container starts before it
+        runtime.fail("start", f"hx-{RUN_ID}-scripted", times=None)
+    elif fail == "blind":  # the engine does not see the controller's files (issue 24)
+        runtime.behave(PROBE_ROLE, Outcome(exit_code=1, stderr=b"cat: /workspace/engine-probe-token: No such file\n"))
     elif fail is not None:
         runtime.fail(fail, times=None)
     return runtime
@@ -136,6 +141,7 @@ SCRIPTED_UP = VOLUMES | {NETWORK, SCENARIO, SCRIPTED}
 SCRIPTED_STEPS = [
     ("key volume", _no_injection, "create_volume", {"owner"}, set()),
     ("key fill", _no_injection, "put_archive", {"owner"}, {KEY_VOLUME}),  # its filler container went at once
+    ("engine cannot see", _no_injection, "blind", {"owner", "skill/SKILL.md"}, VOLUMES),
     ("network", _no_injection, "create_network", BEFORE_THE_NETWORK, VOLUMES),
     ("scripted create", _no_injection, "create", BEFORE_THE_NETWORK, SCRIPTED_UP),
     ("scripted start", _no_injection, "start", BEFORE_THE_NETWORK, SCRIPTED_UP),
@@ -276,7 +282,8 @@ def test_when_the_engine_cannot_list_what_the_run_made_is_removed_by_name(
         pass
     assert runtime.left() == []
     fillers = [f"hx-{RUN_ID}-{v}-fill" for v in ("key", "skill", "scenario")]  # each removed once it filled
-    assert runtime.targets("remove_container") == [*fillers, SCRIPTED[1]]
+    probe = f"hx-{RUN_ID}-engine-probe"  # removed once it ran
+    assert runtime.targets("remove_container") == [*fillers[:2], probe, fillers[2], SCRIPTED[1]]
     assert runtime.targets("remove_network") == [NETWORK[1]]
     assert sorted(runtime.targets("remove_volume")) == sorted(n for _, n in {*VOLUMES, SCENARIO})
 
