@@ -85,13 +85,29 @@ def _as_uid(uid: int, path: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+RUNC_INIT = "runc:"
+"""The name (``/proc/<pid>/comm``) runc gives the container's first process until it executes the
+container's program (``runc:[2:INIT]``)."""
+
+
 def _host_pid(engine: Any, name: str) -> int:
+    """The host pid of the container's first process, once that process runs the container's own program.
+
+    The engine reports the pid as soon as ``runc start`` returns, while the process may still be runc's
+    init waiting to ``execve``: that process is not dumpable, so the kernel refuses ``/proc/<pid>/root`` to
+    every uid but root, the container's own included. A read in that window fails the own-uid control and
+    refuses the old uids for the wrong reason (measured: 3 to 6 reads in 30 made the moment the pid
+    appeared, on a loaded machine).
+    """
     for _ in range(100):
         pid = int(engine.inspect(name)["State"]["Pid"] or 0)
-        if pid:
-            return pid
+        try:
+            if pid and not Path(f"/proc/{pid}/comm").read_text().startswith(RUNC_INIT):
+                return pid
+        except FileNotFoundError:  # it exited between the two looks: the engine's next answer says so
+            pass
         time.sleep(0.1)
-    raise AssertionError(f"{name} never got a host pid")
+    raise AssertionError(f"{name} never ran its own program under a host pid")
 
 
 @pytest.fixture(scope="module")
