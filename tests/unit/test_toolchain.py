@@ -54,10 +54,15 @@ def test_the_hooks_run_the_makefiles_lint_typecheck_and_unit_test_commands() -> 
 
 
 def test_make_check_is_lint_typecheck_and_unit_tests_and_ci_runs_it_first() -> None:
+    """Then the README's two commands in the README's order (issue 24 item 11): the demo's output is there
+    when the tests run, as on a user's clone."""
     assert _recipe("check")[0] == ["lint", "typecheck", "test-unit"]
     assert _variable("LINT_PATHS").split() == ["harness", "tests", "scripts"]
     steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
-    assert steps == ["make check", "make docs", "make test", "make demo"]
+    readme = (ROOT / "README.md").read_text()
+    two = readme[readme.index("## Two commands") :]
+    assert two.index("make demo") < two.index("make test")
+    assert steps == ["make check", "make docs", "make demo", "make test"]
 
 
 def test_mypy_checks_the_package_with_its_sidecars_the_tests_and_the_scripts() -> None:
