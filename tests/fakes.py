@@ -21,7 +21,7 @@ Modelled: containers (created, running, exited), networks and their members (a n
 cannot be removed), volumes (host directories; overlays as lower + upper, ``.wh.NAME`` files for
 deletions; one in use cannot be removed; a container whose overlay's lower, upper or work directory is
 missing does not start, as the mount fails), archives in and out of a container's mounts, labels and the owner filter, deadlines (simulated run time, or real time held until
-a kill), kills (exit 137), capped logs, images (tags, untagged build stages, in use by a container), the engine
+a kill), kills (exit 137), capped logs and their live stream, images (tags, untagged build stages, in use by a container), the engine
 probe (its ``cat`` of the token through its bind mount: this engine sees the controller's files), a
 fault at any call (:meth:`FakeRuntime.fail`; a create may fail after making its container), and a record
 of every call (:attr:`FakeRuntime.calls`).
@@ -44,7 +44,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -89,6 +89,36 @@ class Outcome:
 Behaviour = Outcome | Callable[[ContainerSpec, "FakeRuntime"], Outcome]
 SERVICE = Outcome(hold_s=math.inf)
 """A container that runs until it is killed or removed (a sidecar)."""
+
+
+class _FollowedLogs:
+    """A fake container's stdout as it is written: every stdout chunk, then each one appended later, until
+    the container exits or is removed, or the stream is closed."""
+
+    def __init__(self, runtime: FakeRuntime, name: str) -> None:
+        self._runtime = runtime
+        self._name = name
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        sent = 0
+        while not self._closed.is_set():
+            with self._runtime._lock:
+                c = self._runtime.containers.get(self._name)
+                if c is not None:
+                    self._runtime._refresh(c)
+                chunks = [data for stream, data in c.chunks if stream == "stdout"] if c is not None else []
+                over = c is None or c.state == "exited"
+            for chunk in chunks[sent:]:
+                if chunk:
+                    yield chunk
+            sent = len(chunks)
+            if over:
+                return
+            self._closed.wait(0.01)
+
+    def close(self) -> None:
+        self._closed.set()
 
 
 class Call(NamedTuple):
@@ -628,6 +658,12 @@ class FakeRuntime:
         if len(data) > cap:
             return Logs(data[-cap:], truncated=True)
         return Logs(data, truncated=False)
+
+    def follow_logs(self, name: str) -> _FollowedLogs:
+        self._call("follow_logs", name, self._role(name))
+        with self._lock:
+            self._get(name)
+        return _FollowedLogs(self, name)
 
     def is_running(self, name: str) -> bool:
         try:

@@ -38,7 +38,7 @@ from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeE
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
 from harness.experiment.library_plan import lock_entries
-from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check, stop_before_start
+from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
@@ -530,6 +530,7 @@ class Experiment:
             early_stop=early_stop,
         )
         spent = spent_usd(store.results.read().records)
+        pause = ApiPause(events=self.events)  # told by the loop and, live, by the trials' gateways
         loop = functools.partial(
             TrialLoop,
             append=store.results.append,
@@ -541,6 +542,7 @@ class Experiment:
             stop=self.stop,
             slots=slots,
             events=self.events,
+            pause=pause,
         )
         if stop_before_start(policy, left.finals, spent) is not None:
             # no trial may start, so no run set-up at all: the loop only writes the skipped lines
@@ -549,7 +551,9 @@ class Experiment:
         store.redactor.add(setup.key)
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
         with RunResources(self.engine, setup, store, self.events) as site, TrialReaper(self._cleanup) as reaper:
-            context = self._trial_context(site, setup, store, images, provenance, lock_hash, fingerprints, reaper)
+            context = self._trial_context(
+                site, setup, store, images, provenance, lock_hash, fingerprints, reaper, on_api_pause=pause.hold
+            )
             run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
             return loop(run_one).run(left.todo).ran
 
@@ -584,6 +588,8 @@ class Experiment:
         lock_hash: str,
         fingerprints: Mapping[str, str],
         reaper: TrialReaper | None = None,
+        *,
+        on_api_pause: Callable[[float], None] = lambda _seconds: None,
     ) -> TrialContext:
         """Everything every trial of this run shares, the run's resources included."""
         ex = self.study.prereg.execution
@@ -615,6 +621,7 @@ class Experiment:
             skill_name=listed_name(self.study.skill_dir, self.study.prereg.skill),
             baseline_fingerprints=fingerprints,
             reaper=reaper,
+            on_api_pause=on_api_pause,
         )
 
     def _cleanup(self, text: str) -> None:

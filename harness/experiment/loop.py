@@ -3,7 +3,9 @@
 Pure scheduling around an injected ``run_one(spec, attempt)``: at most ``jobs`` trials at once (and
 one host slot each), in plan order; an infrastructure failure is retried with backoff (one tenacity
 policy, :func:`harness.retry.retrying`) until ``max_infra_retries`` retries are used; a stop (the
-cumulative budget, the preregistered early stop) between attempts records the trial as skipped. No
+cumulative budget, the preregistered early stop) between attempts records the trial as skipped; no
+trial starts or retries while the model API's ``retry-after`` runs (:class:`ApiPause`: told by a failed
+trial's record, and live by the trials' gateways the moment one forwards such an answer). No
 Docker, no files: every attempt goes to an injected ``append`` the moment it ends, so it is unit
 tested with fakes (tests/unit/test_experiment_loop.py).
 """
@@ -94,6 +96,42 @@ def stop_before_start(policy: LoopPolicy, finals: Sequence[TrialRecord], spent: 
     return stop_reason(policy, spent, early)
 
 
+class ApiPause:
+    """The model API asked the run to leave it alone (``retry-after`` on a 429, 529 or 5xx): no trial starts
+    or retries before the latest such pause ends.
+
+    :meth:`hold` is called from any thread: by the loop with a failed trial's record, and live, while
+    trials run, by each trial's gateway follower (:attr:`harness.trial.trial.TrialContext.on_api_pause`)
+    the moment its gateway forwarded such an answer, so the pause counts from when the API asked, not from
+    when the failing trial ends (a trial whose CLI retries and then succeeds still paused the others).
+    ``wait`` scales how long a pause really lasts (tests: none)."""
+
+    def __init__(self, wait: retry.WaitPolicy | None = None, events: Events | None = None) -> None:
+        self.wait = wait or retry.default_wait()
+        self.events: Events = events or NullEvents()
+        self._lock = threading.Lock()
+        self._until = 0.0
+        self.asked: list[float] = []
+        """Every pause asked for, in seconds (capped at :data:`apihealth.RETRY_AFTER_CAP_S`)."""
+
+    def hold(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        seconds = min(seconds, apihealth.RETRY_AFTER_CAP_S)
+        now = time.monotonic()
+        with self._lock:
+            self.asked.append(seconds)
+            starts = self._until <= now
+            self._until = max(self._until, now + self.wait.seconds(seconds))
+        if starts:
+            self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
+
+    def left(self) -> float:
+        """Seconds until trials may start again (0: now)."""
+        with self._lock:
+            return max(0.0, self._until - time.monotonic())
+
+
 @dataclass
 class LoopOutcome:
     ran: int = 0
@@ -129,6 +167,7 @@ class TrialLoop:
         slots: HostSlots | None = None,
         events: Events | None = None,
         wait: retry.WaitPolicy | None = None,
+        pause: ApiPause | None = None,
     ) -> None:
         self.run_one = run_one
         self._append = append
@@ -144,9 +183,8 @@ class TrialLoop:
         """How long retry backoffs and the upstream's hold-offs really wait (tests: none)."""
         self.early_reason: str | None = None
         self._lock = threading.Lock()
-        self._quiet_until = 0.0
-        self.backoffs: list[float] = []
-        """Every hold-off the upstream asked for (retry-after of a failed trial), in seconds."""
+        self.pause = pause or ApiPause(self.wait, self.events)
+        """Shared with the run's trials, whose gateways tell it live (see :class:`ApiPause`)."""
 
     # ---------------------------------------------------------------- state
     def append(self, record: TrialRecord) -> None:
@@ -261,18 +299,17 @@ class TrialLoop:
             raise _RetryInfra(record)
         return record
 
+    @property
+    def backoffs(self) -> list[float]:
+        """Every pause the upstream asked for (live or from a failed trial's record), in seconds."""
+        return self.pause.asked
+
     def hold_off(self, seconds: float) -> None:
         """The upstream asked for a pause (retry-after): no trial starts or retries before it ends."""
-        if seconds <= 0:
-            return
-        with self._lock:
-            self.backoffs.append(seconds)
-            self._quiet_until = max(self._quiet_until, time.monotonic() + self.wait.seconds(seconds))
-        self.events.message(f"the model API asked for a pause: no trial starts for {seconds:g} s")
+        self.pause.hold(seconds)
 
     def quiet_left(self) -> float:
-        with self._lock:
-            return max(0.0, self._quiet_until - time.monotonic())
+        return self.pause.left()
 
     def _run(self, spec: TrialSpec, number: int) -> TrialRecord:
         if self.stop.is_set():

@@ -28,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from harness.sandbox.runtime import (
     ExitInfo,
     Gate,
     Logs,
+    LogStream,
     Removal,
     VolumeDir,
     Waited,
@@ -351,6 +353,15 @@ class Engine:
         if len(data) > cap:
             return Logs(bytes(data[-cap:]), truncated=True)
         return Logs(bytes(data), truncated=False)
+
+    def follow_logs(self, name: str) -> LogStream:
+        """The container's stdout as it is written (docker's ``logs --follow``: a stream without a read
+        timeout, which ends when the container exits)."""
+        try:
+            stream = self.client.api.logs(name, stdout=True, stderr=False, stream=True, follow=True)
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"following the logs of {name} failed: {e}") from e
+        return _FollowedLogs(name, stream)
 
     def remove_container(self, name: str) -> None:
         """Force-remove; idempotent (a missing container is fine)."""
@@ -679,3 +690,30 @@ class Engine:
             return shutil.disk_usage(root).free
         except OSError:
             return None
+
+
+class _FollowedLogs:
+    """:class:`~harness.sandbox.runtime.LogStream` over docker-py's cancellable log stream."""
+
+    def __init__(self, name: str, stream: Any) -> None:
+        self._name = name
+        self._stream = stream
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self._stream:
+                if self._closed.is_set():
+                    return
+                yield chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+        except (*DOCKER_ERRORS, urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            if self._closed.is_set():  # closing the socket under the reader ends it this way
+                return
+            raise InfraError(f"following the logs of {self._name} failed: {e}") from e
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._stream.close()
+        except (*DOCKER_ERRORS, OSError, AttributeError):
+            pass  # an ssh:// engine's stream cannot be cancelled: it ends when the container goes

@@ -3,8 +3,8 @@ values it speaks. No implementation here, and no ``import docker``.
 
 Two Protocols, split by resource the way docker-py splits its API client:
 
-    ContainerRuntime  containers (create, start, run with a deadline and a start gate, wait, kill, logs,
-                      is_running, container_ip), networks, volumes (plain and overlay, their
+    ContainerRuntime  containers (create, start, run with a deadline and a start gate, wait, kill, logs and
+                      their live stream, is_running, container_ip), networks, volumes (plain and overlay, their
                       mountpoints) and archives in and out of them, the harness's labelled objects and
                       their removal, engine info
     ImageStore        local images: look up, list, tag, build, import, pull, remove
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
@@ -195,6 +195,19 @@ class Logs(NamedTuple):
     truncated: bool
 
 
+class LogStream(Protocol):
+    """A container's stdout as it is written (:meth:`ContainerRuntime.follow_logs`)."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Chunks of output in order (not split at lines), from the container's start; ends when the container
+        exits or is removed, or once :meth:`close` was called. Raises InfraError when the engine fails."""
+        ...
+
+    def close(self) -> None:
+        """End the stream (from any thread); an iteration in progress ends. Never raises."""
+        ...
+
+
 class DanglingImage(NamedTuple):
     image_id: str
     size: int
@@ -268,6 +281,11 @@ class ContainerRuntime(Protocol):
 
     def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
         """The container's output so far, at most ``cap`` bytes (the tail). Raises InfraError."""
+        ...
+
+    def follow_logs(self, name: str) -> LogStream:
+        """The container's stdout, live (what :meth:`logs` returns, and then each new chunk the moment it is
+        written), until it exits or the stream is closed. Raises InfraError when it cannot be opened."""
         ...
 
     def is_running(self, name: str) -> bool:

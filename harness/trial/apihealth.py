@@ -14,13 +14,15 @@ finish and the **last** upstream answer the gateway forwarded was a failure:
 A 400 or 413 is the request's fault (the agent's context), not the API's (the
 rule is :func:`harness.records.is_upstream_failure`). The same record gives the run
 its backoff (the upstream's ``retry-after``) and the report its per-arm counts
-(:mod:`harness.analysis.runnotes`).
+(:mod:`harness.analysis.runnotes`). While a trial runs, each line of its gateway's log is
+also read the moment it is written, and a failure's ``retry-after`` pauses the run's
+trial starts at once (:func:`pause_asked_s`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.records import UPSTREAM_CUT, UPSTREAM_UNREACHABLE, GatewayMeter, TrialRecord, is_upstream_failure
@@ -72,6 +74,15 @@ def api_failure(meter: GatewayMeter | None) -> str | None:
     if meter.upstream_errors:
         text += ": " + "; ".join(meter.upstream_errors)
     return text
+
+
+def pause_asked_s(event: Mapping[str, object]) -> float:
+    """The pause one line of a gateway's log asks of the run, read as it is written: the ``retry-after`` of
+    an upstream failure the gateway forwarded (capped), else 0."""
+    if event.get("event") != "forwarded" or not is_upstream_failure(str(event.get("status", ""))):
+        return 0.0
+    seconds = _retry_after(event["retry_after"]) if event.get("retry_after") is not None else None
+    return min(RETRY_AFTER_CAP_S, seconds or 0.0)
 
 
 def backoff_s(record: TrialRecord) -> float:

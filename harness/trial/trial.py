@@ -135,6 +135,9 @@ class TrialContext:
     reaper: TrialReaper | None = None
     """The run's reaper: teardown is handed to it, off the next trial's critical path
     (:mod:`harness.trial.reaper`); None: each trial tears itself down before its record is returned."""
+    on_api_pause: Callable[[float], None] = lambda _seconds: None
+    """Told, the moment a trial's gateway forwards an upstream failure with ``retry-after``, how many seconds
+    the API asked for (:class:`harness.experiment.loop.ApiPause`: no trial starts before they pass)."""
 
 
 @dataclass
@@ -177,6 +180,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     done = _TrialState()
     phase = _phases(ctx, spec, done)
     gw_up: _InBackground[str] | None = None
+    follower: gateway.Follower | None = None
     try:
         with phase("workspace"):
             # the gateway's network and container come up on their own thread while the workspace is made
@@ -193,6 +197,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
         with phase("gateway"):
             gateway_ip = gw_up.result()
+            # the run learns of the API's retry-after when the gateway sees it, not when this trial ends
+            follower = gateway.Follower(ctx.engine, names["gateway"], functools.partial(_tell_api_pause, ctx)).start()
 
         with phase("agent"):
             timeout_s = ctx.execution.agent_timeout_s(spec.task)
@@ -272,6 +278,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     except HarnessError as e:
         done.status, done.error = "infra_error", str(e)
     finally:
+        if follower is not None:
+            follower.stop()
         if gw_up is not None:
             gw_up.join()  # nothing of the trial is still being made when teardown lists it
         with phase("teardown"):
@@ -367,6 +375,14 @@ def _start_gateway(ctx: TrialContext, name: str, network: str, labels: dict[str,
     ctx.engine.start(gw.name)
     gateway.wait_listening(ctx.engine, gw.name)
     return ctx.engine.container_ip(gw.name, network)
+
+
+def _tell_api_pause(ctx: TrialContext, event: Mapping[str, object]) -> None:
+    """One line of the gateway's log, the moment it is written: an upstream failure's ``retry-after`` pauses
+    the run's trial starts now (:attr:`TrialContext.on_api_pause`)."""
+    seconds = apihealth.pause_asked_s(event)
+    if seconds > 0:
+        ctx.on_api_pause(seconds)
 
 
 def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:

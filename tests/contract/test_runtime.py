@@ -269,6 +269,50 @@ def test_a_started_container_runs_has_an_address_and_a_kill_stops_it(subject: Su
         rt.logs(spec.name)
 
 
+def _one_then_two(spec: ContainerSpec, rt: FakeRuntime) -> Outcome:
+    """The fake's ``echo one; sleep 1; echo two; sleep 30``."""
+    threading.Timer(1.0, rt.append_log, args=(spec.name, b"two\n")).start()
+    return Outcome(stdout=b"one\n", hold_s=30)
+
+
+TWO_LINES = Program(("sh", "-c", "echo one; sleep 1; echo two; sleep 30"), _one_then_two)
+
+
+def test_followed_logs_come_as_written_and_end_when_closed_or_the_container_exits(subject: Subject) -> None:
+    rt = subject.runtime
+    spec = subject.spec("follow", TWO_LINES)
+    rt.create(spec)
+    rt.start(spec.name)
+    stream = rt.follow_logs(spec.name)
+    seen = b""
+    t0 = time.monotonic()
+    for chunk in stream:
+        seen += chunk
+        if b"two" in seen:
+            break
+    assert seen == b"one\ntwo\n" and time.monotonic() - t0 < 20, seen
+    # closed from another thread while a reader waits for more: the reader's loop ends
+    reader_done = threading.Event()
+
+    def read_rest() -> None:
+        for _ in stream:
+            pass
+        reader_done.set()
+
+    threading.Thread(target=read_rest, daemon=True).start()
+    time.sleep(0.3)
+    assert not reader_done.is_set(), "the container still runs: the stream waits for more"
+    stream.close()
+    assert reader_done.wait(10), "close() ended the iteration"
+    # a stream of a container that exits ends by itself
+    done = subject.spec("follow-exit", EXIT_3)
+    rt.create(done)
+    rt.start(done.name)
+    assert b"".join(rt.follow_logs(done.name)) == b"out\n"
+    with pytest.raises(InfraError):
+        rt.follow_logs(f"hx-{subject.run_id}-never-made")
+
+
 def test_info_describes_the_engine(subject: Subject) -> None:
     info = subject.runtime.info()
     assert isinstance(info, EngineInfo) and info.server_version

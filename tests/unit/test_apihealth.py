@@ -4,6 +4,7 @@ gateway's record, its per-arm counts, and the real run's route."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ from harness import retry
 from harness.analysis import runnotes
 from harness.errors import ConfigError
 from harness.experiment import upstream
-from harness.experiment.loop import LoopPolicy, TrialLoop
+from harness.experiment.events import NullEvents
+from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop
 from harness.plan import TrialSpec, plan_trials
 from harness.records import GatewayMeter, TrialRecord, is_upstream_failure
 from harness.trial import apihealth
@@ -120,6 +122,68 @@ def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:
     loop.run(specs)
     assert calls == [1, 2] and loop.backoffs == [30]
     assert [r.status for r in lines] == ["infra_error", "completed"]
+
+
+def test_a_gateway_line_asks_for_a_pause_only_for_a_forwarded_failure_with_retry_after() -> None:
+    assert [apihealth.pause_asked_s(e) for e in EVENTS] == [0, 12, 0, 0, 0, 0]
+    assert apihealth.pause_asked_s({"event": "forwarded", "status": 529, "retry_after": "0.5"}) == 0.5
+    assert apihealth.pause_asked_s({"event": "forwarded", "status": 429}) == 0, "no retry-after: no pause"
+    assert apihealth.pause_asked_s({"event": "forwarded", "status": 400, "retry_after": "9"}) == 0, "not the API's"
+    date = "Wed, 21 Oct 2026 07:28:00 GMT"
+    assert apihealth.pause_asked_s({"event": "forwarded", "status": 429, "retry_after": date}) == 0
+    huge = {"event": "forwarded", "status": 429, "retry_after": "99999"}
+    assert apihealth.pause_asked_s(huge) == apihealth.RETRY_AFTER_CAP_S
+    # the gateway's own budget refusal is a 429 too, but the trial's, not the API's
+    assert apihealth.pause_asked_s({"event": "refused", "status": 429, "retry_after": "9"}) == 0
+
+
+def test_a_pause_told_while_a_trial_runs_holds_the_next_start_from_that_moment() -> None:
+    """Issue 24 item 10: the first trial's gateway forwards a 429 with retry-after 20 and its CLI goes on (it
+    completes); the second trial finishes at once. The third must not start until 20 s (here 0.2 s) after
+    the 429, although no record failed."""
+    pause = ApiPause(retry.WaitPolicy(0.01))
+    started: dict[str, float] = {}
+    second, told = threading.Event(), threading.Event()
+
+    def run_one(spec: TrialSpec, attempt: int) -> TrialRecord:
+        started[spec.trial_id] = time.monotonic()
+        if spec is SPECS[0]:
+            second.wait(5)
+            pause.hold(20)  # what the trial's gateway follower does, live
+            told.set()
+            time.sleep(0.4)
+        elif spec is SPECS[1]:
+            second.set()
+            told.wait(5)  # ends right after the 429: its slot is free inside the pause
+        return make_record(spec, attempt)
+
+    lines: list[TrialRecord] = []
+    loop = TrialLoop(
+        run_one, lines.append, LoopPolicy(jobs=2, max_infra_retries=0), skipped=skipped, prior={}, finals=[],
+        spent=0.0, stop=threading.Event(), pause=pause,
+    )  # fmt: skip
+    loop.run(SPECS[:3])
+    assert [r.status for r in lines].count("completed") == 3 and loop.backoffs == [20]
+    third = started[SPECS[2].trial_id] - started[SPECS[0].trial_id]
+    assert third >= 0.2, f"the third trial started {third:.2f} s after the 429, inside the 0.2 s pause"
+
+
+def test_a_new_pause_is_said_once_and_a_longer_one_extends_it() -> None:
+    said: list[str] = []
+
+    class Said(NullEvents):
+        def message(self, text: str) -> None:
+            said.append(text)
+
+    pause = ApiPause(retry.WaitPolicy(0.01), Said())
+    pause.hold(0)
+    assert pause.left() == 0 and said == []
+    pause.hold(10)
+    pause.hold(5)  # within the first: no new message, no shorter pause
+    assert len(said) == 1 and "10 s" in said[0]
+    assert 0.05 < pause.left() <= 0.1
+    pause.hold(30)
+    assert 0.2 < pause.left() <= 0.3 and pause.asked == [10, 5, 30]
 
 
 def test_route_from_the_users_environment() -> None:

@@ -405,6 +405,30 @@ def test_a_model_api_that_kept_failing_is_an_infra_error_whatever_the_agent_prin
     assert rec.error is not None and "the model API kept failing" in rec.error and "was 529" in rec.error
 
 
+def test_the_run_learns_of_a_retry_after_while_the_agent_still_runs(make_rig: Callable[..., Rig]) -> None:
+    """Issue 24 item 10: a 429's ``retry-after`` pauses the run when the gateway forwards it, not when the
+    trial ends (here the CLI retries and completes: the record alone would never have paused anything)."""
+    told: list[tuple[float, bool]] = []  # (seconds, whether the agent was still running then)
+    agents: list[str] = []
+
+    def limited_then_fine(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        agents.append(spec.name)
+        gateway_log(runtime, spec, forwarded(0.0, status=429, retry_after="20"))
+        threading.Timer(1.0, gateway_log, args=(runtime, spec, forwarded())).start()  # the CLI's retry
+        return Outcome(stdout=cli_result(), hold_s=2.0)
+
+    rigs: list[Rig] = []
+    rig = make_rig(
+        agent=limited_then_fine, on_api_pause=lambda s: told.append((s, rigs[0].runtime.is_running(agents[0])))
+    )
+    rigs.append(rig)
+    rec = rig.run()
+    assert rec.status == "completed" and rec.gateway is not None
+    assert rec.gateway.upstream_statuses == ("429", "200")
+    assert told == [(20.0, True)], "told once, while the agent ran"
+    rig.assert_torn_down()
+
+
 def test_a_dropped_engine_connection_while_waiting_for_the_agent_is_infra_not_timeout(
     make_rig: Callable[..., Rig],
 ) -> None:
