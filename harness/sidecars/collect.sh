@@ -13,6 +13,8 @@
 #   numstat      git diff --numstat -z        raw   git diff --raw -z (modes)
 #   special      FIFOs, sockets, devices, setuid/setgid files in the workspace (found first)
 #   nested       nested repositories (.git below the top), left out of the diff
+#   links        when extraction stops: the symlinks the agent made or changed, path NUL target NUL
+#                (found by lstat, as the special files: the record names them although no diff does)
 #   status       "ok" or the reason extraction stopped
 # and /verify becomes base + patch with protected paths restored from base.
 set -u
@@ -37,7 +39,19 @@ G() { git $GIT_OPTS "$@"; }
 ERRCAP=65536
 mkdir -p /tmp/err
 keep_errors() { for f in /tmp/err/*.err; do [ -f "$f" ] && tail -c "$ERRCAP" "$f" > "$OUT/${f##*/}"; done; }
-fail() { keep_errors; printf '%s\n' "$1" > "$OUT/status"; exit "${2:-3}"; }
+# The symlinks the agent made or changed (path NUL target NUL), listed without git: what the agent wrote
+# (incremental mode), or every link of the workspace outside a .git that is not the base's same link.
+list_links() {
+  if [ -n "${INC:-}" ]; then
+    sed -z 's|^|/workspace/|' "$INC/changed" |
+      xargs -0 -r sh -c 'find "$@" -maxdepth 0 -type l -printf "%p\0%l\0"' sh
+  else
+    find /workspace -name .git -prune -o -type l ! -exec sh -c \
+      'b="/base/${1#/workspace/}"; [ -L "$b" ] && [ "$(readlink -- "$1"; echo x)" = "$(readlink -- "$b"; echo x)" ]' \
+      sh {} \; -printf '%p\0%l\0'
+  fi 2>/dev/null | head -c 65536 > "$OUT/links"
+}
+fail() { list_links; keep_errors; printf '%s\n' "$1" > "$OUT/status"; exit "${2:-3}"; }
 
 # Incremental mode (COLLECT_CHANGES set: an overlay workspace): the controller listed what the agent
 # wrote from the overlay's upper directory (/changes: changed, gone, special, nested, NUL-separated),

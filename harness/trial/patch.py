@@ -177,6 +177,17 @@ def unsafe_path(path: str) -> str | None:
     return None
 
 
+def listed_links(links: bytes) -> dict[str, str]:
+    """collect.sh's ``links`` (``/workspace/<path> NUL target NUL`` ...) -> {path: target}; a pair cut by
+    the output's cap is dropped."""
+    parts = links.split(b"\0")
+    out: dict[str, str] = {}
+    for i in range(0, len(parts) - 2, 2):
+        path = parts[i].removeprefix(b"/workspace/").decode("utf-8", "backslashreplace")
+        out[path] = parts[i + 1].decode("utf-8", "surrogateescape")
+    return out
+
+
 def escapes(link_path: str, target: str) -> bool:
     if target.startswith("/") or CONTROL.search(target):
         return True
@@ -206,13 +217,17 @@ def analyze(
     cap: int,
     special: bytes = b"",
     nested: bytes = b"",
+    links: bytes = b"",
     extract_status: str = "ok",
 ) -> PatchInfo:
     """Everything the record says about a patch: stats, flags, and a rejection reason if unsafe.
 
     ``special`` and ``nested`` are NUL-separated paths the extraction found: FIFOs, sockets and
     devices; and ``.git`` directories below the top (nested repositories, whose content a
-    patch cannot carry: applying it would silently drop their files)."""
+    patch cannot carry: applying it would silently drop their files). ``links``: the symlinks the agent
+    made or changed (:func:`listed_links`), which collect lists when extraction stops (then no diff, or a
+    cut one, carries them): each is flagged as a patch's would be (``symlink:`` and, when it points
+    outside the tree, ``symlink_escapes:``)."""
     counts = parse_numstat(numstat)
     entries = [
         Entry(path, old, new, status, *counts.get(path, (None, None))) for path, old, new, status in parse_raw(raw)
@@ -223,7 +238,7 @@ def analyze(
         rejected = f"too_large: the patch exceeds {cap} bytes"
     elif extract_status != "ok":
         rejected = f"extract: {extract_status}"
-    links = symlink_targets(patch)
+    targets = symlink_targets(patch)
     for e in entries:
         reason = unsafe_path(e.path)
         if reason and rejected is None:
@@ -232,10 +247,12 @@ def analyze(
             rejected = f"gitlink: nested repository at {e.path!r}"
         if e.new_mode == "120000":
             flags.append(f"symlink:{e.path}")
-            target = links.get(e.path)
+            target = targets.get(e.path)
             # a symlink whose target cannot be read from the patch is treated as escaping (fail closed)
-            if (target is None or escapes(e.path, target)) and rejected is None:
-                rejected = f"symlink_escapes: {e.path!r} -> {target!r}"
+            if target is None or escapes(e.path, target):
+                flags.append(f"symlink_escapes:{e.path}")
+                if rejected is None:
+                    rejected = f"symlink_escapes: {e.path!r} -> {target!r}"
         if e.new_mode == "100755" and e.old_mode != "100755":
             flags.append(f"executable:{e.path}")
         if is_test_path(e.path):
@@ -246,6 +263,13 @@ def analyze(
         for name, patterns in FLAG_PATTERNS:
             if _matches(e.path, patterns):
                 flags.append(name)
+    if extract_status != "ok":  # what the agent linked is named even when no (whole) diff carries it
+        seen = {e.path for e in entries if e.new_mode == "120000"}
+        for path, target in listed_links(links).items():
+            if path not in seen:
+                flags.append(f"symlink:{path}")
+                if escapes(path, target):
+                    flags.append(f"symlink_escapes:{path}")
     special_files = tuple(s.decode("utf-8", "replace").removeprefix("/workspace/") for s in special.split(b"\0") if s)
     if special_files:
         flags.append("special_files")

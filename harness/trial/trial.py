@@ -599,6 +599,7 @@ def _read_patch(out: Mapping[str, bytes], task: Task, collect: ExitInfo) -> tupl
         cap=PATCH_CAP,
         special=out.get("special", b""),
         nested=out.get("nested", b""),
+        links=out.get("links", b""),
         extract_status=status,
     )
     return info, diff[:PATCH_CAP]

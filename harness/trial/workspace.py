@@ -433,7 +433,15 @@ def prepare_volumes(
     return TrialDirs.at(root, "volume", volumes_)  # ``root`` is never made: nothing of the trial is here
 
 
-OUT_FILES = {"status": 4096, "patch.diff": 0, "raw": 4 << 20, "numstat": 4 << 20, "special": 65536, "nested": 65536}
+OUT_FILES = {
+    "status": 4096,
+    "patch.diff": 0,
+    "raw": 4 << 20,
+    "numstat": 4 << 20,
+    "special": 65536,
+    "nested": 65536,
+    "links": 65536,
+}
 """collect's outputs the controller reads, and the cap of each (0: the caller's patch cap)."""
 
 

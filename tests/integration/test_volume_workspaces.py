@@ -122,7 +122,9 @@ def _edit(rig: Rig, dirs: TrialDirs) -> None:
     assert run.exit_code == 0, run.stderr[-800:]
 
 
-def _collect(rig: Rig, name: str, dirs: TrialDirs, *, workspace_of: TrialDirs | None = None) -> dict[str, bytes]:
+def _collect(
+    rig: Rig, name: str, dirs: TrialDirs, *, workspace_of: TrialDirs | None = None, status: bytes = b"ok\n"
+) -> dict[str, bytes]:
     """collect.sh on ``dirs`` (its scratch's out/ and its verify volume), in volume mode; with
     ``workspace_of``, in full mode over that trial's workspace (COLLECT_UPPER unset)."""
     assert dirs.volumes is not None and rig.base.volume is not None
@@ -144,7 +146,7 @@ def _collect(rig: Rig, name: str, dirs: TrialDirs, *, workspace_of: TrialDirs | 
         spec = dataclasses.replace(spec, env=env)
     run: ExitInfo = rig.engine.run(spec, deadline_s=120, archive=f"{roles.SCRATCH_MOUNT}/out", archive_cap=16 << 20)
     out = workspace.read_out_archive(run.archive, 1 << 20)
-    assert out.get("status") == b"ok\n", (name, out.get("status"), run.stderr[-800:])
+    assert out.get("status") == status, (name, out.get("status"), run.stderr[-800:])
     return out
 
 
@@ -171,6 +173,26 @@ def test_volume_extraction_is_byte_identical_to_the_full_one(rig: Rig) -> None:
     assert inc_verify == full_verify, "verify trees: base + patch, protected path restored"
     assert inc_verify["docs/guide.md"][0] == oct(0), "the protected path is the base's (not executable)"
     assert rig.tree(rig.base.volume or "", "base-after") == base_before, "the base volume was never written"
+
+
+def test_a_stopped_volume_extraction_still_lists_the_agents_links(rig: Rig) -> None:
+    """Issue 24 item 10, on a volume workspace (collect lists the upper layer itself): a FIFO named
+    .gitignore stops extraction before git; the links the agent made are listed all the same."""
+    dirs = rig.trial("stopped")
+    assert dirs.volumes is not None
+    _edit(rig, dirs)
+    fifo = rig.container(
+        "fifo",
+        ("sh", "-c", "rm /workspace/.gitignore && mkfifo /workspace/.gitignore"),
+        VolumeMount(dirs.volumes.workspace, "/workspace", read_only=False),
+    )
+    assert rig.engine.run(fifo, deadline_s=60).exit_code == 0
+    stopped = b"special file named .git* in the workspace (not opened; git would block on it)\n"
+    out = _collect(rig, "stopped-collect", dirs, status=stopped)
+    parts = out["links"].split(b"\0")
+    listed = {(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
+    assert listed == {(b"/workspace/README.md", b"docs/guide.md"), (b"/workspace/escape-link", b"/etc/passwd")}
+    assert out["special"] == b"/workspace/.gitignore\0"
 
 
 def test_a_trial_s_volumes_go_with_teardown(rig: Rig) -> None:

@@ -87,7 +87,9 @@ def trees(tmp_path: Path, engine: Engine) -> Iterator[Callable[[str], tuple[Base
     init_repo(repo, BASE)
     (repo / "bin/run.sh").chmod(0o755)
     run_git(repo, "add", "-f", "build.log", "bin/run.sh")  # tracked although .gitignore matches it
-    run_git(repo, "commit", "-q", "--no-verify", "-m", "an ignored file tracked, an executable")
+    os.symlink("guide.md", repo / "docs/base-link")  # a link of the base's own: never the agent's
+    run_git(repo, "add", "docs/base-link")
+    run_git(repo, "commit", "-q", "--no-verify", "-m", "an ignored file tracked, an executable, a link")
     sha = run_git(repo, "rev-parse", "HEAD").decode().strip()
     users = roles.role_users(engine, os.getuid(), os.getgid())
     made: list[BaseTrees] = []
@@ -107,7 +109,9 @@ def trees(tmp_path: Path, engine: Engine) -> Iterator[Callable[[str], tuple[Base
         assert not mounts_below(bases.run_root)
 
 
-def _collect(engine: Engine, images: ImageSet, bases: BaseTrees, dirs: TrialDirs, name: str) -> dict[str, bytes]:
+def _collect(
+    engine: Engine, images: ImageSet, bases: BaseTrees, dirs: TrialDirs, name: str, *, status: bytes = b"ok\n"
+) -> dict[str, bytes]:
     users = roles.role_users(engine, os.getuid(), os.getgid())
     profile = roles.make_profile(Resources(), images.trial, images.sidecar, users, None)
     base = next(iter(bases._trees.values()))
@@ -126,8 +130,9 @@ def _collect(engine: Engine, images: ImageSet, bases: BaseTrees, dirs: TrialDirs
         incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
     )
     run = engine.run(spec, deadline_s=120)
-    out = {n: (dirs.out / n).read_bytes() for n in ("status", "patch.diff", "numstat", "raw", "special", "nested")}
-    assert out["status"] == b"ok\n", (dirs.kind, out["status"], run.stderr[-800:], (dirs.out / "add.err").read_bytes())
+    names = ("status", "patch.diff", "numstat", "raw", "special", "nested", "links")
+    out = {n: (dirs.out / n).read_bytes() for n in names if (dirs.out / n).exists()}
+    assert out["status"] == status, (dirs.kind, out["status"], run.stderr[-800:])
     return out
 
 
@@ -181,6 +186,36 @@ def test_incremental_extraction_is_byte_identical_to_the_full_one(
     assert_patch_holds_the_edits(inc["patch.diff"])
     assert _tree(over.verify) == _tree(copy.verify), "verify trees: base + patch, protected path restored"
     assert (over.verify / "docs/guide.md").stat().st_mode & 0o111 == 0, "the protected path is the base's"
+
+
+def test_a_stopped_extraction_lists_the_agents_links_the_same_in_both_modes(
+    engine: Engine, images: ImageSet, trees: Callable[[str], tuple[BaseTrees, TrialDirs]]
+) -> None:
+    """Issue 24 item 10: a FIFO named .gitignore stops collect before git runs; it still lists the links the
+    agent made or changed (none of the base's own), incremental and full mode alike."""
+    over_bases, over = trees("overlay")
+    copy_bases, copy = trees("copy")
+    for ws in (over.workspace, copy.workspace):
+        _edits(ws)
+        (ws / ".gitignore").unlink()
+        os.mkfifo(ws / ".gitignore")
+        os.symlink("../../../etc/shadow", ws / "src/deep/up-and-out")
+    stopped = b"special file named .git* in the workspace (not opened; git would block on it)\n"
+    inc = _collect(engine, images, over_bases, over, "hx-wstest-inc-stop", status=stopped)
+    full = _collect(engine, images, copy_bases, copy, "hx-wstest-full-stop", status=stopped)
+    assert "patch.diff" not in inc and "patch.diff" not in full, "git never ran"
+
+    def pairs(links: bytes) -> set[tuple[bytes, bytes]]:
+        parts = links.split(b"\0")
+        return {(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
+
+    expected = {
+        (b"/workspace/README.md", b"docs/guide.md"),
+        (b"/workspace/escape-link", b"/etc/passwd"),
+        (b"/workspace/src/deep/up-and-out", b"../../../etc/shadow"),
+    }
+    assert pairs(inc["links"]) == pairs(full["links"]) == expected
+    assert (copy.workspace / "docs/base-link").is_symlink(), "positive control: the base's link is there, unlisted"
 
 
 def test_the_base_tree_is_never_written_and_a_trial_unmounts(

@@ -74,7 +74,8 @@ SKILL_VIEW = (
 FIFO_GITIGNORE = r"""
 rm -f .gitignore; mkfifo .gitignore; mkdir -p sub; mkfifo sub/.gitattributes
 echo "# touched" >> textkit/__init__.py
-echo made=$(find /workspace -type p | wc -l)
+ln -s /etc/shadow sub/leak; ln -s ../../outside up-and-out
+echo made=$(find /workspace -type p | wc -l); echo links=$(find /workspace -type l | wc -l)
 """
 
 
@@ -408,7 +409,8 @@ def test_positive_control_an_agent_as_uid_1000_is_open_to_host_uid_1000(round2: 
 
 
 def test_a_fifo_named_gitignore_is_reported_and_never_opened(round2: dict[str, Any]) -> None:
-    assert kv(_probe(round2, "sec-fifo", "fifo"))["made"] == "2", "positive control: the FIFOs were made"
+    made = kv(_probe(round2, "sec-fifo", "fifo"))
+    assert made["made"] == "2" and made["links"] == "2", "positive control: the FIFOs and the links were made"
     record = latest(round2["result"])["sec-fifo.baseline.0"]
     assert record.patch is not None, record
     assert {".gitignore", "sub/.gitattributes"} <= set(record.patch.special_files), record.patch
@@ -416,6 +418,9 @@ def test_a_fifo_named_gitignore_is_reported_and_never_opened(round2: dict[str, A
     assert record.patch.rejected and "special file named .git" in record.patch.rejected, record.patch
     assert "timed out" not in (record.patch.rejected or ""), record.patch
     assert record.status == "completed", record
+    # the escaping links beside the FIFOs are named although extraction stopped before git (issue 24)
+    escaping = {"symlink_escapes:sub/leak", "symlink_escapes:up-and-out"}
+    assert escaping | {"symlink:sub/leak", "symlink:up-and-out"} <= set(record.patch.flags), record.patch.flags
 
 
 def test_positive_control_git_add_blocks_on_a_fifo_named_gitignore(tmp_path: Path) -> None:

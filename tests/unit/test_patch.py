@@ -14,6 +14,7 @@ from harness.trial.patch import (
     analyze,
     escapes,
     is_test_path,
+    listed_links,
     parse_numstat,
     parse_raw,
     symlink_targets,
@@ -262,6 +263,33 @@ def test_extract_status_patch_larger_is_too_large() -> None:
 def test_other_extract_status_rejects() -> None:
     info = analyze(b"", b"", b"", cap=100, extract_status="the patch does not apply to the base")
     assert info.rejected == "extract: the patch does not apply to the base"
+
+
+def test_a_stopped_extraction_still_names_the_symlinks_collect_listed() -> None:
+    """Issue 24 item 10: a FIFO named .gitignore stops extraction before git runs; the escaping links the
+    agent made are named all the same (before, the record held only ``special_files``)."""
+    links = b"/workspace/leak\0/etc/shadow\0/workspace/docs/up\0../../outside\0/workspace/ok\0docs/guide.md\0"
+    info = analyze(
+        b"", b"", b"", cap=100, special=b"/workspace/.gitignore\0", links=links,
+        extract_status="special file named .git* in the workspace (not opened; git would block on it)",
+    )  # fmt: skip
+    assert info.rejected is not None and info.rejected.startswith("extract: special file named .git")
+    assert info.special_files == (".gitignore",)
+    assert {"symlink:leak", "symlink_escapes:leak", "symlink:docs/up", "symlink_escapes:docs/up"} <= set(info.flags)
+    assert "symlink:ok" in info.flags and "symlink_escapes:ok" not in info.flags
+    # a pair cut by the output's cap is dropped, never misread
+    assert listed_links(links[:-8]) == {"leak": "/etc/shadow", "docs/up": "../../outside"}
+    # a finished extraction takes its links from the diff alone
+    done = analyze(b"", b"", b"", cap=100, links=links)
+    assert not [f for f in done.flags if f.startswith("symlink")]
+
+
+def test_an_escaping_symlink_in_a_patch_is_flagged_by_name(repo: Path) -> None:
+    os.symlink("/etc/passwd", repo / "leak")
+    os.symlink("docs", repo / "fine")
+    info = analyse_repo(repo)
+    assert {"symlink:leak", "symlink_escapes:leak", "symlink:fine"} <= set(info.flags)
+    assert "symlink_escapes:fine" not in info.flags
 
 
 def test_nested_repository_becomes_a_rejected_gitlink(repo: Path) -> None:
