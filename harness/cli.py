@@ -195,7 +195,11 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     mg.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="the shards' experiment directories")
     mg.add_argument("--prereg", type=Path, help="the preregistration (default: the one experiment.json names)")
 
-    gc = sub.add_parser("gc", help="remove containers and networks left by killed runs (by label)")
+    gc = sub.add_parser(
+        "gc",
+        help="remove what killed runs left: containers, networks and volumes (by label), trial directories, "
+        "and their git worktree registrations in your repositories",
+    )
     gc.add_argument("--all", action="store_true", help="remove every harness object, even of live runs")
     _install_parsers(sub)
     return p
@@ -678,13 +682,13 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> in
             print(f"not removed: {error}", file=sys.stderr)
         print(f"removed {len(removed)} harness object(s)" + (f"; {len(errors)} could not be removed" if errors else ""))
         return 3 if errors else 0
-    # orphaned objects, then trial directories (agent-written trees, the gateway's key file) of killed runs
+    # orphaned objects, then trial directories (agent-written trees, base trees: their worktrees) of killed runs
     reaped = reaper.reap(engine, host, own_pid=os.getpid())
     for target, reason in reaped.objects:
         print(f"removed {target.kind} {target.name} ({reason})")
     print(f"{len(reaped.objects)} orphaned object(s) removed")
     if reaped.trees:
-        print(f"removed {reaped.trees} trial directory tree(s) of killed runs")
+        print(f"removed {reaped.trees} trial directory tree(s) of killed runs (and their git worktree registrations)")
     return 0
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import HarnessError, Interrupted, PrerequisiteError
-from harness.host import gitops
+from harness.host import gitops, workroots
 from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
@@ -212,6 +212,7 @@ class Preflight:
         base = root / "base"
         labels = make_labels(self.run_id, role="preflight", ttl_s=len(todo) * (self.timeout_s + 60) + 3600)
         try:
+            workroots.note_repository(root, self.repo)  # a gc after a kill prunes its registration
             gitops.checkout_base(self.repo, base, self.base_sha, self.leave_out)
             out = []
             for i, (task, fp) in enumerate(todo):

@@ -11,7 +11,8 @@ roots recorded there (:mod:`harness.sandbox.reaper`).
 The record is in a world-writable directory, so it is trusted only when it is a regular file of
 ours (not a link) and not writable by others, and a recorded root only when it is a directory of
 ours; the sweep itself removes only run directories whose owner file names a dead controller on
-this host, and never follows links.
+this host, and never follows links. A run directory also names the repositories whose worktrees it
+holds (:data:`REPOSITORIES_FILE`), so the sweep prunes their registrations too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from harness.host.paths import HostPaths
 
 OWNER_FILE = "owner"
 """In every run directory: ``<pid> <host>`` of its controller (a dead one's directory is swept)."""
+REPOSITORIES_FILE = "repositories"
+"""In a run directory that holds git worktrees of the user's repositories (the base trees, the
+preflight's tree): each repository, one per line, written before its worktree is added. A sweep that
+removes the directory of a killed run prunes their worktree registrations (``.git/worktrees/<name>``),
+which would otherwise name a tree that is gone until a run in that repository pruned them."""
 
 
 def _ours(st: os.stat_result, kind: int) -> bool:
@@ -85,3 +91,29 @@ def known(default: Path, registry: Path) -> list[Path]:
         except OSError:
             continue
     return roots
+
+
+def note_repository(run_dir: Path, repo: Path) -> None:
+    """Record, in ``run_dir`` (ours), that a worktree of ``repo`` is about to be added under it (once)."""
+    line = str(repo.resolve())
+    if "\n" in line:
+        return
+    noted = run_dir / REPOSITORIES_FILE
+    if Path(line) in noted_repositories(run_dir):
+        return
+    fd = os.open(noted, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def noted_repositories(run_dir: Path) -> list[Path]:
+    """The repositories ``run_dir`` noted (absolute paths; none when it noted nothing or is unreadable)."""
+    try:
+        fd = os.open(run_dir / REPOSITORIES_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as f:
+        lines = f.read(1 << 20).splitlines()
+    return [Path(line) for line in dict.fromkeys(lines) if line.startswith("/")]

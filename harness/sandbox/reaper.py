@@ -4,7 +4,9 @@ Two kinds of leftovers. Docker objects are found by label (:func:`harness.sandbo
 a dead owner on this host, or past its expiry). Run directories (agent-written trees and the gateway's
 key file) are found by the owner file every run writes (``<pid> <host>`` of its controller: a dead one
 on this host), in every work root this user's runs have used (:mod:`harness.host.workroots`), so a gc
-under another ``TMPDIR`` than the run's finds them too. A live run's objects and directories are never
+under another ``TMPDIR`` than the run's finds them too. A removed run directory's git worktrees go with
+it from the repositories it noted (``git worktree prune`` there: the user's repository keeps no
+registration of a tree that is gone). A live run's objects and directories are never
 touched (``remove_everything`` is the explicit exception, ``skilltrial gc --all``), and removal never
 follows links.
 """
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.host import workroots
+from harness.host import gitops, workroots
 from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
@@ -60,7 +62,11 @@ def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int
             continue
         if owner_host != host or pid == os.getpid() or alive(pid):
             continue
+        repositories = workroots.noted_repositories(run_dir)
         remove_tree(run_dir)  # agent-written trees: no symlink following, any depth
+        for repo in repositories:  # their worktrees are gone: so are the registrations naming them
+            if repo.is_dir():
+                gitops.prune_worktrees(repo)
         removed += 1
     return removed
 

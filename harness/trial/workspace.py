@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Literal, NamedTuple, get_args
 
 from harness.errors import ConfigError, InfraError
-from harness.host import gitops
+from harness.host import gitops, workroots
 from harness.host.trees import Seen, mount_overlay, overlay_available, remove_tree, walk_nofollow
 from harness.sandbox import volumes
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, VolumeDir
@@ -269,6 +269,7 @@ class BaseTrees:
         try:
             root.mkdir(mode=0o700)
             # the one pristine base: the template, the volume and collect's /base are all made from it
+            workroots.note_repository(self.run_root, self.repo)  # a gc after a kill prunes its registration
             gitops.checkout_base(self.repo, tree.checkout, sha, self.leave_out)
             tree.template.mkdir(mode=0o755)
             subprocess.run(  # the trusted checkout's tree, without its worktree .git file

@@ -147,12 +147,15 @@ def test_after_sigkill_gc_and_the_next_start_remove_what_was_left(
     first.wait(timeout=30)
     left = _objects(engine, first.pid)
     assert any(k == "container" for k, _n, _l in left) and any(k == "network" for k, _n, _l in left)
-    # positive control: the killed run left its trial directory and the volume holding the gateway's key
+    # positive control: the killed run left its trial directory, the volume holding the gateway's key and
+    # its base tree's worktree registered in the user's repository
     assert (WORK / run1).is_dir() and any(k == "volume" and n.endswith("-key") for k, n, _l in left), left
+    assert len(_worktrees(repo)) > 1
     gc = subprocess.run([sys.executable, "-m", "harness", "gc"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert gc.returncode == 0, gc.stderr
     assert _objects(engine, first.pid) == [], gc.stdout
     assert not (WORK / run1).exists(), "gc also removes the killed run's trial directories"
+    assert len(_worktrees(repo)) == 1, ("and their worktree registrations", _worktrees(repo))
 
     # 2. SIGKILL, then the next start reaps it (containers, networks, trial directories, worktrees)
     second = _start(prereg, scenario, tmp_path / "out2")

@@ -27,6 +27,7 @@ import pytest
 
 from harness.errors import InfraError, Interrupted, NeedsLocalEngine
 from harness.host.trees import mounts_below, overlay_available
+from harness.host.workroots import REPOSITORIES_FILE
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.redact import Redactor
@@ -91,11 +92,12 @@ class Rig:
         bases = [("volume", name) for kind, name in left if kind == "volume" and name.startswith(BASE_VOLUME)]
         assert left == sorted(run_own + bases), "only the run's own network and volumes may be left"
         assert not bases or self.ctx.bases.kind == "volume", "a base volume is made for volume workspaces only"
-        left_dirs = [p.name for p in self.ctx.run_root.iterdir()]
+        # the run's own: its base trees, and the note of the repository they are worktrees of (for gc)
+        left_dirs = [p.name for p in self.ctx.run_root.iterdir() if p.name != REPOSITORIES_FILE]
         assert all(name.startswith("base-") for name in left_dirs), f"the trial directory is removed: {left_dirs}"
         assert not mounts_below(self.ctx.run_root), "no overlay of the trial is left mounted"
         self.ctx.bases.close()  # the run's base trees go with the run (RunResources)
-        assert not any(self.ctx.run_root.iterdir()), "the base trees are removed"
+        assert not [p for p in self.ctx.run_root.iterdir() if p.name != REPOSITORIES_FILE], "the base trees are removed"
         assert sorted((o.kind, o.name) for o in self.runtime.left()) == run_own, "the base volume goes with them"
         worktrees = subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from harness.host import gitops, workroots
 from harness.host import paths as host_paths
-from harness.host import workroots
 from harness.host.paths import HostPaths
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox.reaper import sweep_known_roots, sweep_work_root
+from tests.factories import init_repo
 from tests.fakes import FakeRuntime
 
 
@@ -110,3 +111,40 @@ def test_a_recorded_root_writable_by_others_is_not_swept(tmp_path: Path) -> None
     workroots.remember(shared, registry)
     os.chmod(shared, 0o777)
     assert workroots.known(tmp_path / "d", registry) == [tmp_path / "d"]
+
+
+def _worktrees(repo: Path) -> list[str]:
+    out = subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line.startswith("worktree ")]
+
+
+def test_sweeping_a_killed_runs_directory_prunes_its_worktrees_in_the_noted_repository(tmp_path: Path) -> None:
+    """Issue 24 item 10: `skilltrial gc` after a killed run also drops the worktree registration it left in
+    the user's repository (before, only the next eval in that repository pruned it)."""
+    repo = tmp_path / "user-repo"
+    sha = init_repo(repo, {"README.md": "hi\n"})
+    root = tmp_path / "work"
+    root.mkdir()
+    # positive control: a run directory that noted nothing (main's) leaves its registration behind
+    unnoted = _killed_run(root)
+    gitops.add_worktree(repo, unnoted / "base" / "checkout", sha)
+    assert sweep_work_root(root) == 1 and not unnoted.exists()
+    assert len(_worktrees(repo)) == 2, "registered, its tree gone"
+    gitops.prune_worktrees(repo)
+    noted = _killed_run(root)
+    workroots.note_repository(noted, repo)
+    workroots.note_repository(noted, repo)  # once
+    assert workroots.noted_repositories(noted) == [repo.resolve()]
+    gitops.add_worktree(repo, noted / "base" / "checkout", sha)
+    assert len(_worktrees(repo)) == 2
+    assert sweep_work_root(root) == 1 and not noted.exists()
+    assert len(_worktrees(repo)) == 1, _worktrees(repo)
+
+
+def test_a_noted_repository_that_is_gone_or_a_relative_line_is_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    run = _killed_run(root)
+    (run / workroots.REPOSITORIES_FILE).write_text(f"relative/repo\n{tmp_path / 'gone'}\n")
+    assert workroots.noted_repositories(run) == [tmp_path / "gone"]
+    assert sweep_work_root(root) == 1 and not run.exists()
