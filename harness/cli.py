@@ -77,6 +77,11 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         help="build what is missing (default), show the current tags, or remove earlier builds",
     )
     _image_args(im)
+    im.add_argument(
+        "--codex",
+        action="store_true",
+        help="also build the Codex CLI image (the second agent under test, docs/agents.md)",
+    )
 
     it = sub.add_parser(
         "init",
@@ -365,6 +370,10 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -
     images = builder.ensure()
     size = engine.image_size(images.trial)
     print(f"trial image {images.trial} ({size / 1e6:.0f} MB, Claude Code {images.claude_code_version})")
+    if args.codex:
+        codex = builder.ensure_codex(images)
+        size = engine.image_size(codex.tag)
+        print(f"codex image {codex.tag} ({size / 1e6:.0f} MB, Codex CLI {codex.codex_version})")
     return 0
 
 

@@ -9,6 +9,10 @@ Four images, each built FROM the previous so layers are shared:
     harness-sidecar:<h>   + the gateway and scripted API code (images/sidecar/Dockerfile)
     harness-trial:<h>     Dockerfile.trial: the pinned Claude Code CLI on BASE_IMAGE
 
+and a fifth, built only when asked for (:meth:`ImageBuilder.ensure_codex`), on the same BASE_IMAGE:
+
+    harness-codex:<h>     images/codex/Dockerfile: the pinned OpenAI Codex CLI (docs/agents.md)
+
 A tag is a hash of everything that goes into the image (Dockerfile text, build
 args, parent image id, files copied in, the extra CA bundle), so an unchanged
 image is never rebuilt and a changed input always is. A host-wide file lock
@@ -32,12 +36,14 @@ from harness.host.slots import host_lock
 from harness.sandbox.runtime import ImageStore
 
 CLAUDE_CODE_VERSION = "2.1.332"
+CODEX_VERSION = "0.171.0"
+"""``@openai/codex`` on npm: the newest release when it was pinned (docs/agents.md records what it does)."""
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_BASE = "debian:bookworm-slim"
 DEFAULT_EXTRA_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 LABELS = {"harness.owner": "skill-harness", "harness.purpose": "image"}
-REPOSITORIES = ("harness-base", "harness-runtime", "harness-sidecar", "harness-trial")
+REPOSITORIES = ("harness-base", "harness-runtime", "harness-sidecar", "harness-trial", "harness-codex")
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The installed ``harness`` package directory."""
 BUILD_STAGE_LABEL = "harness.build-stage"
@@ -68,10 +74,19 @@ class ImageSet:
 
 
 @dataclass(frozen=True)
+class CodexImage:
+    tag: str
+    image_id: str
+    """sha256:...: the digest a Codex trial records."""
+    codex_version: str
+
+
+@dataclass(frozen=True)
 class ImageOptions:
     trial_base: str | None = None
     """BASE_IMAGE for Dockerfile.trial; default: the harness runtime image."""
     claude_code_version: str = CLAUDE_CODE_VERSION
+    codex_version: str = CODEX_VERSION
     extra_ca: Path | None = None
     """Extra CA bundle for TLS-intercepting proxies; default: the host's bundle when present."""
     root: Path | None = None
@@ -177,6 +192,11 @@ class ImageBuilder:
         version = self.options.claude_code_version
         return f"harness-trial:{_h(dockerfile, runtime_id, trial_base_id, version, self._extra_ca())}"
 
+    def _codex_tag(self, runtime_id: str, trial_base_id: str) -> str:
+        dockerfile = self._file("images/codex/Dockerfile").read_bytes()
+        version = self.options.codex_version
+        return f"harness-codex:{_h(dockerfile, runtime_id, trial_base_id, version, self._extra_ca())}"
+
     # --------------------------------------------------------------- status
     def planned(self) -> dict[str, tuple[str, bool]]:
         """Tag and presence of each image, without building anything (for doctor)."""
@@ -197,6 +217,8 @@ class ImageBuilder:
         if trial_base_id:
             trial = self._trial_tag(runtime_id, trial_base_id)
             out["trial"] = (trial, self.engine.image_id(trial) is not None)
+            codex = self._codex_tag(runtime_id, trial_base_id)
+            out["codex"] = (codex, self.engine.image_id(codex) is not None)
         return out
 
     def prune(self) -> Pruned:
@@ -248,6 +270,19 @@ class ImageBuilder:
             },
         )
         return ImageSet(base, runtime, sidecar, trial, trial_id, sidecar_id, self.options.claude_code_version)
+
+    def ensure_codex(self, images: ImageSet) -> CodexImage:
+        """The Codex trial image on the same BASE_IMAGE as ``images.trial`` (built when missing). A second
+        image, not a stage of Dockerfile.trial, so the Claude Code image and its tag stay as they are."""
+        runtime_id = self.engine.image_id(images.runtime) or ""
+        trial_base = self.options.trial_base or images.runtime
+        trial_base_id = self.engine.image_id(trial_base) or ""
+        tag, image_id = self._ensure_built(
+            self._codex_tag(runtime_id, trial_base_id),
+            "images/codex/Dockerfile",
+            {"BASE_IMAGE": trial_base, "BUILDER_IMAGE": images.runtime, "CODEX_VERSION": self.options.codex_version},
+        )
+        return CodexImage(tag, image_id, self.options.codex_version)
 
     def _ensure_base(self) -> tuple[str, str]:
         tag = self.base_tag()

@@ -583,6 +583,8 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0]
         key = self.headers.get("x-api-key") or ""
+        if path == "/v1/responses":  # the Responses API (Codex) sends its key as a bearer token
+            key = (self.headers.get("authorization") or "").removeprefix("Bearer ").strip()
         log(
             "request",
             path=path,
@@ -601,6 +603,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path == "/v1/messages/count_tokens":
             self._send_json(200, {"input_tokens": 1000})
+            return
+        if path == "/v1/responses":
+            responses().handle(self, self.scenario, body)
             return
         if path != "/v1/messages":
             log("unknown_path", method="POST", path=path)
@@ -733,6 +738,15 @@ def serve_tls(server: ThreadingHTTPServer) -> None:
         server.socket = context.wrap_socket(server.socket, server_side=True)
 
 
+def responses() -> Any:
+    """The Responses API half (scripted_responses.py), imported on first use: it imports this module."""
+    try:
+        import scripted_responses  # type: ignore[import-not-found,unused-ignore]  # a sibling in /opt/harness
+    except ImportError:  # imported as harness.sidecars.scripted_api
+        from harness.sidecars import scripted_responses
+    return scripted_responses
+
+
 def main(argv: list[str]) -> int:
     scenario_path = argv[1] if len(argv) > 1 else "/etc/scripted/scenario.json"
     port = int(argv[2]) if len(argv) > 2 else 8080
@@ -747,4 +761,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("scripted_api", sys.modules[__name__])  # scripted_responses imports this module by name
     raise SystemExit(main(sys.argv))

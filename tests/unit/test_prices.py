@@ -5,13 +5,17 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
+from harness.sidecars import responses_api
 from harness.sidecars.gateway import DEFAULT_PRICING
 from harness.study import prices
 from harness.study.config import Execution
 
 
 def test_the_shipped_table_is_what_the_gateway_falls_back_to() -> None:
-    assert prices.default_table() == {k: [float(x) for x in v] for k, v in DEFAULT_PRICING.items()}
+    """Claude's models in gateway.py, the OpenAI models Codex uses in responses_api.py (the gateway merges
+    them when it serves the Responses API: issue 30's second phase)."""
+    fallback = {**DEFAULT_PRICING, **responses_api.DEFAULT_PRICING}
+    assert prices.default_table() == {k: [float(x) for x in v] for k, v in fallback.items()}
 
 
 def test_the_preregistration_overrides_and_adds_models_and_the_hash_follows() -> None:
