@@ -41,6 +41,11 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+try:  # in the sidecar image: a sibling file in /opt/harness
+    import scripted_responses  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # imported as harness.sidecars.scripted_api
+    from harness.sidecars import scripted_responses
+
 SKILL_PATH = "/skill/SKILL.md"
 VERIFY_LINE = re.compile(r"VERIFY_EXIT_CODE:\s*(-?\d+|none)")
 PROBE_REF = re.compile(r"\{\{probe:([A-Za-z0-9_.-]+)\}\}")
@@ -605,7 +610,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": 1000})
             return
         if path == "/v1/responses":
-            responses().handle(self, self.scenario, body)
+            self.handle_responses(body)
             return
         if path != "/v1/messages":
             log("unknown_path", method="POST", path=path)
@@ -646,6 +651,42 @@ class Handler(BaseHTTPRequestHandler):
             self.stream(reply, model)
         else:
             self._send_json(200, message_json(reply, model))
+
+    def handle_responses(self, body: dict[str, Any]) -> None:
+        """``POST /v1/responses`` (the Codex CLI, an agent: the judge stays on the Messages API): the same
+        scenario logic on the request's Messages view, answered in the Responses API's stream."""
+        sc = self.scenario
+        view, listing = scripted_responses.messages_view(body, LISTING_HEADER)
+        reply, info = agent_reply(sc, view)
+        model = str(body.get("model", "unknown"))
+        if info.get("task"):
+            arm_cfg = sc.tasks[info["task"]].get("arms", {}).get(info.get("arm"), {})
+            latency = float(arm_cfg.get("latency_ms", sc.defaults.get("latency_ms", 0)))
+            for err in arm_cfg.get("errors", []):
+                if int(err.get("at_turn", 0)) == info.get("turn") and error_applies(sc, err, info):
+                    log(
+                        "injected_error",
+                        task=info["task"],
+                        arm=info.get("arm"),
+                        status=err.get("status"),
+                        api="responses",
+                    )
+                    if err.get("status") in ("broken_stream", "reset"):
+                        scripted_responses.stream(self, reply, model, listing, broken=True)
+                        return
+                    scripted_responses.send_error(self, int(err.get("status", 529)), err.get("retry_after_s"))
+                    return
+        else:
+            latency = float(sc.defaults.get("latency_ms", 0))
+        if latency > 0:
+            time.sleep(latency / 1000.0)
+        log("reply", model=model, stop=reply.stop, api="responses", **{k: v for k, v in info.items() if k != "success"})
+        if body.get("stream"):
+            scripted_responses.stream(self, reply, model, listing)
+        else:
+            scripted_responses.send_json(
+                self, 200, scripted_responses.response_json(reply, model, listing, "completed")
+            )
 
     def stream(self, reply: Reply, model: str, broken: bool = False, reset: bool = False) -> None:
         self.send_response(200)
@@ -738,15 +779,6 @@ def serve_tls(server: ThreadingHTTPServer) -> None:
         server.socket = context.wrap_socket(server.socket, server_side=True)
 
 
-def responses() -> Any:
-    """The Responses API half (scripted_responses.py), imported on first use: it imports this module."""
-    try:
-        import scripted_responses  # type: ignore[import-not-found,unused-ignore]  # a sibling in /opt/harness
-    except ImportError:  # imported as harness.sidecars.scripted_api
-        from harness.sidecars import scripted_responses
-    return scripted_responses
-
-
 def main(argv: list[str]) -> int:
     scenario_path = argv[1] if len(argv) > 1 else "/etc/scripted/scenario.json"
     port = int(argv[2]) if len(argv) > 2 else 8080
@@ -761,5 +793,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.modules.setdefault("scripted_api", sys.modules[__name__])  # scripted_responses imports this module by name
     raise SystemExit(main(sys.argv))

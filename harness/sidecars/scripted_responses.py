@@ -1,7 +1,7 @@
 """The scripted model on the OpenAI Responses API: what the Codex CLI speaks, driven by the same scenarios.
 
-``scripted_api.py`` serves ``POST /v1/responses`` by handing the request here. Nothing about the script
-is decided twice: the request is read as the Messages API conversation it is (:func:`responses_api.as_messages`:
+``scripted_api.py`` serves ``POST /v1/responses`` with what is here (this module imports nothing of it).
+Nothing about the script is decided twice: the request is read as the Messages API conversation it is (:func:`responses_api.as_messages`:
 the first user message carries the task prompt, each call the model made is a ``tool_use`` whose id is the
 call's ``call_id``, each output a ``tool_result``), :func:`scripted_api.agent_reply` decides the step as it
 does for Claude Code, and the step is sent back as the call Codex's tools run:
@@ -34,11 +34,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-try:  # in the sidecar image: sibling files in /opt/harness
+try:  # in the sidecar image: a sibling file in /opt/harness
     import responses_api  # type: ignore[import-not-found,unused-ignore]
-    import scripted_api  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # imported as harness.sidecars.scripted_responses (unit tests)
-    from harness.sidecars import responses_api, scripted_api
+    from harness.sidecars import responses_api
 
 EDIT = (
     "import base64,sys\n"
@@ -117,16 +116,17 @@ def responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
 LAUNCH = "Launching skill:"
 
 
-def messages_view(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def messages_view(body: dict[str, Any], listing_header: str) -> tuple[dict[str, Any], dict[str, str]]:
     """The request as :func:`scripted_api.agent_reply` reads a Messages API request, and the listed skills
-    (name -> SKILL.md path). The listing is rewritten in Claude Code's words and a read of a listed
-    SKILL.md that brought the file back is reported as its launch (module docstring)."""
+    (name -> SKILL.md path). The listing is rewritten in Claude Code's words (``listing_header`` and one
+    ``- name: description`` line a skill) and a read of a listed SKILL.md that brought the file back is
+    reported as its launch (module docstring)."""
     messages = [m for m in responses_api.as_messages(body.get("input")) if m["role"] != "system"]
     listed = responses_api.skill_listing(body) or []
     paths = {s.name: s.path for s in listed}
     if listed and messages and messages[0]["role"] == "user":
         lines = "\n".join(f"- {s.name}: {s.description}" for s in listed)
-        header = {"type": "text", "text": f"{scripted_api.LISTING_HEADER}\n{lines}\n"}
+        header = {"type": "text", "text": f"{listing_header}\n{lines}\n"}
         messages[0] = {"role": "user", "content": [header, *messages[0]["content"]]}
     calls = {b["id"]: b for m in messages if m["role"] == "assistant" for b in m["content"] if "id" in b}
     for message in messages if paths else []:
@@ -140,37 +140,6 @@ def messages_view(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
     if session:
         view["metadata"] = {"user_id": json.dumps({"session_id": session})}
     return view, paths
-
-
-def handle(handler: BaseHTTPRequestHandler, sc: Any, body: dict[str, Any]) -> None:
-    """Answer one ``POST /v1/responses`` (an agent's request: the judge stays on the Messages API)."""
-    view, listing = messages_view(body)
-    reply, info = scripted_api.agent_reply(sc, view)
-    model = str(body.get("model", "unknown"))
-    if info.get("task"):
-        arm_cfg = sc.tasks[info["task"]].get("arms", {}).get(info.get("arm"), {})
-        latency = float(arm_cfg.get("latency_ms", sc.defaults.get("latency_ms", 0)))
-        for err in arm_cfg.get("errors", []):
-            if int(err.get("at_turn", 0)) == info.get("turn") and scripted_api.error_applies(sc, err, info):
-                scripted_api.log(
-                    "injected_error", task=info["task"], arm=info.get("arm"), status=err.get("status"), api="responses"
-                )
-                if err.get("status") in ("broken_stream", "reset"):
-                    stream(handler, reply, model, listing, broken=True)
-                    return
-                send_error(handler, int(err.get("status", 529)), err.get("retry_after_s"))
-                return
-    else:
-        latency = float(sc.defaults.get("latency_ms", 0))
-    if latency > 0:
-        time.sleep(latency / 1000.0)
-    scripted_api.log(
-        "reply", model=model, stop=reply.stop, api="responses", **{k: v for k, v in info.items() if k != "success"}
-    )
-    if body.get("stream"):
-        stream(handler, reply, model, listing)
-    else:
-        send_json(handler, 200, response_json(reply, model, listing, "completed"))
 
 
 def response_json(reply: Any, model: str, listing: dict[str, str], status: str) -> dict[str, Any]:

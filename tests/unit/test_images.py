@@ -45,7 +45,24 @@ def test_prune_removes_earlier_builds_and_keeps_the_current_and_the_in_use(tmp_p
     assert busy in kept, "an image a container uses stays"
     assert set(tags) <= set(kept)
     assert all(tag in store.tags for tag in foreign), "images of other repositories are never touched"
-    assert set(REPOSITORIES) == {"harness-base", "harness-runtime", "harness-sidecar", "harness-trial"}
+    assert set(REPOSITORIES) == {"harness-base", "harness-runtime", "harness-sidecar", "harness-trial", "harness-codex"}
+
+
+def test_the_codex_image_has_its_own_tag_and_leaves_the_claude_code_images_alone(tmp_path: Path) -> None:
+    """Issue 30: the Codex CLI's image hashes its own Dockerfile and version; pinning another Codex version
+    changes no other tag (no Claude Code trial image rebuilds), and prune keeps the current one only."""
+    ca = tmp_path / "ca.crt"
+    ca.write_text("ca")
+    tags = current_tags(ca)
+    store = FakeRuntime(images=tags)
+    plans = [ImageBuilder(store, ImageOptions(extra_ca=ca, codex_version=v)).planned() for v in ("0.171.0", "0.172.0")]
+    assert plans[0]["codex"][0].startswith("harness-codex:") and plans[0]["codex"] != plans[1]["codex"]
+    assert {k: v for k, v in plans[0].items() if k != "codex"} == {k: v for k, v in plans[1].items() if k != "codex"}
+    current, earlier = plans[0]["codex"][0], plans[1]["codex"][0]
+    store.add_image(current, "sha256:codex")
+    store.add_image(earlier, "sha256:codex-old")
+    removed, kept = ImageBuilder(store, ImageOptions(extra_ca=ca)).prune()
+    assert removed == [earlier] and current in kept
 
 
 def test_prune_removes_the_untagged_build_stages_of_our_builds_only(tmp_path: Path) -> None:

@@ -157,12 +157,12 @@ def test_the_messages_view_lists_and_launches_as_claude_code_would() -> None:
     """What scripted_api's installed delivery reads: the listing in Claude Code's words, and the read of the
     listed SKILL.md that brought the file back reported as its launch."""
     body: dict[str, Any] = json.loads((DATA / "codex-0.171.0-request-2.json").read_text())["body"]
-    view, listing = scripted_responses.messages_view(body)
+    view, listing = scripted_responses.messages_view(body, scripted_api.LISTING_HEADER)
     assert listing == {"tidy-notes": "/home/agent/.agents/skills/tidy-notes/SKILL.md"}
     assert scripted_api.skill_listing(view) == {"tidy-notes": "Use when writing proof files."}
     assert json.loads(view["metadata"]["user_id"]) == {"session_id": body["prompt_cache_key"]}
     (result,) = view["messages"][-1]["content"]
     assert result["content"].startswith("Launching skill: tidy-notes\n")
     body["input"][-1]["output"] = "cat: permission denied"
-    view, _ = scripted_responses.messages_view(body)
+    view, _ = scripted_responses.messages_view(body, scripted_api.LISTING_HEADER)
     assert not view["messages"][-1]["content"][0]["content"].startswith("Launching")
