@@ -32,6 +32,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+try:  # in the sidecar image: a sibling file in /opt/harness
+    import skilltrace  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # imported as harness.sidecars.responses_api
+    from harness.sidecars import skilltrace
+
 FORWARD_PATHS = frozenset({"/v1/responses"})
 FORWARD_HEADERS = frozenset({"content-type", "accept", "user-agent", "originator", "openai-beta"})
 """What the CLI sends that the API may need. Not forwarded: its credentials, ``accept-encoding`` (the gateway
@@ -189,15 +194,8 @@ def parts_violation(content: Any, allowed: frozenset[str], where: str) -> str | 
 # --------------------------------------------------------------------------- metering
 
 
-def sse_event(line: bytes) -> dict[str, Any] | None:
-    """The JSON object of one ``data:`` line, or None for any other line (the meter never fails on one)."""
-    if not line.startswith(b"data:"):
-        return None
-    try:
-        event = json.loads(line[5:].strip() or b"{}")
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
+sse_event = skilltrace.sse_event
+"""The JSON object of one ``data:`` line, or None for any other line (the meter never fails on one)."""
 
 
 def _count(value: Any) -> int:

@@ -672,9 +672,13 @@ class Handler(BaseHTTPRequestHandler):
                         api="responses",
                     )
                     if err.get("status") in ("broken_stream", "reset"):
-                        scripted_responses.stream(self, reply, model, listing, broken=True)
+                        self._start_stream()
+                        for chunk in scripted_responses.sse_events(reply, model, listing, broken=True):
+                            self.wfile.write(chunk)
+                            self.wfile.flush()
                         return
-                    scripted_responses.send_error(self, int(err.get("status", 529)), err.get("retry_after_s"))
+                    status = int(err.get("status", 529))
+                    self._send_json(status, scripted_responses.error_body(status), retry_after=err.get("retry_after_s"))
                     return
         else:
             latency = float(sc.defaults.get("latency_ms", 0))
@@ -682,19 +686,23 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(latency / 1000.0)
         log("reply", model=model, stop=reply.stop, api="responses", **{k: v for k, v in info.items() if k != "success"})
         if body.get("stream"):
-            scripted_responses.stream(self, reply, model, listing)
+            self._start_stream()
+            for chunk in scripted_responses.sse_events(reply, model, listing):
+                self.wfile.write(chunk)
+                self.wfile.flush()
         else:
-            scripted_responses.send_json(
-                self, 200, scripted_responses.response_json(reply, model, listing, "completed")
-            )
+            self._send_json(200, scripted_responses.response_json(reply, model, listing, "completed"))
 
-    def stream(self, reply: Reply, model: str, broken: bool = False, reset: bool = False) -> None:
+    def _start_stream(self) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")
         self.end_headers()
         self.close_connection = True
+
+    def stream(self, reply: Reply, model: str, broken: bool = False, reset: bool = False) -> None:
+        self._start_stream()
         message = message_json(reply, model)
         start = dict(message, content=[], stop_reason=None, usage=dict(message["usage"], output_tokens=1))
 

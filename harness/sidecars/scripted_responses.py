@@ -31,7 +31,7 @@ import json
 import shlex
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Iterator
 from typing import Any
 
 try:  # in the sidecar image: a sibling file in /opt/harness
@@ -154,63 +154,33 @@ def response_json(reply: Any, model: str, listing: dict[str, str], status: str) 
     }
 
 
-def send_json(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any], retry_after: Any = None) -> None:
-    data = json.dumps(payload).encode()
-    handler.send_response(status)
-    if retry_after is not None:
-        handler.send_header("retry-after", str(retry_after))
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
-
-
-def send_error(handler: BaseHTTPRequestHandler, status: int, retry_after: Any) -> None:
+def error_body(status: int) -> dict[str, Any]:
+    """An injected error in the API's shape (``rate_limit_exceeded`` for 429, else ``server_error``)."""
     kind = "rate_limit_exceeded" if status == 429 else "server_error"
-    send_json(handler, status, {"error": {"message": "scripted error", "type": kind, "code": kind}}, retry_after)
+    return {"error": {"message": "scripted error", "type": kind, "code": kind}}
 
 
-def stream(
-    handler: BaseHTTPRequestHandler, reply: Any, model: str, listing: dict[str, str], *, broken: bool = False
-) -> None:
-    handler.send_response(200)
-    handler.send_header("content-type", "text/event-stream")
-    handler.send_header("cache-control", "no-cache")
-    handler.send_header("connection", "close")
-    handler.end_headers()
-    handler.close_connection = True
+def sse_events(reply: Any, model: str, listing: dict[str, str], *, broken: bool = False) -> Iterator[bytes]:
+    """The response's server-sent events, one ``bytes`` each (``broken``: cut off after the first)."""
     done = response_json(reply, model, listing, "completed")
     seq = iter(range(1 << 30))
 
-    def event(name: str, data: dict[str, Any]) -> None:
+    def event(name: str, data: dict[str, Any]) -> bytes:
         payload = {"type": name, "sequence_number": next(seq), **data}
-        handler.wfile.write(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
-        handler.wfile.flush()
+        return f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
 
-    event("response.created", {"response": dict(done, status="in_progress", output=[], usage=None)})
+    yield event("response.created", {"response": dict(done, status="in_progress", output=[], usage=None)})
     if broken:
-        handler.wfile.write(b'event: response.output_item.added\ndata: {"type": "response.output_')
-        handler.wfile.flush()
+        yield b'event: response.output_item.added\ndata: {"type": "response.output_'
         return
     for index, item in enumerate(done["output"]):
         if item["type"] == "message":
-            event(
-                "response.output_item.added",
-                {"output_index": index, "item": dict(item, content=[], status="in_progress")},
-            )
-            text = item["content"][0]["text"]
-            event(
-                "response.output_text.delta",
-                {"item_id": item["id"], "output_index": index, "content_index": 0, "delta": text},
-            )
+            opening = dict(item, content=[], status="in_progress")
+            delta = ("response.output_text.delta", {"content_index": 0, "delta": item["content"][0]["text"]})
         else:
-            event(
-                "response.output_item.added",
-                {"output_index": index, "item": dict(item, arguments="", status="in_progress")},
-            )
-            event(
-                "response.function_call_arguments.delta",
-                {"item_id": item["id"], "output_index": index, "delta": item["arguments"]},
-            )
-        event("response.output_item.done", {"output_index": index, "item": item})
-    event("response.completed", {"response": done})
+            opening = dict(item, arguments="", status="in_progress")
+            delta = ("response.function_call_arguments.delta", {"delta": item["arguments"]})
+        yield event("response.output_item.added", {"output_index": index, "item": opening})
+        yield event(delta[0], {"item_id": item["id"], "output_index": index, **delta[1]})
+        yield event("response.output_item.done", {"output_index": index, "item": item})
+    yield event("response.completed", {"response": done})
