@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
+import docker.tls
 import requests.exceptions
 import urllib3.exceptions
 from docker.types import LogConfig, Mount, Ulimit
@@ -58,8 +61,13 @@ from harness.sandbox.runtime import (
     VolumeDir,
     Waited,
 )
+from harness.sandbox.sshtunnel import SshTunnel
 
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+MIN_API_VERSION = "1.24"
+"""The oldest engine API docker-py speaks (engine 1.12): enough to ask an engine for its own."""
+IMAGE_STREAM_TIMEOUT_S = 900
+"""Seconds an image save or load may go without a byte (the engine unpacks layers as they arrive)."""
 
 
 def _transient(e: BaseException) -> bool:
@@ -117,6 +125,81 @@ def endpoint_of(env: Mapping[str, str]) -> Endpoint:
     return Endpoint(url=url, remote=forced or not local)
 
 
+@dataclass(frozen=True)
+class EngineAddress:
+    """How to reach one engine: its URL and what the connection needs beside it."""
+
+    url: str
+    """``unix:///path``, ``tcp://host:port`` or ``ssh://[user@]host[:port][/socket]``."""
+    name: str = ""
+    """What reports call it (default: the URL's host, or ``local`` for a unix socket)."""
+    cert_path: Path | None = None
+    """tcp:// with TLS: a directory holding ``ca.pem``, ``cert.pem`` and ``key.pem`` (Docker's layout)."""
+    tls_verify: bool = True
+    """Verify the engine's certificate against ``ca.pem`` (Docker's ``DOCKER_TLS_VERIFY``)."""
+    ssh_config: Path | None = None
+    """ssh://: an ssh config file to use instead of the user's (``ssh -F``)."""
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        parts = urllib.parse.urlsplit(self.url)
+        return "local" if parts.scheme in ("unix", "npipe") else (parts.hostname or self.url)
+
+
+def address_from_env(env: Mapping[str, str], url: str | None = None) -> EngineAddress:
+    """``url`` (default ``DOCKER_HOST``, else the local socket) with Docker's TLS conventions: TLS when
+    ``DOCKER_TLS_VERIFY`` is set (verifying the engine) or ``DOCKER_CERT_PATH`` is (client certificate
+    only); the files are ``ca.pem``, ``cert.pem`` and ``key.pem`` in ``DOCKER_CERT_PATH`` (default
+    ``~/.docker``). They apply to a ``tcp://`` URL only."""
+    url = (url or env.get("DOCKER_HOST", "")).strip() or "unix:///var/run/docker.sock"
+    verify = bool(env.get("DOCKER_TLS_VERIFY", "").strip())
+    cert_dir = env.get("DOCKER_CERT_PATH", "").strip()
+    if not url.startswith("tcp://") or not (verify or cert_dir):
+        return EngineAddress(url)
+    home = env.get("HOME", "").strip() or os.path.expanduser("~")
+    return EngineAddress(url, cert_path=Path(cert_dir or os.path.join(home, ".docker")), tls_verify=verify)
+
+
+def _tls_config(address: EngineAddress) -> docker.tls.TLSConfig | None:
+    if address.cert_path is None:
+        return None
+    files = {name: address.cert_path / name for name in ("ca.pem", "cert.pem", "key.pem")}
+    needed = ("ca.pem", "cert.pem", "key.pem") if address.tls_verify else ("cert.pem", "key.pem")
+    missing = [name for name in needed if not files[name].is_file()]
+    if missing:
+        raise PrerequisiteError(
+            f"engine {address.url}: TLS needs {', '.join(missing)} in {address.cert_path}",
+            hint="Docker's layout: ca.pem (the engine's CA), cert.pem and key.pem (this client's)",
+        )
+    try:
+        return docker.tls.TLSConfig(
+            client_cert=(str(files["cert.pem"]), str(files["key.pem"])),
+            ca_cert=str(files["ca.pem"]) if address.tls_verify else None,
+            verify=address.tls_verify,
+        )
+    except docker.errors.TLSParameterError as e:
+        raise PrerequisiteError(f"engine {address.url}: bad TLS files in {address.cert_path}: {e}") from e
+
+
+def _docker_client(url: str, timeout: int, tls: docker.tls.TLSConfig | None) -> docker.DockerClient:
+    if tls is None:
+        return docker.DockerClient(base_url=url, timeout=timeout)
+    # requests puts REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE (set wherever a proxy intercepts TLS, as here) in place
+    # of the CA docker-py gives it, and every verification of the engine fails; the engine's CA must decide,
+    # from the first request on (the API version docker-py asks for while it constructs a client included)
+    probe = docker.APIClient(base_url=url, timeout=timeout, tls=tls, version=MIN_API_VERSION)
+    probe.trust_env = False
+    try:
+        version = str(probe.version(api_version=False)["ApiVersion"])
+    finally:
+        probe.close()
+    client = docker.DockerClient(base_url=url, timeout=timeout, tls=tls, version=version)
+    client.api.trust_env = False
+    return client
+
+
 def _uid_gid(user: str) -> tuple[str, str]:
     uid, _, gid = user.partition(":")
     return uid, gid or uid
@@ -128,22 +211,42 @@ class Engine:
     Beyond the interface it offers what only diagnostics and the Docker tests use: ``inspect``,
     ``exec_run``, ``free_disk_bytes``, and removal of one container or network by name."""
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, timeout: int = 120) -> None:
-        self._endpoint = endpoint_of(env if env is not None else os.environ)
+    def __init__(
+        self, env: Mapping[str, str] | None = None, *, timeout: int = 120, address: EngineAddress | None = None
+    ) -> None:
+        """Connect to ``address``, or else to the engine ``env`` names (``DOCKER_HOST``, with Docker's TLS
+        variables: :func:`address_from_env`). Raises PrerequisiteError when it does not answer."""
+        environ = env if env is not None else os.environ
+        address = address or address_from_env(environ)
+        self.address = address
+        self._endpoint = endpoint_of({**environ, "DOCKER_HOST": address.url})
+        self._tunnel: SshTunnel | None = None
         try:
-            # ssh:// goes through the ssh binary (the user's config and agent, as the docker CLI does)
-            self.client = docker.from_env(
-                environment=dict(env) if env is not None else None,
-                timeout=timeout,
-                use_ssh_client=self._endpoint.url.startswith("ssh://"),
-            )
+            if address.url.startswith("ssh://"):
+                self._tunnel = SshTunnel(address.url, ssh_config=address.ssh_config)
+                self.client = docker.DockerClient(base_url=f"unix://{self._tunnel.socket}", timeout=timeout)
+            else:
+                self.client = _docker_client(address.url, timeout, _tls_config(address))
             self.client.ping()
+        except PrerequisiteError:
+            self.close()
+            raise
         except DOCKER_ERRORS as e:
+            self.close()
             raise PrerequisiteError(
-                f"no Docker engine answers at {self._endpoint.url} ({type(e).__name__}: {str(e)[:200]})",
+                f"no Docker engine answers at {address.url} ({type(e).__name__}: {str(e)[:200]})",
                 hint="start one (`make engine` installs docker.io and starts dockerd when run as root on Debian), "
                 "or point DOCKER_HOST at a reachable engine",
             ) from e
+
+    def close(self) -> None:
+        """Close the connection (and an ssh tunnel's process); idempotent."""
+        client = getattr(self, "client", None)
+        if client is not None:
+            with contextlib.suppress(*DOCKER_ERRORS, OSError):
+                client.close()
+        if self._tunnel is not None:
+            self._tunnel.close()
 
     # ------------------------------------------------------------------ info
     def info(self) -> EngineInfo:
@@ -165,6 +268,10 @@ class Engine:
             os=str(info.get("OperatingSystem", "")),
             runc_version=str(runc),
             rootless=any("rootless" in s for s in info.get("SecurityOptions") or ()),
+            cpus=int(info.get("NCPU") or 0),
+            memory_bytes=int(info.get("MemTotal") or 0),
+            kernel=str(info.get("KernelVersion", "")),
+            engine_id=str(info.get("ID", "")),
         )
 
     def endpoint(self) -> Endpoint:
@@ -677,6 +784,64 @@ class Engine:
             self.client.api.tag(image, repo, version)
         except DOCKER_ERRORS as e:
             raise InfraError(f"tagging {image} as {tag} failed: {e}") from e
+
+    def save_images(self, refs: Sequence[str], *, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """``docker save`` of ``refs`` as one tar stream (layers two images share are in it once)."""
+        api = self.client.api
+        try:
+            response = api.get(
+                f"{api.base_url}/v{api.api_version}/images/get",
+                params={"names": list(refs)},
+                stream=True,
+                timeout=IMAGE_STREAM_TIMEOUT_S,
+            )
+            if response.status_code != 200:
+                raise InfraError(
+                    f"saving images {', '.join(refs)} failed: {response.status_code} {response.text[:300]}"
+                )
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"saving images {', '.join(refs)} failed: {e}") from e
+        return self._image_chunks(response, refs, chunk_size)
+
+    @staticmethod
+    def _image_chunks(response: Any, refs: Sequence[str], chunk_size: int) -> Iterator[bytes]:
+        try:
+            with contextlib.closing(response):
+                yield from response.iter_content(chunk_size)
+        except (*DOCKER_ERRORS, urllib3.exceptions.HTTPError, OSError) as e:
+            raise InfraError(f"saving images {', '.join(refs)} failed mid-stream: {e}") from e
+
+    def load_images(self, data: Iterable[bytes]) -> list[str]:
+        """``docker load`` of a tar stream; returns what the engine says it loaded (tags, else ids)."""
+        api = self.client.api
+        try:
+            response = api.post(
+                f"{api.base_url}/v{api.api_version}/images/load",
+                data=iter(data),
+                params={"quiet": "1"},
+                headers={"Content-Type": "application/x-tar"},
+                timeout=IMAGE_STREAM_TIMEOUT_S,
+            )
+            body = response.text
+        except InfraError:
+            raise
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"loading images failed: {e}") from e
+        if response.status_code != 200:
+            raise InfraError(f"loading images failed: {response.status_code} {body[:300]}")
+        loaded: list[str] = []
+        for line in body.splitlines():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if message.get("error"):
+                raise InfraError(f"loading images failed: {message['error']}")
+            stream = str(message.get("stream", "")).strip()
+            for prefix in ("Loaded image: ", "Loaded image ID: "):
+                if stream.startswith(prefix):
+                    loaded.append(stream.removeprefix(prefix))
+        return loaded
 
     def free_disk_bytes(self) -> int | None:
         """Free space under the engine's data root (None for a remote engine: its data root is a path on
