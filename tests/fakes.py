@@ -302,6 +302,7 @@ class FakeRuntime:
             rootless=False,
         )
         self.calls: list[Call] = []
+        self.closed = False
         self._faults: list[_Fault] = []
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
@@ -923,6 +924,40 @@ class FakeRuntime:
             if resolved is None:
                 raise InfraError(f"tagging {image} as {tag} failed: no such image")
             self.tags[tag] = resolved
+
+
+    def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
+        """The fake's archive: each ref's image id and its tags, as JSON (no layers)."""
+        self._call("save_images", ",".join(refs))
+        with self._lock:
+            saved: dict[str, list[str]] = {}
+            for ref in refs:
+                image = self._resolve_image(ref)
+                if image is None:
+                    raise InfraError(f"saving images failed: no such image: {ref}")
+                named = saved.setdefault(image, [])
+                if ref != image and ref not in named:  # saved by tag: the tag goes with it (by id: none)
+                    named.append(ref)
+            data = json.dumps({"images": saved}).encode()
+        return iter([data[:10], data[10:]])
+
+    def load_images(self, data: Iterable[bytes]) -> list[str]:
+        self._call("load_images")
+        try:
+            saved = json.loads(b"".join(data))["images"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise InfraError(f"loading images failed: not an archive of save_images: {e}") from e
+        loaded: list[str] = []
+        with self._lock:
+            for image, tags in saved.items():
+                self.image_meta.setdefault(image, ({}, 1 << 20))
+                for tag in tags:
+                    self.tags[tag] = image
+                loaded += tags or [image]
+        return loaded
+
+    def close(self) -> None:
+        self.closed = True
 
 
 _: type[Runtime] = FakeRuntime  # the fake implements the whole interface (mypy checks this line)

@@ -17,6 +17,12 @@ A tag is a hash of everything that goes into the image (Dockerfile text, build
 args, parent image id, files copied in, the extra CA bundle), so an unchanged
 image is never rebuilt and a changed input always is. A host-wide file lock
 keeps two builds of one image from racing.
+
+Several engines run one image id (:func:`sync_images`): the images are built once, on a reference engine,
+and copied to every other engine through the images API (``docker save`` streamed into ``docker load``:
+ids and tags stay the same, so :meth:`ImageBuilder.ensure` there finds them and builds nothing). An engine
+that holds one of the tags as another image (built there, from a later package mirror) is refused
+(:class:`ImageMismatch`), never mixed in: provenance compares image ids.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -358,3 +365,86 @@ class ImageBuilder:
                     context, dockerfile="Dockerfile", tag=tag, buildargs=buildargs, labels=LABELS, on_line=self.on_line
                 )
             return tag, image
+
+
+# ------------------------------------------------------------------ several engines
+
+
+class ImageMismatch(PrerequisiteError):
+    """An engine holds an image tag as another image than the reference engine: its trials would not run
+    the image the others run, so it is refused rather than mixed in."""
+
+
+@dataclass(frozen=True)
+class ImageSync:
+    """What :func:`sync_images` did on one engine."""
+
+    engine: str
+    copied: tuple[str, ...]
+    """Refs that were missing there and were loaded from the reference engine."""
+    present: tuple[str, ...]
+    """Refs it already held, with the reference's image id."""
+    seconds: float
+
+
+def reference_ids(reference: ImageStore, refs: Sequence[str], *, name: str) -> dict[str, str]:
+    """The image id of each ref on the reference engine; a ref it does not hold is a PrerequisiteError."""
+    ids = {ref: reference.image_id(ref) for ref in refs}
+    missing = [ref for ref, image in ids.items() if image is None]
+    if missing:
+        raise PrerequisiteError(
+            f"the reference engine {name} does not hold {', '.join(missing)}",
+            hint="build them there first (skilltrial images build)",
+        )
+    return {ref: image for ref, image in ids.items() if image is not None}
+
+
+def differing(expected: Mapping[str, str], target: ImageStore) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The refs ``target`` lacks, and those it holds as another image: ``(ref, expected id, its id)``."""
+    missing: list[str] = []
+    other: list[tuple[str, str, str]] = []
+    for ref, image in expected.items():
+        found = target.image_id(ref)
+        if found is None:
+            missing.append(ref)
+        elif found != image:
+            other.append((ref, image, found))
+    return missing, other
+
+
+def _refuse(name: str, reference_name: str, other: Sequence[tuple[str, str, str]]) -> ImageMismatch:
+    first = "; ".join(f"{ref} is {found[:19]} there, {image[:19]} on {reference_name}" for ref, image, found in other)
+    return ImageMismatch(
+        f"engine {name} holds other images under the harness's tags ({first}): its trials would not run the "
+        "same image ids as the others, so it is not used",
+        hint=f"remove those tags on {name} (docker rmi TAG there) and they are copied from {reference_name}, "
+        "or leave the engine out",
+    )
+
+
+def sync_images(
+    reference: ImageStore,
+    target: ImageStore,
+    refs: Sequence[str],
+    *,
+    name: str,
+    reference_name: str = "the reference engine",
+) -> ImageSync:
+    """Make ``target`` hold every ref of ``refs`` as the same image id as ``reference``: what it lacks is
+    copied in one stream (``save_images`` there, ``load_images`` here; shared layers once). Raises
+    :class:`ImageMismatch` when ``target`` holds a ref as another image (nothing is copied then),
+    PrerequisiteError when the reference lacks one, InfraError when the copy fails or does not give the
+    same ids."""
+    t0 = time.monotonic()
+    expected = reference_ids(reference, refs, name=reference_name)
+    missing, other = differing(expected, target)
+    if other:
+        raise _refuse(name, reference_name, other)
+    if missing:
+        target.load_images(reference.save_images(missing))
+        still, other = differing(expected, target)
+        if still or other:
+            wrong = ", ".join(still + [ref for ref, _, _ in other])
+            raise InfraError(f"copying images to engine {name} did not give it the reference's ids: {wrong}")
+    present = tuple(ref for ref in refs if ref not in missing)
+    return ImageSync(name, tuple(missing), present, time.monotonic() - t0)

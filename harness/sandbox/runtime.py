@@ -7,8 +7,8 @@ Two Protocols, split by resource the way docker-py splits its API client:
                       their live stream, is_running, container_ip), networks, volumes (plain and overlay, their
                       mountpoints) and archives in and out of them, the harness's labelled objects and
                       their removal, engine info
-    ImageStore        local images: look up, list, tag, build, import, pull, remove
-    Runtime           both: what an experiment run needs
+    ImageStore        local images: look up, list, tag, build, import, pull, remove, save and load
+    Runtime           both, and closing the connection: what an experiment run needs
 
 :class:`harness.sandbox.engine.Engine` implements them over docker-py (and applies the hardening profile to
 every container it creates); ``tests.fakes.FakeRuntime`` implements them in memory. One contract suite,
@@ -142,6 +142,14 @@ class EngineInfo:
     os: str
     runc_version: str
     rootless: bool
+    cpus: int = 0
+    """The engine's machine: cores (``docker info`` NCPU; 0 when it does not say)."""
+    memory_bytes: int = 0
+    """The engine's machine: memory (``docker info`` MemTotal; 0 when it does not say)."""
+    kernel: str = ""
+    """The engine's kernel (``docker info`` KernelVersion)."""
+    engine_id: str = ""
+    """The engine's own id (``docker info`` ID): the same engine reached by two URLs has one."""
 
 
 @dataclass(frozen=True)
@@ -398,6 +406,21 @@ class ImageStore(Protocol):
         """Give ``image`` the tag ``tag``. Raises InfraError."""
         ...
 
+    def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
+        """Every image of ``refs`` with its tags, as one archive stream (``docker save``): what
+        :meth:`load_images` of another engine takes, giving it the same image ids. Raises InfraError (a
+        missing image included), also while the stream is read."""
+        ...
+
+    def load_images(self, data: Iterable[bytes]) -> list[str]:
+        """Load an archive of :meth:`save_images` (``docker load``): its images keep their ids and tags.
+        Returns the tags (or ids) loaded. Raises InfraError."""
+        ...
+
 
 class Runtime(ContainerRuntime, ImageStore, Protocol):
     """A container runtime with its image store: what an experiment run needs."""
+
+    def close(self) -> None:
+        """Let go of the engine (its connection; an ssh engine's tunnel). Idempotent; never raises."""
+        ...

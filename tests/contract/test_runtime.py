@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -31,6 +32,7 @@ from harness.sandbox.runtime import (
     DockerObject,
     EngineInfo,
     Limits,
+    Runtime,
     VolumeDir,
     VolumeMount,
 )
@@ -505,3 +507,24 @@ def test_a_volume_filled_through_a_created_container_keeps_the_tars_owners_and_m
     with pytest.raises(InfraError):
         rt.put_archive(reader.name, "/data", tar_entries([Entry("x", b"", 0o644)]))
     assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+
+
+def test_saved_images_load_back_with_their_ids_and_tags(subject: Subject) -> None:
+    """What copies images between engines (issue 29 item 1): ``save_images`` gives an archive that
+    ``load_images`` turns back into the same image id under the same tag (here on one engine: the tag is
+    removed in between; tests/remote/test_pool_engines.py copies between engines)."""
+    store = cast(Runtime, subject.runtime)  # both implementations are whole Runtimes (images too)
+    image = store.image_id(subject.image)
+    assert image is not None
+    tag = f"harness-contract-{subject.run_id}:saved"
+    store.tag(image, tag)
+    try:
+        archive = b"".join(store.save_images([tag]))
+        assert store.remove_image(tag) and store.image_id(tag) is None
+        loaded = store.load_images(iter([archive[: len(archive) // 2], archive[len(archive) // 2 :]]))
+        assert tag in loaded
+        assert store.image_id(tag) == image
+    finally:
+        store.remove_image(tag)
+    with pytest.raises(InfraError):
+        b"".join(store.save_images([f"harness-contract-{subject.run_id}:absent"]))
