@@ -65,8 +65,16 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    d = sub.add_parser("doctor", help="check the engine, cgroups, disk, images, gVisor and known-CVE versions")
+    d = sub.add_parser(
+        "doctor",
+        help="check the engine, cgroups, disk, images, gVisor and known-CVE versions",
+        description="Check this machine and its engine (DOCKER_HOST). With --engine or --engines-file, check "
+        "each engine of a pool instead: reachable, version and kernel, cgroups, runtimes, CPUs and memory, free "
+        "disk, the overlay probe, and whether it holds the reference engine's image ids (the first engine is "
+        "the reference). Exit 5 when a check fails.",
+    )
     _image_args(d)
+    _engine_args(d)
 
     im = sub.add_parser("images", help="build (or show) the base, runtime, sidecar and trial images")
     im.add_argument(
@@ -77,6 +85,7 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         help="build what is missing (default), show the current tags, or remove earlier builds",
     )
     _image_args(im)
+    _engine_args(im)
     im.add_argument(
         "--codex",
         action="store_true",
@@ -219,6 +228,33 @@ def _image_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        dest="engines",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a Docker engine of the pool (repeatable): unix:///path, tcp://host:port (TLS from DOCKER_TLS_VERIFY "
+        "and DOCKER_CERT_PATH), ssh://[user@]host[:port] (the system's ssh client); the first is the reference",
+    )
+    p.add_argument(
+        "--engines-file",
+        type=Path,
+        metavar="FILE",
+        help="a YAML file listing engines (engines: [{url, name, cert_path, ssh_config}]; skilltrial schema engines)",
+    )
+
+
+def _pool_addresses(args: argparse.Namespace, env: Mapping[str, str]):  # type: ignore[no-untyped-def]
+    """The engines --engine and --engines-file name (empty: neither was given)."""
+    from harness.sandbox.pool import addresses
+    from harness.study.engines import load_engines
+
+    listed = load_engines(args.engines_file) if args.engines_file is not None else None
+    return addresses(args.engines, listed, env)
+
+
 def _calibrate_parser(sub: Any) -> None:
     cb = sub.add_parser(
         "calibrate",
@@ -340,21 +376,56 @@ def _engine(env: dict[str, str]):  # type: ignore[no-untyped-def]
     return Engine(env)
 
 
+_MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
+
+
 def cmd_doctor(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.doctor import gather
     from harness.trial import workspace
 
+    targets = _pool_addresses(args, env)
+    if targets:
+        return _doctor_pool(targets, args)
     checks = gather(_engine(env), _image_options(args), workspace_kind=workspace.kind_from_env(env))
-    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
     for c in checks:
-        print(f"[{marks[c.level]}] {c.name}: {c.detail}")
+        print(f"[{_MARKS[c.level]}] {c.name}: {c.detail}")
     return 5 if any(c.level == "fail" for c in checks) else 0
+
+
+def _doctor_pool(targets: Sequence[Any], args: argparse.Namespace) -> int:
+    from harness.sandbox.doctor import pool_checks
+    from harness.sandbox.pool import open_each
+
+    opened = open_each(targets)
+    try:
+        reports = pool_checks(opened, _image_options(args))
+    finally:
+        for o in opened:
+            if o.engine is not None:
+                o.engine.runtime.close()
+    for report in reports:
+        print(f"engine {report.name} ({report.url})")
+        for c in report.checks:
+            print(f"  [{_MARKS[c.level]}] {c.name}: {c.detail}")
+    failed = [r.name for r in reports if any(c.level == "fail" for c in r.checks)]
+    print(
+        f"{len(reports) - len(failed)} of {len(reports)} engines usable"
+        + (f"; not: {', '.join(failed)}" if failed else "")
+    )
+    return 5 if failed else 0
 
 
 def cmd_images(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.engine import Engine
     from harness.sandbox.images import ImageBuilder
 
+    targets = _pool_addresses(args, env)
+    if targets and args.action == "build":
+        return _build_on_pool(targets, args)
+    if targets:
+        raise ConfigError(
+            "--engine", f"`images {args.action}` works on one engine (DOCKER_HOST)", hint="leave --engine out"
+        )
     engine: Engine = _engine(env)
     builder = ImageBuilder(engine, _image_options(args), on_line=lambda line: print(line, flush=True))
     if args.action == "prune":
@@ -374,6 +445,32 @@ def cmd_images(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -
         codex = builder.ensure_codex(images)
         size = engine.image_size(codex.tag)
         print(f"codex image {codex.tag} ({size / 1e6:.0f} MB, Codex CLI {codex.codex_version})")
+    return 0
+
+
+def _build_on_pool(targets: Sequence[Any], args: argparse.Namespace) -> int:
+    """``images build --engine ...``: build on the first engine (the reference), then give every other engine
+    the same image ids (copied through the images API when missing; an engine holding another image under one
+    of the tags is refused)."""
+    from harness.sandbox.images import ImageBuilder
+    from harness.sandbox.pool import EnginePool
+
+    with EnginePool.open(targets) as pool:
+        reference = pool.reference
+        builder = ImageBuilder(reference.runtime, _image_options(args), on_line=lambda line: print(line, flush=True))
+        images = builder.ensure()
+        refs = [images.base, images.runtime, images.sidecar, images.trial]
+        if args.codex:
+            refs.append(builder.ensure_codex(images).tag)
+        print(f"engine {reference.name}: the reference (trial image {images.trial})")
+        done = pool.prepare_images(refs)
+        for synced in done.synced:
+            what = f"copied {len(synced.copied)} image(s) in {synced.seconds:.0f} s" if synced.copied else "holds them"
+            print(f"engine {synced.engine}: {what}")
+        for name, error in done.refused.items():
+            print(f"engine {name}: refused: {error}")
+    if done.refused:
+        raise PrerequisiteError(f"engines refused (other images under the same tags): {', '.join(done.refused)}")
     return 0
 
 

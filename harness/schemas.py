@@ -1,6 +1,6 @@
 """JSON Schemas of the user's inputs, generated from the pydantic models that load them.
 
-``skilltrial schema preregistration|tasks|scenario|triggers`` prints one; ``skilltrial init`` writes the two
+``skilltrial schema preregistration|tasks|scenario|triggers|engines`` prints one; ``skilltrial init`` writes the two
 it needs beside the files it creates, so an editor (the YAML language server, VS Code's JSON support)
 completes and checks fields offline. The repository keeps the generated files in
 ``harness/data/schemas/`` (shipped in the wheel; ``make schemas`` regenerates them, and
@@ -65,11 +65,18 @@ def _triggers() -> type[BaseModel]:
     return TriggerPrereg
 
 
+def _engines() -> type[BaseModel]:
+    from harness.study.engines import EnginesFile
+
+    return EnginesFile
+
+
 SCHEMAS: tuple[InputSchema, ...] = (
     InputSchema("preregistration", "preregistration.yaml", _preregistration),
     InputSchema("tasks", "tasks.json", _tasks),
     InputSchema("scenario", "scenario.yaml (skilltrial eval --scripted)", _scenario),
     InputSchema("triggers", "a trigger study's preregistration.yaml (skilltrial triggers)", _triggers),
+    InputSchema("engines", "engines.yaml (skilltrial doctor --engines-file)", _engines),
 )
 
 

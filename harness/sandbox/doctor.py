@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,11 +24,19 @@ from typing import Literal
 from harness.errors import HarnessError
 from harness.host.paths import HostPaths
 from harness.host.trees import overlay_available
-from harness.sandbox import engineview, uids
+from harness.sandbox import engineview, images, pool, uids, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
-from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Limits
+from harness.sandbox.runtime import (
+    ContainerRuntime,
+    ContainerSpec,
+    DockerObject,
+    ImageStore,
+    Limits,
+    Runtime,
+    VolumeMount,
+)
 
 Level = Literal["ok", "warn", "fail", "info"]
 
@@ -257,3 +266,152 @@ def gather(engine: Engine, options: ImageOptions, *, workspace_kind: str | None 
     checks.append(engine_view_check(engine, work_root, trial_image, remote=where.remote, forced=workspace_kind))
     checks.append(gvisor_check(engine, trial_image))
     return checks
+
+
+# ------------------------------------------------------------------ several engines
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What ``skilltrial doctor`` found on one engine of a pool (``--engine``, ``--engines-file``)."""
+
+    name: str
+    url: str
+    checks: tuple[Check, ...]
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def free_disk_in_engine(runtime: ContainerRuntime, image: str, *, prefix: str) -> int:
+    """Free bytes under the engine's volumes, measured inside the engine (a container with a fresh volume
+    mounted runs ``statvfs`` on it): works for a remote engine, whose data root is not a path here."""
+    labels = make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor")
+    volume, name = f"{prefix}disk-probe", f"{prefix}disk-probe"
+    spec = ContainerSpec(
+        name=name,
+        image=image,
+        command=("python3", "-c", "import os; s = os.statvfs('/probe'); print(s.f_bavail * s.f_frsize)"),
+        user="65534:65534",
+        labels=labels,
+        volumes=(VolumeMount(volume, "/probe", read_only=True),),
+        limits=Limits(memory="64m", cpus=0.5, pids=16, tmpfs_size="1m"),
+    )
+    try:
+        runtime.create_volume(volume, labels)
+        result = runtime.run(spec, deadline_s=60)
+    finally:
+        runtime.remove_objects([DockerObject("container", name), DockerObject("volume", volume)])
+    if result.exit_code != 0:
+        raise HarnessError(f"the disk probe exited {result.exit_code}: {result.stderr[-200:]!r}")
+    return int(result.stdout.strip())
+
+
+def overlay_check(runtime: ContainerRuntime, image: str, *, prefix: str) -> Check:
+    """Whether the engine mounts the overlay volumes volume workspaces are made of (the probe a run makes)."""
+    labels = make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor")
+    lower = f"{prefix}overlay-lower"
+    try:
+        runtime.create_volume(lower, labels)
+        volumes.probe_overlay(runtime, lower, image=image, labels=labels, prefix=prefix)
+    except HarnessError as e:
+        return Check("fail", "overlay volumes", str(e).splitlines()[0])
+    finally:
+        runtime.remove_objects([DockerObject("volume", lower)])
+    return Check("ok", "overlay volumes", "a container mounted one (volume workspaces work here)")
+
+
+def _image_check(runtime: ImageStore, expected: Mapping[str, str], reference: str) -> Check:
+    missing, other = images.differing(expected, runtime)
+    if other:
+        ref, image, found = other[0]
+        return Check(
+            "fail",
+            "images",
+            f"refused: {ref} is {found[:19]} here and {image[:19]} on {reference} (and {len(other) - 1} more); "
+            "a run would not use this engine",
+        )
+    if missing:
+        return Check(
+            "info", "images", f"{len(missing)} of {len(expected)} missing: copied from {reference} when needed"
+        )
+    return Check("ok", "images", f"the same ids as {reference} ({len(expected)} images)")
+
+
+def engine_checks(
+    engine: Runtime, *, expected: Mapping[str, str], reference: str, probe_image: str | None, prefix: str
+) -> list[Check]:
+    """One engine of a pool: version and kernel, cgroups, runtimes, its machine, free disk, the overlay
+    probe, and whether it holds the reference's images (``expected``: ref -> id; empty on the reference)."""
+    info = engine.info()
+    where = engine.endpoint()
+    checks = [
+        Check("ok", "reachable", where.describe()),
+        Check(
+            "ok", "version", f"Docker {info.server_version} (API {info.api_version}), {info.os}, kernel {info.kernel}"
+        ),
+    ]
+    cg = info.cgroup_version or "?"
+    checks.append(Check("ok" if cg == "2" else "warn", "cgroups", f"v{cg} ({info.cgroup_driver})"))
+    seccomp = any("seccomp" in s for s in info.security_options)
+    checks.append(Check("ok" if seccomp else "fail", "seccomp", "default profile active" if seccomp else "not enabled"))
+    gvisor = "runsc" in info.runtimes
+    checks.append(
+        Check(
+            "ok", "runtimes", ", ".join(info.runtimes) + ("" if gvisor else " (no gVisor: --runtime runsc unavailable)")
+        )
+    )
+    checks.append(Check("info", "machine", f"{info.cpus or '?'} CPUs, {_gib(info.memory_bytes)} memory"))
+    checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version}))
+    if probe_image is None:
+        checks.append(Check("info", "free disk", "not measured: no image to measure it with yet"))
+        checks.append(Check("info", "overlay volumes", "not probed: no image to probe with yet"))
+    else:
+        try:
+            free = free_disk_in_engine(engine, probe_image, prefix=prefix)
+            checks.append(Check("ok" if free >= 5 << 30 else "warn", "free disk", f"{_gib(free)} under its volumes"))
+        except HarnessError as e:
+            checks.append(Check("warn", "free disk", f"not measured: {e}"))
+        checks.append(overlay_check(engine, probe_image, prefix=prefix))
+    if expected:
+        checks.append(_image_check(engine, expected, reference))
+    return checks
+
+
+def pool_checks(opened: Sequence[pool.Opened], options: ImageOptions) -> list[EngineReport]:
+    """Every engine of a pool, the reference first; an engine that does not answer is one failed check, and
+    the others are still checked. The images are the reference's current set (what a run would copy)."""
+    reports: list[EngineReport] = []
+    reference = next((o.engine for o in opened if o.engine is not None), None)
+    expected: dict[str, str] = {}
+    probe_image: str | None = None
+    if reference is not None and opened[0].engine is reference:
+        planned = ImageBuilder(reference.runtime, options).planned()
+        expected = {tag: image for tag, _ in planned.values() if (image := reference.runtime.image_id(tag))}
+        probe_image = next((tag for role, (tag, present) in planned.items() if role == "sidecar" and present), None)
+    for i, o in enumerate(opened):
+        name = o.address.label
+        if o.engine is None:
+            why = str(o.error).splitlines()[0] if o.error is not None else "not opened"
+            reports.append(EngineReport(name, o.address.url, (Check("fail", "reachable", why),)))
+            continue
+        role = "reference engine: images are built here and copied to the others" if i == 0 else ""
+        try:
+            found = engine_checks(
+                o.engine.runtime,
+                expected={} if i == 0 else expected,
+                reference=opened[0].address.label,
+                probe_image=probe_image if i == 0 or probe_image in _present(o.engine.runtime, expected) else None,
+                prefix=f"hx-doctor-{os.getpid()}-{i}-",
+            )
+        except HarnessError as e:
+            found = [Check("fail", "reachable", f"answered, then failed: {e}")]
+        if role:
+            found.insert(0, Check("info", "role", role))
+        reports.append(EngineReport(name, o.address.url, tuple(found)))
+    return reports
+
+
+def _present(runtime: ImageStore, expected: Mapping[str, str]) -> set[str]:
+    return {ref for ref, image in expected.items() if runtime.image_id(ref) == image}

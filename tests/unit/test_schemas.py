@@ -43,6 +43,8 @@ def schema_of(path: Path) -> str | None:
         return "scenario"
     if path.name.startswith("preregistration"):
         return "triggers" if rel.parts[0] == "triggers" else "preregistration"
+    if path.name == "engines.yaml":
+        return "engines"
     raise AssertionError(f"{path}: an example input this test does not know; give it its schema here")
 
 
@@ -71,7 +73,7 @@ def test_every_example_is_valid_against_its_schema() -> None:
         ]
         assert not errors, f"{path.relative_to(ROOT)} against {name}.schema.json: {errors}"
         checked[name] = checked.get(name, 0) + 1
-    assert set(checked) == {"preregistration", "tasks", "scenario", "triggers"}, checked
+    assert set(checked) == {"preregistration", "tasks", "scenario", "triggers", "engines"}, checked
     assert checked["preregistration"] >= 4 and checked["scenario"] >= 4, checked
 
 
@@ -89,6 +91,8 @@ def test_every_example_is_valid_against_its_schema() -> None:
         ("tasks", {"tasks": [{"id": "a"}]}, "tasks.0"),
         ("scenario", {"tasks": {"t": {"arms": {"skill": {"p_success": 2}}}}}, "tasks.t.arms.skill.p_success"),
         ("triggers", {"skill": "s", "variants": {}, "queries": [{"id": "q", "query": "x"}]}, "queries.0"),
+        ("engines", {"engines": [{"url": "unix:///s", "cert_dir": "x"}]}, "engines.0"),
+        ("engines", {"engines": []}, "engines"),
     ],
 )
 def test_the_schemas_refuse_what_the_models_refuse(name: str, document: dict[str, Any], where: str) -> None:
