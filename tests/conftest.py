@@ -28,7 +28,7 @@ from harness import retry
 from harness.demo import DemoSetup
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
-from tests.remote.dind import RemoteEngine
+from tests.remote.dind import DindEngine, RemoteEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,6 +110,19 @@ def remote_engine() -> Iterator[RemoteEngine]:
     here = ImageBuilder(Engine()).ensure()
     with dind.remote_engine(here.runtime, [here.base, here.runtime, here.sidecar, here.trial]) as remote:
         yield remote
+
+
+@pytest.fixture(scope="session")
+def dind_pool() -> Iterator[list[DindEngine]]:
+    """Three more engines (:func:`tests.remote.dind.dind_engines`): plain TCP, TCP with TLS and ssh, each with
+    the machine's harness images loaded, made for the session and removed after (issue 29: a pool of engines)."""
+    from harness.sandbox.engine import Engine
+    from harness.sandbox.images import ImageBuilder
+    from tests.remote import dind
+
+    here = ImageBuilder(Engine()).ensure()
+    with dind.dind_engines(here.runtime, [here.base, here.runtime, here.sidecar, here.trial]) as engines:
+        yield engines
 
 
 @pytest.fixture(scope="session")

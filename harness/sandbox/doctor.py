@@ -388,7 +388,11 @@ def pool_checks(opened: Sequence[pool.Opened], options: ImageOptions) -> list[En
     probe_image: str | None = None
     if reference is not None and opened[0].engine is reference:
         planned = ImageBuilder(reference.runtime, options).planned()
-        expected = {tag: image for tag, _ in planned.values() if (image := reference.runtime.image_id(tag))}
+        expected = {
+            tag: image
+            for role, (tag, _) in planned.items()
+            if role in images.RUN_ROLES and (image := reference.runtime.image_id(tag))
+        }
         probe_image = next((tag for role, (tag, present) in planned.items() if role == "sidecar" and present), None)
     for i, o in enumerate(opened):
         name = o.address.label

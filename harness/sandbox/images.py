@@ -50,6 +50,8 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_BASE = "debian:bookworm-slim"
 DEFAULT_EXTRA_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 LABELS = {"harness.owner": "skill-harness", "harness.purpose": "image"}
+RUN_ROLES = ("base", "runtime", "sidecar", "trial")
+"""The images a run of Claude Code trials needs on an engine (what a pool copies; the Codex image only when asked)."""
 REPOSITORIES = ("harness-base", "harness-runtime", "harness-sidecar", "harness-trial", "harness-codex")
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The installed ``harness`` package directory."""

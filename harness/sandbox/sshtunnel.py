@@ -16,8 +16,8 @@ mode reads only a few keys of ``~/.ssh/config`` and does the cryptography in Pyt
 
 The engine's socket is ``/var/run/docker.sock`` unless the URL names another path
 (``ssh://me@host/run/user/1000/docker.sock`` for a rootless engine). The ssh user must be allowed to use it
-(the engine host's ``docker`` group) and its sshd must allow socket forwarding (``AllowStreamLocalForwarding``,
-on by default). The ssh process dies with the controller (``PR_SET_PDEATHSIG``) and with :meth:`SshTunnel.close`.
+(the engine host's ``docker`` group) and its sshd must allow socket forwarding: ``AllowStreamLocalForwarding``
+and, in OpenSSH, ``AllowTcpForwarding`` too (it gates socket forwarding as well); both are on by default. The ssh process dies with the controller (``PR_SET_PDEATHSIG``) and with :meth:`SshTunnel.close`.
 """
 
 from __future__ import annotations
