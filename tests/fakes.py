@@ -925,7 +925,6 @@ class FakeRuntime:
                 raise InfraError(f"tagging {image} as {tag} failed: no such image")
             self.tags[tag] = resolved
 
-
     def save_images(self, refs: Sequence[str]) -> Iterator[bytes]:
         """The fake's archive: each ref's image id and its tags, as JSON (no layers)."""
         self._call("save_images", ",".join(refs))

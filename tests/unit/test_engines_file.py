@@ -91,5 +91,5 @@ def test_the_same_engine_twice_across_flag_and_file_is_refused(tmp_path: Path) -
     listed = load_engines(_write(tmp_path, "engines:\n  - url: tcp://10.0.0.9:2375\n"))
     with pytest.raises(ConfigError, match="named twice"):
         addresses(["tcp://10.0.0.9:2375"], listed, {})
-    with pytest.raises(ConfigError, match="two engines are called '10.0.0.9'"):
+    with pytest.raises(ConfigError, match=r"two engines are called '10\.0\.0\.9'"):
         addresses(["tcp://10.0.0.9:2376"], listed, {})
