@@ -12,8 +12,10 @@ can forget a flag:
     fsize limits, --init, capped json-file logs, no published ports, no docker
     socket, only the mounts the spec names, restart policy "no".
 
-Where the engine is comes from ``DOCKER_HOST`` (:func:`endpoint_of`): a unix socket or a loopback tcp://
-address is local, anything else (ssh://, tcp:// elsewhere) may be another machine, which shares no path
+Where the engine is comes from an :class:`EngineAddress` (a pool's engine, :mod:`harness.sandbox.pool`) or
+from ``DOCKER_HOST`` with Docker's TLS variables (:func:`address_from_env`); ``ssh://`` goes through one ssh
+tunnel per engine (:mod:`harness.sandbox.sshtunnel`). A unix socket or a loopback tcp:// address is local
+(:func:`endpoint_of`), anything else (ssh://, tcp:// elsewhere) may be another machine, which shares no path
 with the controller. A remote engine
 refuses every :class:`~harness.sandbox.runtime.BindMount` with a ``NeedsLocalEngine`` error that names the
 path (the engine would otherwise bind its own directory of that name, or fail obscurely), and
