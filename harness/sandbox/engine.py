@@ -247,8 +247,9 @@ class Engine:
         if client is not None:
             with contextlib.suppress(*DOCKER_ERRORS, OSError):
                 client.close()
-        if self._tunnel is not None:
-            self._tunnel.close()
+        tunnel = getattr(self, "_tunnel", None)
+        if tunnel is not None:
+            tunnel.close()
 
     # ------------------------------------------------------------------ info
     def info(self) -> EngineInfo:

@@ -22,7 +22,6 @@ and, in OpenSSH, ``AllowTcpForwarding`` too (it gates socket forwarding as well)
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import shutil
 import signal
@@ -31,8 +30,10 @@ import tempfile
 import time
 import urllib.parse
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import InfraError, PrerequisiteError
 
@@ -111,9 +112,20 @@ def _stop(proc: subprocess.Popen[bytes], directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _prctl() -> Any:
+    """libc's ``prctl``, looked up in the parent: the child between fork and exec only calls it."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with_parent(prctl: Any) -> Callable[[], None]:
+    def child() -> None:  # pragma: no cover - runs in the child between fork and exec
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return child
 
 
 class SshTunnel:
@@ -139,7 +151,7 @@ class SshTunnel:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent(_prctl()),
             )
         self._finalizer = weakref.finalize(self, _stop, self._proc, self._dir)
         try:
