@@ -380,42 +380,42 @@ def engine_checks(
 
 
 def pool_checks(opened: Sequence[pool.Opened], options: ImageOptions) -> list[EngineReport]:
-    """Every engine of a pool, the reference first; an engine that does not answer is one failed check, and
-    the others are still checked. The images are the reference's current set (what a run would copy)."""
+    """Every engine of a pool, the reference (the first) first; an engine that does not answer is one failed
+    check, and the others are still checked. The images compared are the reference's current set (what a run
+    copies); the probes run in each engine's own sidecar image, when it has one."""
     reports: list[EngineReport] = []
-    reference = next((o.engine for o in opened if o.engine is not None), None)
+    reference_name = opened[0].address.label if opened else ""
+    reference = opened[0].engine if opened else None
     expected: dict[str, str] = {}
-    probe_image: str | None = None
-    if reference is not None and opened[0].engine is reference:
+    if reference is not None:
         planned = ImageBuilder(reference.runtime, options).planned()
         expected = {
             tag: image
             for role, (tag, _) in planned.items()
             if role in images.RUN_ROLES and (image := reference.runtime.image_id(tag))
         }
-        probe_image = next((tag for role, (tag, present) in planned.items() if role == "sidecar" and present), None)
     for i, o in enumerate(opened):
         name = o.address.label
         if o.engine is None:
             why = str(o.error).splitlines()[0] if o.error is not None else "not opened"
             reports.append(EngineReport(name, o.address.url, (Check("fail", "reachable", why),)))
             continue
-        role = "reference engine: images are built here and copied to the others" if i == 0 else ""
         try:
+            own = ImageBuilder(o.engine.runtime, options).planned().get("sidecar")
             found = engine_checks(
                 o.engine.runtime,
                 expected={} if i == 0 else expected,
-                reference=opened[0].address.label,
-                probe_image=probe_image if i == 0 or probe_image in _present(o.engine.runtime, expected) else None,
+                reference=reference_name,
+                probe_image=own[0] if own is not None and own[1] else None,
                 prefix=f"hx-doctor-{os.getpid()}-{i}-",
             )
         except HarnessError as e:
             found = [Check("fail", "reachable", f"answered, then failed: {e}")]
-        if role:
-            found.insert(0, Check("info", "role", role))
+        if i == 0:
+            found.insert(0, Check("info", "role", "reference engine: images are built here and copied to the others"))
+        elif reference is None:
+            found.append(
+                Check("warn", "images", f"not compared: the reference engine {reference_name} does not answer")
+            )
         reports.append(EngineReport(name, o.address.url, tuple(found)))
     return reports
-
-
-def _present(runtime: ImageStore, expected: Mapping[str, str]) -> set[str]:
-    return {ref for ref, image in expected.items() if runtime.image_id(ref) == image}

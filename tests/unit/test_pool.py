@@ -138,3 +138,16 @@ def test_the_cli_refuses_a_bad_engines_file_with_exit_4(tmp_path, capsys) -> Non
     bad.write_text("engines:\n  - url: ftp://h\n")
     assert main(["doctor", "--engines-file", str(bad)]) == ConfigError.exit_code
     assert "field 'engines[0].url'" in capsys.readouterr().err
+
+
+def test_doctor_without_its_reference_still_probes_the_others_and_says_images_were_not_compared() -> None:
+    other = FakeRuntime(remote=True)
+    other.add_image(ImageBuilder(other).base_tag(), "sha256:base")
+    ImageBuilder(other).ensure()
+    other.behave("doctor", _disk_probe)
+    opened = open_each([A, B], connect=_connect({"b": other}))
+    a, b = pool_checks(opened, ImageOptions())
+    assert [c.level for c in a.checks] == ["fail"]
+    checks = {c.name: c for c in b.checks}
+    assert checks["free disk"].level == "ok" and checks["overlay volumes"].level == "ok", "its own sidecar image"
+    assert checks["images"].level == "warn" and "the reference engine a does not answer" in checks["images"].detail
