@@ -110,18 +110,20 @@ def early_stop_verdict(
     planned_task_ids: Iterable[str] | None,
     *,
     max_cost_per_trial: float | None,
+    levels: Levels | None = None,
 ) -> EarlyStop:
     """The preregistered early stop: the verdict a stop now reports (None while the run must go on, and
     whenever no stop was armed, :func:`early_stop_armed`), and how many trials remain. Point rule: the
-    verdict :func:`curtailment` certifies. Interval rule: the :func:`futility` verdict, when the armed
-    stop accepts it (:func:`interval_stop_accepts`). The same check for the running loop and the simulations."""
+    verdict :func:`curtailment` certifies. Interval rule: the :func:`futility` verdict (at ``levels``),
+    when the armed stop accepts it (:func:`interval_stop_accepts`). The same check for the running loop
+    and the simulations; a group-sequential design's looks are :mod:`harness.analysis.sequential`'s."""
     remaining = remaining_trials(analysis, planned_runs_per_arm, planned_task_ids)
     left = sum(sum(v.values()) for v in remaining.values())
     if not early_stop_armed(settings, len(remaining["skill"])):
         return EarlyStop(None, left)
     if settings.rule == "point":
         return EarlyStop(curtailment(analysis, remaining, settings, max_cost_per_trial=max_cost_per_trial), left)
-    found = futility(analysis, remaining, settings, max_cost_per_trial=max_cost_per_trial)
+    found = futility(analysis, remaining, settings, max_cost_per_trial=max_cost_per_trial, levels=levels)
     if found is None or not interval_stop_accepts(settings, found):
         return EarlyStop(None, left)
     return EarlyStop(found.verdict, left)
@@ -458,17 +460,27 @@ def _split(boxes: Sequence[_TaskBox]) -> tuple[list[_TaskBox], list[_TaskBox]]:
     return [b for b in boxes if b.certain], [b for b in boxes if not b.certain]
 
 
-def _quantile(settings: DecisionSettings) -> float:
-    return 1.0 - (1.0 - settings.confidence) / 2.0
+def _quantile(confidence: float) -> float:
+    return 1.0 - (1.0 - confidence) / 2.0
 
 
-def _sign_flip_can_pass(m: int, settings: DecisionSettings) -> bool:
+def _sign_flip_can_pass(m: int, confidence: float) -> bool:
     """Below SIGN_FLIP_BELOW_TASKS paired tasks adoption also needs the sign-flip p <= alpha, and with m
     tasks p >= 2 / 2^m (the observed signs and their mirror image both count)."""
-    return m >= SIGN_FLIP_BELOW_TASKS or Fraction(2) ** (1 - m) <= exact.alpha(settings.confidence)
+    return m >= SIGN_FLIP_BELOW_TASKS or Fraction(2) ** (1 - m) <= exact.alpha(confidence)
 
 
-def _max_lower_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> float:
+class Levels(NamedTuple):
+    """The two-sided confidence levels a futility check bounds the interval rule at. The fixed design: the
+    preregistered confidence for both. A group-sequential design (:mod:`harness.analysis.groupseq`):
+    ``adopt`` is the lowest level of the looks still ahead (adoption at any of them needs at least that
+    lower bound), ``final`` the final look's (where a reject every completion gives is certified)."""
+
+    adopt: float
+    final: float
+
+
+def _max_lower_bound(boxes: Sequence[_TaskBox], confidence: float) -> float:
     """An upper bound on the paired interval's lower bound L over every completion that could adopt.
 
     With m paired tasks L = Delta - t_{m-1} s_u / sqrt(m), and s_u^2 >= floor = sum_i w_i / m (the Jeffreys
@@ -482,10 +494,10 @@ def _max_lower_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> f
     w_low = sorted(b.w_lo for b in optional)
     sum_d = math.fsum(b.d_hi for b in certain)
     sum_w = math.fsum(b.w_lo for b in certain)
-    q = _quantile(settings)
+    q = _quantile(confidence)
     best = -math.inf
     for m in range(max(len(certain), MIN_ADOPT_TASKS, MIN_TASKS), len(boxes) + 1):
-        if not _sign_flip_can_pass(m, settings):
+        if not _sign_flip_can_pass(m, confidence):
             continue
         k = m - len(certain)
         mean = (sum_d + math.fsum(d_top[:k])) / m
@@ -494,7 +506,7 @@ def _max_lower_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> f
     return best
 
 
-def _min_upper_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> float:
+def _min_upper_bound(boxes: Sequence[_TaskBox], confidence: float) -> float:
     """A lower bound on the paired interval's upper bound U over every completion with at least MIN_TASKS
     paired tasks (fewer give no verdict): U >= Delta + t_{m-1} sqrt(sum_i w_i) / m, with Delta at least the
     mean of the certain d_lo and the m - c smallest optional d_lo; +inf when no completion pairs enough."""
@@ -503,7 +515,7 @@ def _min_upper_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> f
     w_low = sorted(b.w_lo for b in optional)
     sum_d = math.fsum(b.d_lo for b in certain)
     sum_w = math.fsum(b.w_lo for b in certain)
-    q = _quantile(settings)
+    q = _quantile(confidence)
     least = math.inf
     for m in range(max(len(certain), MIN_TASKS), len(boxes) + 1):
         k = m - len(certain)
@@ -518,7 +530,7 @@ _CENTRES = tuple(i / 100 for i in range(-100, 101))
 monotone: it can only tighten as trials finish)."""
 
 
-def _max_upper_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> float:
+def _max_upper_bound(boxes: Sequence[_TaskBox], confidence: float) -> float:
     """An upper bound on the paired interval's upper bound U over every completion (+inf when fewer than
     MIN_TASKS tasks are certainly paired: some completion gives no verdict at all).
 
@@ -530,7 +542,7 @@ def _max_upper_bound(boxes: Sequence[_TaskBox], settings: DecisionSettings) -> f
     certain, optional = _split(boxes)
     if len(certain) < MIN_TASKS:
         return math.inf
-    q = _quantile(settings)
+    q = _quantile(confidence)
     d_top = sorted((b.d_hi for b in optional), reverse=True)
     w_top = sorted((b.w_hi for b in optional), reverse=True)
     sum_d = math.fsum(b.d_hi for b in certain)
@@ -559,6 +571,7 @@ def futility(
     settings: DecisionSettings,
     *,
     max_cost_per_trial: float | None = None,
+    levels: Levels | None = None,
 ) -> Futility | None:
     """The interval rule's futility stop: None while some completion of the plan could still end in adopt.
 
@@ -586,9 +599,14 @@ def futility(
 
     Every bound only tightens as trials finish, so adoption once ruled out stays ruled out (the decision's
     re-check on the final data, trials that were still running included, agrees).
+
+    ``levels``: the confidence levels the bounds use (:class:`Levels`; default the preregistered confidence):
+    a group-sequential design rules adoption out at the lowest level of its looks ahead and certifies a
+    reject at its final look's.
     """
     if settings.rule != "interval":
         return None
+    adopt_conf, final_conf = levels or Levels(settings.confidence, settings.confidence)
     rem_s, rem_b = _check_remaining(remaining_by_arm)
     cap = math.inf if max_cost_per_trial is None else max_cost_per_trial
     threshold = cost_limit(settings)
@@ -607,8 +625,8 @@ def futility(
         why = f"the cost ratio is at least {fmt.ratio(cost_low, '')} in every completion (limit {fmt.ratio(threshold, '')})"
     else:
         lower = min(
-            _max_lower_bound(observed, settings),
-            _max_lower_bound(_boxes(analysis, remaining_by_arm, "worst"), settings),
+            _max_lower_bound(observed, adopt_conf),
+            _max_lower_bound(_boxes(analysis, remaining_by_arm, "worst"), adopt_conf),
         )
         # adoption needs L above 0 beyond the tolerance; a bound at or below 0 rules that out with room to spare
         if lower <= 0.0:
@@ -622,12 +640,12 @@ def futility(
 
     if not _gates_may_fire(analysis, remaining_by_arm, settings) and all(
         exact.below(
-            _max_upper_bound(_boxes(analysis, remaining_by_arm, fill), settings), settings.min_worthwhile_gain - EPS
+            _max_upper_bound(_boxes(analysis, remaining_by_arm, fill), final_conf), settings.min_worthwhile_gain - EPS
         )
         for fill in ("observed", "worst", "best")
     ):
         return Futility("reject", True, True, why)
-    cannot_reject = exact.at_least(_min_upper_bound(observed, settings), settings.min_worthwhile_gain + EPS) and (
+    cannot_reject = exact.at_least(_min_upper_bound(observed, adopt_conf), settings.min_worthwhile_gain + EPS) and (
         exact.below(cost_high, threshold)
     )
     certain = missing_certain or cannot_reject
@@ -637,7 +655,8 @@ def futility(
         or _reachable_infra_gap(analysis, rem_s, rem_b) > exact.decimal(settings.max_infra_imbalance)
         or analysis.n_paired_tasks < MIN_TASKS
     )
-    return Futility("inconclusive", certain, witnessed, why, _heading_for_reject(analysis, remaining_by_arm, settings))
+    heading = _heading_for_reject(analysis, remaining_by_arm, settings, final_conf)
+    return Futility("inconclusive", certain, witnessed, why, heading)
 
 
 PREDICTION_SDS = 2.0
@@ -645,7 +664,7 @@ PREDICTION_SDS = 2.0
 
 
 def _heading_for_reject(
-    analysis: Analysis, remaining: Mapping[str, Mapping[str, int]], settings: DecisionSettings
+    analysis: Analysis, remaining: Mapping[str, Mapping[str, int]], settings: DecisionSettings, confidence: float
 ) -> bool:
     """Whether the full plan could plausibly still reject: a prediction that decides only whether a
     futility stop waits, never a verdict.
@@ -675,7 +694,7 @@ def _heading_for_reject(
             floor += p * (1.0 - p) / n
             spread += r * p * (1.0 - p) / (n * n)
     sd = analysis.paired.sd or 0.0
-    predicted = analysis.paired.mean + stats.t_quantile(_quantile(settings), m - 1) * math.sqrt(
+    predicted = analysis.paired.mean + stats.t_quantile(_quantile(confidence), m - 1) * math.sqrt(
         max(sd * sd, floor / m) / m
     )
     return predicted - PREDICTION_SDS * math.sqrt(spread) / m < settings.min_worthwhile_gain

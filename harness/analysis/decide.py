@@ -18,6 +18,7 @@ from harness import fmt
 from harness.analysis import exact
 from harness.analysis.curtail import (
     Futility,
+    Levels,
     StopVerdict,
     early_stop_armed,
     early_stop_verdict,
@@ -26,6 +27,7 @@ from harness.analysis.curtail import (
     remaining_trials,
 )
 from harness.analysis.estimates import Analysis
+from harness.analysis.groupseq import SequentialResult
 from harness.analysis.observations import DecisionContext
 from harness.analysis.reasons import Reason, ReasonCode
 from harness.analysis.rules import (
@@ -66,6 +68,9 @@ class DecisionResult:
     early_stop_verdict: StopVerdict | None = None
     """What the early stop certified when the run stopped early (None otherwise): the point rule's
     curtailed verdict, or a futility stop's reject or inconclusive."""
+    sequential: SequentialResult | None = None
+    """With a group-sequential design: which look decided, with its repeated intervals
+    (:func:`harness.analysis.sequential.decide_run`); None for the fixed design."""
 
     @property
     def codes(self) -> tuple[ReasonCode, ...]:
@@ -184,7 +189,8 @@ def _early_stop(analysis: Analysis, settings: DecisionSettings, context: Decisio
     n_tasks = len(remaining["skill"])
     armed = early_stop_armed(settings, n_tasks)
     if armed and settings.rule == "interval":
-        found = futility(analysis, remaining, settings, max_cost_per_trial=context.max_cost_per_trial)
+        levels = Levels(*context.futility_levels) if context.futility_levels is not None else None
+        found = futility(analysis, remaining, settings, max_cost_per_trial=context.max_cost_per_trial, levels=levels)
         # The futility stop is re-derived from the final data, where its witness may be gone (trials that were
         # still running have finished): adoption stays impossible once it was (the bounds only tighten), so
         # it is accepted on that alone. Curtailment needs its certainty, which also persists.

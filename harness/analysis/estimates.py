@@ -219,6 +219,9 @@ class Analysis:
     turns_paired_median: float | None
     """Median over tasks of (skill median turns - baseline median turns); descriptive."""
     duration_paired_median: float | None
+    mde_variances: stats.Variances = stats.DEFAULT_VARIANCES
+    """The variance components the MDE used (this run's when ``mde_source`` is pilot): what
+    :mod:`harness.analysis.sizing` sizes a next experiment with."""
 
     def arm(self, arm: str) -> ArmSummary:
         return self.skill if arm == "skill" else self.baseline
@@ -331,13 +334,18 @@ def _paired_median(rows: Sequence[TaskRow], pick: str) -> float | None:
     return stats.summarize(diffs).median
 
 
-def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> Analysis:
+def analyze(
+    observations: Iterable[Observation], settings: DecisionSettings, *, mde_alpha: float | None = None
+) -> Analysis:
     """Compute every estimate, interval and count the decision and the report use.
 
     Pooled rates count each arm's valid trials over all tasks; the paired
     difference, its interval and the sign-flip p use only the T' tasks with
     valid trials in both arms (docs/statistics.md#paired-difference). Cost uses every trial
     that reached the model, unknown and truncated included (they were paid for).
+    ``mde_alpha``: the two-sided level of the smallest detectable effect, default 1 - confidence (a
+    group-sequential look computes its intervals at its own nominal level and the design's MDE at the
+    preregistered one).
     """
     obs = tuple(observations)
     confidence = settings.confidence
@@ -374,7 +382,7 @@ def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> 
 
     cost = stats.cost_ratio([r.skill.mean_cost for r in rows], [r.baseline.mean_cost for r in rows], confidence)
 
-    alpha = 1.0 - confidence
+    alpha = 1.0 - confidence if mde_alpha is None else mde_alpha
     runs = math.fsum(r.skill.valid + r.baseline.valid for r in usable) / (2 * len(usable)) if usable else 0.0
     mde_default = stats.mde(len(usable), runs, alpha=alpha)
     pilot = stats.pilot_variances(
@@ -383,10 +391,12 @@ def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> 
     pilot_total = pilot.omega2 + (pilot.sigma2_skill + pilot.sigma2_baseline) / runs if runs else 0.0
     mde_value = mde_default
     mde_source: Literal["pilot", "default"] = "default"
+    variances = stats.DEFAULT_VARIANCES
     # A pilot with zero observed variance (every task identical) would claim MDE = 0; keep the default then.
     if len(usable) >= 2 and pilot_total > 0:
         mde_value = stats.mde(len(usable), runs, alpha=alpha, variances=pilot)
         mde_source = "pilot"
+        variances = pilot
 
     return Analysis(
         confidence=confidence,
@@ -404,4 +414,5 @@ def analyze(observations: Iterable[Observation], settings: DecisionSettings) -> 
         best_case=_filled(rows, skill_missing_pass=True, confidence=confidence),
         turns_paired_median=_paired_median(rows, "turns"),
         duration_paired_median=_paired_median(rows, "duration"),
+        mde_variances=variances,
     )

@@ -48,6 +48,9 @@ class Observation:
     """For ``infra`` outcomes: the gateway forwarded at least one request upstream (GatewayMeter.forwarded > 0).
     Such a trial reached the model, so it counts like an unknown (missing) in the fills and the missing share:
     otherwise a skill could turn its failures into excluded infrastructure errors."""
+    run_index: int | None = None
+    """Which run of the task in its arm (0-based; the plan's round): a group-sequential look analyses the
+    trials of the rounds up to it (:mod:`harness.analysis.sequential`). None when not known."""
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
@@ -96,6 +99,7 @@ def observations_from_records(records: Iterable[TrialRecord], pass_rule: PassRul
                 infra_retries=len(superseded),
                 infra_retry_cost_usd=math.fsum(max(0.0, r.agent_cost_usd) for r in superseded),
                 reached_model=rec.gateway is not None and rec.gateway.forwarded > 0,
+                run_index=rec.run_index,
             )
         )
     return tuple(out)
@@ -137,6 +141,9 @@ class DecisionContext:
     ``planned_task_ids``: tasks the plan ran (None: the tasks seen in the data).
     ``max_cost_per_trial``: a hard per-trial cost bound (the gateway's cap), used
     only by :func:`harness.analysis.curtail.curtailment` to decide whether the cost condition is settled.
+    ``futility_levels``: with a group-sequential design, the (lowest, final) confidence levels of the looks
+    still ahead, at which the futility stop is re-derived (:class:`harness.analysis.curtail.Levels`);
+    None: the preregistered confidence.
     """
 
     budget_stopped: bool
@@ -145,6 +152,7 @@ class DecisionContext:
     early_stopped: bool = False
     planned_task_ids: frozenset[str] | None = None
     max_cost_per_trial: float | None = None
+    futility_levels: tuple[float, float] | None = None
     normalized_provenance: Mapping[str, frozenset[ProvenanceKey]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

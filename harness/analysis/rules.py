@@ -134,7 +134,7 @@ def interval_rule(
     sign_flip_p: float | None = None,
 ) -> RuleResult[IntervalVerdict]:
     threshold = cost_limit(settings)
-    level = f"{100 * settings.confidence:g}%"
+    level = f"{round(100 * settings.confidence, 2):g}%"  # 95%; a group-sequential look's 99.44%
     reasons: list[Reason] = []
     iv = paired.interval
     gain_sig = paired.mean is not None and exact.above(iv.low, 0.0)

@@ -551,6 +551,36 @@ def pilot_variances(tasks: Sequence[tuple[int, int, int, int]], runs: float) -> 
     return Variances(s2_s, s2_b, omega2)
 
 
+def _effect_se(tasks: int, runs: float, variances: Variances) -> float:
+    """Standard error of the paired task-level mean difference: sqrt((omega2 + sigma2_S/N + sigma2_B/N)/T)."""
+    return math.sqrt((variances.omega2 + variances.sigma2_skill / runs + variances.sigma2_baseline / runs) / tasks)
+
+
+def power(
+    effect: float,
+    tasks: int,
+    runs: float,
+    *,
+    alpha: float = 0.05,
+    variances: Variances = DEFAULT_VARIANCES,
+) -> float:
+    """The power function of the design: the chance that the paired task-level t-test (the interval rule's
+    lower bound above 0) detects a true gain ``effect`` with T ``tasks`` and N ``runs`` per arm.
+
+    power = F_{t, T-1}(effect / SE - t_{T-1, 1-alpha/2}), SE = sqrt((omega2 + sigma2_S/N + sigma2_B/N)/T)
+    (Miller 2024 Eq. 9-10 with t in place of z; docs/statistics.md#smallest-detectable-effect). The
+    report's smallest detectable effect (:func:`mde`) is its inverse at 80%, and ``skilltrial plan`` sizes
+    designs with it: one power function for both. Fewer than 2 tasks: 0 (no test possible).
+    """
+    if tasks < 2 or runs <= 0:
+        return 0.0
+    df = tasks - 1
+    se = _effect_se(tasks, runs, variances)
+    if se == 0.0:
+        return 1.0 if effect > 0 else 0.0
+    return float(_scipy_stats.t.cdf(effect / se - t_quantile(1.0 - alpha / 2.0, df), df))
+
+
 def mde(
     tasks: int,
     runs: float,
@@ -559,7 +589,8 @@ def mde(
     power: float = DEFAULT_POWER,
     variances: Variances = DEFAULT_VARIANCES,
 ) -> float:
-    """Smallest true gain (absolute pass-rate points) the paired task-level t-test detects.
+    """Smallest true gain (absolute pass-rate points) the paired task-level t-test detects: the inverse of
+    :func:`power` at ``power``, in closed form,
 
     MDE = (t_{T-1, 1-alpha/2} + t_{T-1, power}) * sqrt((omega2 + sigma2_S/N + sigma2_B/N)/T)
     for T tasks and N runs per arm (Miller 2024 Eq. 9-10; docs/statistics.md#smallest-detectable-effect).
@@ -569,8 +600,7 @@ def mde(
     if tasks < 2 or runs <= 0:
         return _INF
     df = tasks - 1
-    var = (variances.omega2 + variances.sigma2_skill / runs + variances.sigma2_baseline / runs) / tasks
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * math.sqrt(var)
+    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * _effect_se(tasks, runs, variances)
 
 
 # ------------------------------------------------------------------------ descriptive

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from harness import retry
+from harness.analysis import sequential
 from harness.analysis.curtail import early_stop_armed, early_stop_verdict, stop_message
 from harness.analysis.estimates import analyze
-from harness.analysis.observations import observations_from_records
+from harness.analysis.observations import context_from_records, observations_from_records
+from harness.analysis.sequential import sequential_design
 from harness.errors import Interrupted
 from harness.experiment.events import Events, NullEvents
 from harness.host.slots import HostSlots
@@ -45,19 +47,27 @@ def curtailment_check(study: Study, planned_task_ids: Sequence[str]) -> EarlySto
 
     Returns a reason when :func:`harness.analysis.curtail.early_stop_verdict` proves that no
     outcome of the remaining trials (every planned trial without a final record,
-    running ones included) can change the point rule's verdict, or can make the interval rule adopt.
+    running ones included) can change the point rule's verdict, or can make the interval rule adopt;
+    with a group-sequential design (``decision.sequential``) also when a look decides
+    (:func:`harness.analysis.sequential.early_stop`).
     """
     settings = study.prereg.decision
-    if not early_stop_armed(settings, len(set(planned_task_ids))):
-        return None
     runs = study.prereg.execution.runs_per_arm
+    design = sequential_design(settings, runs)
+    if design is None and not early_stop_armed(settings, len(set(planned_task_ids))):
+        return None
     cap = max_cost_per_trial(study.prereg)
     tasks = list(planned_task_ids)
 
     def check(records: Sequence[TrialRecord]) -> str | None:
         if not {r.arm for r in records} >= {"baseline", "skill"}:
             return None
-        analysis = analyze(observations_from_records(records, settings.pass_rule), settings)
+        observations = observations_from_records(records, settings.pass_rule)
+        if design is not None:
+            context = context_from_records(records, runs, False, planned_task_ids=tasks, max_cost_per_trial=cap)
+            found = sequential.early_stop(observations, settings, context)
+            return None if found.verdict is None else sequential.sequential_stop_message(settings, found)
+        analysis = analyze(observations, settings)
         stop = early_stop_verdict(analysis, settings, runs, tasks, max_cost_per_trial=cap)
         return None if stop.verdict is None else stop_message(settings, stop)
 

@@ -14,7 +14,15 @@ from typing import Any
 from harness import fmt
 from harness.analysis import skilluse as skillreport
 from harness.analysis.runnotes import failed_trials_by_arm, failures_by_arm, reuse_counts
-from harness.reporting.model import ReportInput, results_digest, run_dates, run_provenance
+from harness.analysis.sizing import Sizing
+from harness.reporting.model import (
+    ReportInput,
+    next_experiment,
+    next_experiment_text,
+    results_digest,
+    run_dates,
+    run_provenance,
+)
 from harness.reporting.outputs import DECISION_JSON
 
 __all__ = ["DECISION_JSON", "decision_json", "dumps"]
@@ -79,6 +87,74 @@ def decision_json(r: ReportInput) -> dict[str, Any]:
         "api_failures": {arm: dict(c) for arm, c in failures_by_arm(r.records).items()},
         "api_failed_trials": failed_trials_by_arm(r.records),
         "skill_invocation": skillreport.summary(r.final_records, r.prereg.decision.pass_rule),
+        **_sequential(r),
+        **_next_experiment(r),
+    }
+
+
+def _sequential(r: ReportInput) -> dict[str, Any]:
+    """``sequential`` (only under a group-sequential design): the design's looks and the deciding look, with
+    its repeated intervals."""
+    seq = r.decision.sequential
+    if seq is None:
+        return {}
+    return {
+        "sequential": {
+            "spending": seq.design.spending,
+            "alpha_one_sided": seq.design.alpha,
+            "looks": [
+                {
+                    "look": x.number,
+                    "round": x.round,
+                    "information_fraction": x.fraction,
+                    "boundary_z": x.boundary,
+                    "nominal_confidence": x.confidence,
+                    "alpha_spent": x.spent,
+                }
+                for x in seq.design.looks
+            ],
+            "decided_at_look": seq.look.number,
+            "stopped_early": seq.stopped_early,
+            "looks_reached": seq.looks_reached,
+            "repeated_interval": {
+                "mean": seq.paired.mean,
+                "low": _finite(seq.paired.interval.low),
+                "high": _finite(seq.paired.interval.high),
+                "confidence": seq.look.confidence,
+            },
+            "cost_ratio": {
+                "ratio": _finite(seq.cost.ratio),
+                "low": _finite(seq.cost.interval.low),
+                "high": _finite(seq.cost.interval.high),
+            },
+            "planned_trials": seq.planned_trials,
+            "analysed_trials": seq.analysed_trials,
+            "later_trials": seq.later_trials,
+        }
+    }
+
+
+def _next_experiment(r: ReportInput) -> dict[str, Any]:
+    """``next_experiment`` (only after an inconclusive verdict): what a new, separately locked experiment
+    would need for 80% power, from the same power function as ``mde``."""
+    nxt = next_experiment(r)
+    if nxt is None:
+        return {}
+
+    def design(s: Sizing | None) -> dict[str, Any] | None:
+        if s is None:
+            return None
+        return {"gain": s.gain, "tasks": s.tasks, "runs_per_arm": s.runs, "trials": s.trials,
+                "power": s.power, "cost_usd": s.cost_usd}  # fmt: skip
+
+    return {
+        "next_experiment": {
+            "basis": nxt.basis,
+            "design": design(nxt.design),
+            "at_minimum_worthwhile_gain": design(nxt.at_minimum),
+            "variances": nxt.variances,
+            "text": next_experiment_text(r),
+        }
     }
 
 

@@ -31,8 +31,11 @@ from harness.reporting.model import (
     ReportInput,
     deciding_reasons,
     flags_by_task,
+    next_experiment_text,
+    paired_label,
     run_dates,
     run_provenance,
+    sequential_lines,
     tasks_by_difference,
     trial_rows,
 )
@@ -355,7 +358,6 @@ def _tile(key: str, value: str, sub: str, colour: str = "#cbd5e1") -> str:
 
 def _tiles(r: ReportInput) -> str:
     a = r.analysis
-    conf = round(100 * a.confidence)
     limit = cost_limit(r.prereg.decision)
     p = a.paired
     ev_colour = {"supported": GOOD, "contradicted": BAD}.get(r.decision.evidence, NEUTRAL)
@@ -366,7 +368,7 @@ def _tiles(r: ReportInput) -> str:
                   ARM_COLOURS["baseline"]),
             _tile("skill passed", fmt.rate(a.skill), f"{fmt.pct(a.skill.rate)} · {fmt.excluded(a.skill) or 'nothing excluded'}",
                   ARM_COLOURS["skill"]),
-            _tile("gain per task", fmt.pp(p.mean), f"{conf}% CI [{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}]", ev_colour),
+            _tile("gain per task", fmt.pp(p.mean), f"{paired_label(r)} [{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}]", ev_colour),
             _tile("cost vs baseline", fmt.ratio(a.cost.ratio),
                   f"{fmt.cost_delta(a.cost.ratio)} · limit {fmt.ratio(limit)} · CI [{fmt.ratio(a.cost.interval.low)}, "
                   f"{fmt.ratio(a.cost.interval.high)}]", cost_colour),
@@ -397,14 +399,25 @@ def _banner(r: ReportInput) -> str:
     word = "ADOPT?" if amber else d.verdict.upper()
     title = d.label[:1].upper() + d.label[1:] + ":" if amber else VERDICT_TEXT.get(d.verdict, d.verdict)
     reasons = _banner_reasons(r)
+    nxt = next_experiment_text(r)
+    after = f'<div class="sub" style="font-size:14px;opacity:1"><b>Next:</b> {esc(nxt)}</div>' if nxt else ""
     return (
         f'<header class="banner" style="background:{colour}">'
         f'<div><div class="word">{esc(word)}</div>'
         f'<div class="sub">{esc(d.rule)} rule, preregistered</div></div>'
         f"<div><h1>{esc(title)} {esc(r.prereg.skill)}</h1>"
         f'<div class="sub" style="font-size:14px;opacity:1">{esc(_summary_sentence(r))}</div>'
-        f"<ul>{reasons}</ul></div></header>"
+        f"<ul>{reasons}</ul>{after}</div></header>"
     )
+
+
+def _sequential_card(r: ReportInput) -> str:
+    """The group-sequential design and the look that decided (nothing for the fixed design)."""
+    lines = sequential_lines(r)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(x[:1].upper() + x[1:])}</li>" for x in lines)
+    return f'<div class="card"><h2>Group-sequential design</h2><ul>{items}</ul></div>'
 
 
 def _summary_sentence(r: ReportInput) -> str:
@@ -607,6 +620,7 @@ def render(r: ReportInput) -> str:
         f'<div class="card"><h2>Turns per trial</h2>{turns_chart(r)}</div>',
         _verdicts_card(r),
         "</section>",
+        *filter(None, [_sequential_card(r)]),
         _reasons_card(r),
         f'<div class="card"><h2>Arms</h2>{_arm_table(r)}<p class="hint">Unknown (no judge verdict), truncated '
         "(deadline or budget) and infra trials are excluded from the denominators and counted here.</p></div>",

@@ -20,8 +20,10 @@ from harness.reporting.model import (
     deciding_reasons,
     flags_by_task,
     headline,
+    next_experiment_text,
     run_dates,
     run_provenance,
+    sequential_lines,
     tasks_by_difference,
     trial_rows,
     verdict_word,
@@ -71,6 +73,7 @@ def _header(r: ReportInput) -> list[str]:
         f"> {md_escape(headline(r))}",
         "",
         *(f"- `{x.code}` {md_escape(x.message)}" for x in deciding_reasons(d)),
+        *(f"\n**Next:** {md_escape(text)}" for text in (next_experiment_text(r),) if text),
         "",
         f"Experiment `{r.experiment_id}` · {a.n_tasks} tasks x {r.prereg.execution.runs_per_arm} runs per arm · "
         f"model {md_code(prov['model'])} ({md_escape(prov['resolved_model'])}) · "
@@ -120,7 +123,8 @@ def _effect(r: ReportInput) -> list[str]:
     limit = 1 + r.prereg.decision.cost_increase_max
     p = a.paired
     rows = [
-        ["paired difference (skill - baseline, per task)", f"**{fmt.pp(p.mean)}**",
+        [f"paired difference (skill - baseline, per task){' (unadjusted)' if r.decision.sequential else ''}",
+         f"**{fmt.pp(p.mean)}**",
          f"[{fmt.pp(p.interval.low)}, {fmt.pp(p.interval.high)}] (t, {p.df} df, {p.n} tasks)"],
         ["sign-flip test (exact)" if a.sign_flip.method == "exact" else "sign-flip test (Monte Carlo)",
          f"p = {fmt.p_value(a.sign_flip.p_value)}", f"tasks improved / worse / tied: {a.tasks_improved} / {a.tasks_worse} / "
@@ -140,7 +144,16 @@ def _effect(r: ReportInput) -> list[str]:
         "### Effect and cost",
         "",
         *_table(["figure", "value", f"{conf}% interval / detail"], rows, align="lrl"),
+        *_sequential(r),
     ]
+
+
+def _sequential(r: ReportInput) -> list[str]:
+    """The group-sequential design and the look that decided (nothing for the fixed design)."""
+    lines = sequential_lines(r)
+    if not lines:
+        return []
+    return ["", "### Group-sequential design", "", *(f"- {md_escape(x[:1].upper() + x[1:])}" for x in lines)]
 
 
 def _verdicts(r: ReportInput) -> list[str]:

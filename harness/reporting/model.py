@@ -21,17 +21,19 @@ from pathlib import Path
 from typing import NamedTuple
 
 from harness import fmt
-from harness.analysis.decide import DecisionResult, decide
-from harness.analysis.estimates import Analysis, TaskRow, analyze
+from harness.analysis import sizing
+from harness.analysis.decide import DecisionResult
+from harness.analysis.estimates import Analysis, TaskRow
 from harness.analysis.observations import context_from_records, observations_from_records
 from harness.analysis.reasons import Reason
 from harness.analysis.runnotes import api_notes, reuse_notes
+from harness.analysis.sequential import decide_run
 from harness.records import PassRule, TrialRecord, outcome
 from harness.results import attempts as runstate
 from harness.results.load import read_experiment
 from harness.results.meta import read_meta
 from harness.study import basetree, prices
-from harness.study.config import Preregistration, Study
+from harness.study.config import MAX_TASKS, Preregistration, Study
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,6 @@ def build_input(
     spend leaves out reused baseline trials (spent by another experiment)."""
     settings = prereg.decision
     observations = observations_from_records(records, settings.pass_rule)
-    analysis = analyze(observations, settings)
     budget_stopped, early_stopped = runstate.stops(records)
     context = context_from_records(
         records,
@@ -129,10 +130,12 @@ def build_input(
         planned_task_ids=list(planned_task_ids),
         max_cost_per_trial=runstate.max_cost_per_trial(prereg),
     )
+    # the fixed design: analyze and decide; a group-sequential one: the deciding look's data and verdict
+    analysis, decision = decide_run(observations, settings, context)
     return ReportInput(
         prereg=prereg,
         analysis=analysis,
-        decision=decide(analysis, settings, context),
+        decision=decision,
         lock_hash=lock_hash,
         skipped_tasks=tuple(skipped_tasks),
         flagged=flagged(records, settings.pass_rule),
@@ -221,14 +224,110 @@ def deciding_reasons(d: DecisionResult) -> tuple[Reason, ...]:
 
 
 def headline(r: ReportInput) -> str:
-    """One sentence with the figures behind the verdict (rates with N, gain with CI, cost with limit)."""
+    """One sentence with the figures behind the verdict (rates with N, gain with CI, cost with limit). Under a
+    group-sequential design the gain and cost intervals are the deciding look's repeated intervals."""
     a = r.analysis
     conf = round(100 * a.confidence)
-    p = a.paired
+    p, cost, which = a.paired, a.cost, f"{conf}% CI"
+    seq = r.decision.sequential
+    if seq is not None:
+        p, cost, which = seq.paired, seq.cost, f"repeated {conf}% CI, look {seq.look.number} of {len(seq.design.looks)}"
     return (
         f"skill {fmt.rate(a.skill)} vs baseline {fmt.rate(a.baseline)} passed; "
-        f"per-task gain {fmt.pp(p.mean)} ({conf}% CI {fmt.pp(p.interval.low)} to {fmt.pp(p.interval.high)}); "
-        f"cost {fmt.ratio(a.cost.ratio)} of baseline (limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)})"
+        f"per-task gain {fmt.pp(p.mean)} ({which} {fmt.pp(p.interval.low)} to {fmt.pp(p.interval.high)}); "
+        f"cost {fmt.ratio(cost.ratio)} of baseline (limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)})"
+    )
+
+
+def paired_label(r: ReportInput) -> str:
+    """How reports name the paired interval of the analysis: the plain one, or under a group-sequential
+    design the unadjusted one (the repeated intervals that decide are :func:`sequential_lines`')."""
+    conf = round(100 * r.analysis.confidence)
+    return f"unadjusted {conf}% CI" if r.decision.sequential is not None else f"{conf}% CI"
+
+
+def sequential_lines(r: ReportInput) -> tuple[str, ...]:
+    """Two sentences on a group-sequential design (empty for the fixed design): the design with its looks,
+    then which look decided, with its repeated intervals."""
+    seq = r.decision.sequential
+    if seq is None:
+        return ()
+    design, look = seq.design, seq.look
+    looks = design.looks
+    overall = fmt.pct(1 - 2 * design.alpha)
+    first = (
+        f"group-sequential design: {design.name} alpha spending, looks after rounds "
+        f"{', '.join(str(x.round) for x in looks)} of {design.runs} (information fractions "
+        f"{' / '.join(f'{x.fraction:.2f}' for x in looks)}; nominal levels "
+        f"{' / '.join(fmt.pct(x.confidence, 2) for x in looks)}); overall false adoption at most "
+        f"{fmt.pct(design.alpha, 1)}, the fixed design's"
+    )
+    where = f"look {look.number} of {len(looks)} (after round {look.round})"
+    figures = (
+        f"repeated {overall} interval of the gain {fmt.pp(seq.paired.mean)} {fmt.interval(seq.paired.interval)} "
+        f"(nominal {fmt.pct(look.confidence, 2)}); cost ratio {fmt.ratio(seq.cost.ratio)} "
+        f"{fmt.interval(seq.cost.interval, fmt.ratio)}; {seq.analysed_trials} of {seq.planned_trials} planned trials "
+        "analysed"
+    )
+    if seq.stopped_early:
+        later = f" ({seq.later_trials} later trial(s) finished and are left out)" if seq.later_trials else ""
+        second = f"stopped at {where}: {r.decision.verdict}; {figures}{later}"
+    else:
+        interim = len(looks) - 1
+        second = (
+            f"no interim look decided ({min(seq.looks_reached, interim)} of {interim} reached); "
+            f"the final {where} gives {r.decision.verdict}: {figures}"
+        )
+    return first, second
+
+
+def cost_per_trial(r: ReportInput) -> float | None:
+    """What one trial of this run cost on average, agents and judges (infra retries included): the spend
+    over the trials it ran itself (reused and skipped ones left out); None when it ran none."""
+    ran = [x for x in r.final_records if x.status != "skipped" and x.reused_from is None]
+    return r.spent_usd / len(ran) if ran else None
+
+
+def next_experiment(r: ReportInput) -> sizing.NextExperiment | None:
+    """After an inconclusive verdict: what a new, separately locked experiment would need (None otherwise)."""
+    if r.decision.verdict != "inconclusive":
+        return None
+    return sizing.next_experiment(
+        r.analysis, r.prereg.decision, r.prereg.execution.runs_per_arm, cost_per_trial=cost_per_trial(r)
+    )
+
+
+def about_usd(x: float) -> str:
+    """An estimate in dollars, to the precision it deserves: ``$0.0420``, ``$4.10``, ``$1,250``."""
+    if x >= 100:
+        return f"${x:,.0f}"
+    return f"${x:,.2f}" if x >= 1 else fmt.usd(x)
+
+
+def design_words(s: sizing.Sizing) -> str:
+    """``about 18 tasks x 3 runs per arm (108 trials, about $4.10)``."""
+    if s.tasks is None:
+        return f"more than {MAX_TASKS:,} tasks x {s.runs} runs per arm"
+    cost = f", about {about_usd(s.cost_usd)}" if s.cost_usd is not None else ""
+    return f"about {s.tasks:,} tasks x {s.runs} runs per arm ({s.trials or 0:,} trials{cost})"
+
+
+def next_experiment_text(r: ReportInput) -> str | None:
+    """The sentence every report prints after an inconclusive verdict (None otherwise)."""
+    nxt = next_experiment(r)
+    if nxt is None:
+        return None
+    d = nxt.design
+    words = (
+        f"a new, separately locked experiment would need {design_words(d)} for 80% power at the "
+        f"{nxt.basis} ({fmt.pp(d.gain)})"
+    )
+    if nxt.at_minimum is not None:
+        words += f"; at the minimum worthwhile gain ({fmt.pp(nxt.at_minimum.gain)}), {design_words(nxt.at_minimum)}"
+    source = "variances from this run" if nxt.variances == "this run" else "default variances"
+    return (
+        f"{words} ({source}; skilltrial plan PREREG --pilot on this directory sizes other designs). This run's "
+        "verdict stands: its plan was locked, so trials are never added to it."
     )
 
 

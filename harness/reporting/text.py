@@ -9,7 +9,13 @@ from __future__ import annotations
 from harness import fmt
 from harness.analysis import skilluse as skillreport
 from harness.reporting.escape import clean
-from harness.reporting.model import ReportInput, verdict_word
+from harness.reporting.model import (
+    ReportInput,
+    next_experiment_text,
+    paired_label,
+    sequential_lines,
+    verdict_word,
+)
 
 
 def terminal_summary(r: ReportInput) -> str:
@@ -30,13 +36,14 @@ def terminal_summary(r: ReportInput) -> str:
     p = a.paired
     lines += [
         "",
-        f"paired difference (skill - baseline, per task): {fmt.pp(p.mean)}  {conf}% CI [{fmt.pp(p.interval.low)}, "
+        f"paired difference (skill - baseline, per task): {fmt.pp(p.mean)}  {paired_label(r)} [{fmt.pp(p.interval.low)}, "
         f"{fmt.pp(p.interval.high)}] (t, {max(p.n - 1, 0)} df)   sign-flip p = " + fmt.p_value(a.sign_flip.p_value),
         f"tasks improved / worse / tied: {a.tasks_improved} / {a.tasks_worse} / {a.tasks_tied}   "
         f"smallest detectable effect: {fmt.pp(a.mde).lstrip('+')}",
         f"cost ratio skill/baseline: {fmt.ratio(a.cost.ratio)}  {conf}% CI [{fmt.ratio(a.cost.interval.low)}, "
         f"{fmt.ratio(a.cost.interval.high)}]   limit {fmt.ratio(1 + r.prereg.decision.cost_increase_max)}",
     ]
+    lines += list(sequential_lines(r))
     if a.paired_table is not None:
         t = a.paired_table
         lines.append(
@@ -63,6 +70,7 @@ def terminal_summary(r: ReportInput) -> str:
     lines += [
         "",
         f"DECISION ({d.rule} rule, preregistered): {verdict_word(d)}",
+        *(f"next: {text}" for text in (next_experiment_text(r),) if text),
         f"spent {fmt.usd(r.spent_usd)} (agents and judges)   results and reports (report.md, report.html, junit.xml) in {r.experiment_dir}",
     ]
     return clean("\n".join(lines))

@@ -14,6 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -392,6 +393,32 @@ class Execution(Strict):
         return self.model_copy(update={"model": model, "models": ()})
 
 
+class SequentialSettings(Strict):
+    """A group-sequential design for the interval rule: the data are analysed at preregistered looks (after
+    chosen rounds of the plan) and the run stops at the first look whose verdict is adopt or reject.
+
+    Each look applies the interval rule to repeated confidence intervals whose level comes from a Lan-DeMets
+    alpha-spending boundary, so that adopting at any look keeps the overall false adoption at the fixed
+    design's level (one-sided (1 - confidence) / 2). The futility stop (``futility_stop``) stays beside it,
+    non-binding. Interval rule only; not for library experiments. See
+    docs/statistics.md#group-sequential-design."""
+
+    looks: Annotated[tuple[Annotated[Int, Field(ge=1, le=100)], ...], Field(min_length=2, max_length=20)] | None = None
+    """The rounds after which the data are analysed (a round runs every task once in each arm), strictly
+    increasing and ending at ``execution.runs_per_arm``; default: after every round."""
+    spending: Literal["obrien-fleming", "pocock"] = "obrien-fleming"
+    """The alpha-spending function: obrien-fleming (Lan-DeMets, default) spends almost nothing at early looks
+    and keeps the final look close to the fixed design; pocock spends evenly, stops earlier more often and
+    pays with a stricter final look."""
+
+    @field_validator("looks")
+    @classmethod
+    def _increasing(cls, v: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if v is not None and any(b <= a for a, b in pairwise(v)):
+            raise ValueError(f"must increase strictly (rounds after which to look), got {list(v)}")
+        return v
+
+
 class DecisionSettings(Strict):
     """How results become adopt / reject / inconclusive. Locked with everything else."""
 
@@ -418,6 +445,9 @@ class DecisionSettings(Strict):
     is then reject when every completion of the plan rejects, else inconclusive (FUTILITY_STOPPED), also
     where the full plan might have rejected. Armed for plans of at least 6 tasks (smaller ones cannot adopt
     and run in full); ignored by the point rule. See docs/statistics.md#curtailment."""
+    sequential: SequentialSettings | None = None
+    """A group-sequential design (interval rule only): look at preregistered rounds and stop early for
+    success as well as futility; None (default): one analysis at the end of the plan."""
     models_rule: Literal["every", "any"] = "every"
     """With ``execution.models``, the verdict over the per-model verdicts (``skilltrial gate`` on the matrix):
     a model that rejects rejects, a model without a valid verdict leaves none (exit 3); otherwise every:
@@ -527,6 +557,7 @@ class Preregistration(Strict):
             raise _FieldError("execution.models", "a library experiment runs one model (execution.model)")
         if self.decision.models_rule != "every" and not self.execution.models:
             raise _FieldError("decision.models_rule", "applies only to a model matrix (execution.models)")
+        self._check_sequential()
         if self.library is not None and self.execution.delivery != "prompt":
             # the masked arm names its skills in the prompt prefix; the installed command line drops the prefix,
             # so its trials would run with mounts they are never told about
@@ -536,6 +567,31 @@ class Preregistration(Strict):
                 "installed delivery is for single-skill A/B experiments",
             )
         return self
+
+    def _check_sequential(self) -> None:
+        seq = self.decision.sequential
+        if seq is None:
+            return
+        if self.decision.rule != "interval":
+            raise _FieldError(
+                "decision.sequential", "applies to the interval rule only (decision.rule: interval), not the point rule"
+            )
+        if self.library is not None:
+            raise _FieldError(
+                "decision.sequential", "a library experiment has no interval rule to look at: remove the block"
+            )
+        runs = self.execution.runs_per_arm
+        if runs < 2:
+            raise _FieldError(
+                "decision.sequential",
+                "needs at least two rounds to look at (execution.runs_per_arm >= 2); with one run per arm "
+                "there is only the final analysis",
+            )
+        if seq.looks is not None and seq.looks[-1] != runs:
+            raise _FieldError(
+                "decision.sequential.looks",
+                f"must end at the last round, execution.runs_per_arm = {runs} (got {list(seq.looks)})",
+            )
 
 
 class LockBlock(Strict):

@@ -216,6 +216,8 @@ def lock_digest(
         prereg["decision"].pop("models_rule", None)
     if prereg["decision"].get("futility_stop") is True:
         prereg["decision"].pop("futility_stop", None)
+    if prereg["decision"].get("sequential") is None:
+        prereg["decision"].pop("sequential", None)
     tasks = study.task_file.model_dump(mode="json")
     files = {
         "preregistration": sha256_hex(canonical_json(prereg)),
