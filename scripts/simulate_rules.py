@@ -29,6 +29,7 @@ cap is assumed (the simulated costs are unbounded), so the cost condition never 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import pickle
 import random
@@ -44,13 +45,15 @@ if __package__ in (None, ""):
     # Run as a file (python3 scripts/simulate_rules.py): make the repository root importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.analysis import sequential
 from harness.analysis.curtail import early_stop_verdict
 from harness.analysis.decide import decide
 from harness.analysis.estimates import analyze
+from harness.analysis.groupseq import Spending
 from harness.analysis.observations import DecisionContext, Observation, provenance_by_arm
 from harness.plan import plan_trials
 from harness.records import Arm, Outcome
-from harness.study.config import DecisionSettings, Task
+from harness.study.config import DecisionSettings, SequentialSettings, Task
 
 DEFAULT_REPS = 2000
 DEFAULT_SEED = 20261130
@@ -288,6 +291,157 @@ def render_futility(results: Sequence[FutilityResult], reps: int) -> str:
     return "\n".join(lines)
 
 
+EFFICACY_TASKS = (6, 10, 20)
+EFFICACY_EFFECTS = (0.0, 0.12, 0.24, -0.24)
+EFFICACY_REPS = 1000
+EFFICACY_SPENDING: tuple[Spending, ...] = ("obrien-fleming", "pocock")
+EFFICACY_SAVED_AT = (20, 0.24)
+"""The design and effect whose trial savings the last line quotes."""
+
+
+@dataclass(frozen=True)
+class EfficacyResult:
+    cell: Cell
+    spending: Spending
+    fixed: dict[str, int]
+    """The interval rule's verdicts of the experiments run in full, as the fixed design decides them."""
+    sequential: dict[str, int]
+    """The verdicts under the group-sequential design, replayed trial by trial with every stop armed."""
+    crossed: dict[int, int]
+    """Runs an interim look decided, by look number."""
+    futility_stops: int
+    saved: float
+    """Sum over experiments of the share of planned trials not run."""
+    adopt_only_sequential: int
+    adopt_only_fixed: int
+    """Paired discordance of the two designs' adoptions on the same experiments."""
+    seconds: float
+
+
+def run_efficacy_cell(cell: Cell, spending: Spending) -> EfficacyResult:
+    """The experiments of ``cell`` (same seed scheme as the main table) decided twice: by the fixed interval
+    rule on the full plan, and by the group-sequential design (``decision.sequential`` with ``spending``, the
+    futility stop on as by default) replayed trial by trial in a planned order, each stop checked after every
+    trial as the running loop does with ``--jobs 1`` (``harness.analysis.sequential.early_stop``), the verdict
+    then ``decide_run`` on the data the run has when it stops."""
+    start = time.perf_counter()
+    rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
+    order_rng = random.Random(f"{cell.seed}:order:{cell.tasks}:{cell.runs}:{cell.effect}")
+    fixed_settings = DecisionSettings(rule="interval")
+    settings = DecisionSettings(rule="interval", sequential=SequentialSettings(spending=spending))
+    tasks = [Task(id=f"t{t:03d}", prompt=f"task {t}", verify_cmd="true") for t in range(cell.tasks)]
+    ids = frozenset(t.id for t in tasks)
+    prov = provenance_by_arm(_PROVENANCE)
+    full_ctx = DecisionContext(False, prov, cell.runs, planned_task_ids=ids)
+    stop_ctx = DecisionContext(False, prov, cell.runs, early_stopped=True, planned_task_ids=ids)
+    fixed: Counter[str] = Counter()
+    seq: Counter[str] = Counter()
+    crossed: Counter[int] = Counter()
+    futility_stops = only_seq = only_fixed = 0
+    saved = 0.0
+    for _ in range(cell.reps):
+        obs = simulate_experiment(rng, cell)
+        final_fixed = decide(analyze(obs, fixed_settings), fixed_settings, full_ctx).verdict
+        fixed[final_fixed] += 1
+        by_trial: dict[tuple[str, str], list[Observation]] = {}
+        for o in obs:
+            by_trial.setdefault((o.task_id, o.arm), []).append(o)
+        order = [
+            dataclasses.replace(by_trial[(s.task.id, s.arm)][s.run_index], run_index=s.run_index)
+            for s in plan_trials(tasks, cell.runs, order_rng.randrange(1 << 30))
+        ]
+        verdict: str | None = None
+        checked = 0
+        for i in range(1, len(order)):
+            seen = order[:i]
+            if {o.arm for o in seen} != {"baseline", "skill"}:
+                continue
+            stop = sequential.early_stop(seen, settings, full_ctx, looks_checked=checked)
+            checked = max(checked, sequential.rounds_complete(seen, ids, cell.runs))
+            if stop.verdict is None:
+                continue
+            decision = sequential.decide_run(seen, settings, stop_ctx).decision
+            verdict = decision.verdict
+            saved += 1.0 - i / len(order)
+            if decision.sequential is not None and decision.sequential.stopped_early:
+                crossed[decision.sequential.look.number] += 1
+            else:
+                futility_stops += 1
+            break
+        if verdict is None:
+            decision = sequential.decide_run(order, settings, full_ctx).decision
+            verdict = decision.verdict
+            if decision.sequential is not None and decision.sequential.stopped_early:  # a look at the last trial
+                crossed[decision.sequential.look.number] += 1
+        seq[verdict] += 1
+        only_seq += verdict == "adopt" and final_fixed != "adopt"
+        only_fixed += final_fixed == "adopt" and verdict != "adopt"
+    return EfficacyResult(
+        cell, spending, dict(fixed), dict(seq), dict(crossed), futility_stops, saved, only_seq, only_fixed,
+        time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def _run_efficacy(args: tuple[Cell, Spending]) -> EfficacyResult:
+    return run_efficacy_cell(*args)
+
+
+def render_efficacy(results: Sequence[EfficacyResult], reps: int, command: str) -> str:
+    lines = [
+        (
+            f"Group-sequential interval rule (`{command}`; {reps} experiments per row, drawn as in the main table; "
+            "looks after every round, the futility stop beside them, every stop checked after every trial in plan "
+            "order; no per-trial cost cap). fixed: the interval rule on the full plan; sequential: the verdict the "
+            "group-sequential run reports. Monte Carlo SE of a share p: sqrt(p(1-p)/reps); of the difference in "
+            "P(adopt): sqrt(b + c)/reps with b, c the discordant adoptions."
+        ),
+        "",
+        (
+            "| tasks x runs | spending | true gain | P(adopt) fixed | P(adopt) sequential | difference (MC SE) "
+            "| P(reject) fixed | P(reject) sequential | P(inconcl.) fixed | P(inconcl.) sequential "
+            "| decided at look 1 / 2 | futility stops | trials saved (mean) |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        c = r.cell
+        n = c.reps
+        diff = (r.adopt_only_sequential - r.adopt_only_fixed) / n
+        se = math.sqrt(r.adopt_only_sequential + r.adopt_only_fixed) / n
+        looks = " / ".join(str(r.crossed.get(k, 0)) for k in range(1, c.runs))
+        cells = [
+            f"{c.tasks} x {c.runs}",
+            r.spending,
+            f"{c.effect:+.2f}",
+            _share(r.fixed, "adopt", n),
+            _share(r.sequential, "adopt", n),
+            f"{diff:+.3f} ({se:.3f})",
+            _share(r.fixed, "reject", n),
+            _share(r.sequential, "reject", n),
+            _share(r.fixed, "inconclusive", n),
+            _share(r.sequential, "inconclusive", n),
+            looks,
+            str(r.futility_stops),
+            f"{r.saved / n:.1%}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def efficacy_line(results: Sequence[EfficacyResult]) -> str:
+    """The closing line: the largest false adoption of the default design, and its savings at +0.24 (20 x 3)."""
+    default = [r for r in results if r.spending == "obrien-fleming"]
+    nulls = [r.sequential.get("adopt", 0) / r.cell.reps for r in default if r.cell.effect == 0.0]
+    tasks, effect = EFFICACY_SAVED_AT
+    at = [r for r in default if r.cell.tasks == tasks and math.isclose(r.cell.effect, effect)]
+    worst = f"{max(nulls):.3f}" if nulls else "n/a"
+    saved = f"{100 * at[0].saved / at[0].cell.reps:.1f}" if at else "n/a"
+    return (
+        f"efficacy stop: false adoption <= {worst} at every design; "
+        f"trials saved at +{effect:.2f} ({tasks} x {RUNS}): {saved}%"
+    )
+
+
 COVERAGE_TASKS = (6, 10, 20, 50)
 COVERAGE_RATIO = 1.2
 
@@ -418,11 +572,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=list(FUTILITY_TASKS),
         help="suite sizes of the futility-stop rows (default 6 10 20)",
     )
+    parser.add_argument(
+        "--efficacy",
+        action="store_true",
+        help="only the group-sequential design (decision.sequential) against the fixed design, then the closing line",
+    )
+    parser.add_argument(
+        "--efficacy-reps", type=int, default=EFFICACY_REPS, help=f"experiments per row (default {EFFICACY_REPS})"
+    )
+    parser.add_argument(
+        "--efficacy-tasks",
+        type=int,
+        nargs="+",
+        default=list(EFFICACY_TASKS),
+        help="suite sizes of the group-sequential rows (default 6 10 20)",
+    )
+    parser.add_argument(
+        "--efficacy-effects",
+        type=float,
+        nargs="+",
+        default=list(EFFICACY_EFFECTS),
+        help="true mean gains of the group-sequential rows (default 0 0.12 0.24 -0.24)",
+    )
+    parser.add_argument(
+        "--efficacy-spending",
+        nargs="+",
+        choices=list(EFFICACY_SPENDING),
+        default=list(EFFICACY_SPENDING),
+        help="spending functions to simulate (default both; the closing line quotes obrien-fleming, the default)",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.reps < 1 or args.runs < 1 or args.jobs < 1 or min(args.tasks) < 1:
         parser.error("--reps, --runs, --jobs and --tasks must be >= 1")
     if not 0.0 <= args.unknown_rate < 1.0:
         parser.error("--unknown-rate must be in [0, 1)")
+
+    command = "python3 scripts/simulate_rules.py " + " ".join(list(argv) if argv is not None else sys.argv[1:])
+    if args.efficacy:
+        return _efficacy_main(args, command.strip())
 
     shifts = {e: shift_for(e) for e in args.effects}
     cells = [
@@ -436,7 +623,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(run_cell, cells))
-    command = "python3 scripts/simulate_rules.py " + " ".join(list(argv) if argv is not None else sys.argv[1:])
     print(render(results, args.reps, args.seed, command.strip()))
     if args.coverage_reps > 0:
         cov_cells = [
@@ -466,6 +652,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(render_futility(fut, args.futility_reps))
     print(f"\nreps used: {args.reps} per row; {len(cells)} rows; {time.perf_counter() - start:.1f} s wall")
+    return 0
+
+
+def _efficacy_main(args: argparse.Namespace, command: str) -> int:
+    if args.efficacy_reps < 1:
+        raise SystemExit("--efficacy-reps must be >= 1")
+    start = time.perf_counter()
+    shifts = {e: shift_for(e) for e in args.efficacy_effects}
+    jobs = [
+        (Cell(t, args.runs, e, shifts[e], args.efficacy_reps, args.seed, args.cost_ratio, args.unknown_rate), sp)
+        for sp in args.efficacy_spending
+        for t in args.efficacy_tasks
+        for e in args.efficacy_effects
+    ]
+    if args.jobs == 1 or not _picklable(_run_efficacy):
+        results = [_run_efficacy(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(_run_efficacy, jobs))
+    print(render_efficacy(results, args.efficacy_reps, command))
+    print(f"\nreps used: {args.efficacy_reps} per row; {len(jobs)} rows; {time.perf_counter() - start:.1f} s wall")
+    print(efficacy_line(results))
     return 0
 
 
