@@ -33,6 +33,7 @@ typical use:
   skilltrial eval path/to/preregistration.yaml        run it (needs ANTHROPIC_API_KEY and Docker)
   skilltrial demo                                     the whole pipeline offline, scripted model, no key
   skilltrial calibrate path/to/preregistration.yaml   A/A: the baseline against itself (after model/CLI updates)
+  skilltrial plan path/to/preregistration.yaml --pilot DIR   tasks x runs for 80% power, and the cost, before a run
   skilltrial gate harness-results/<skill>-<lock>      exit 0 adopt / 1 reject / 2 inconclusive / 3 error
   skilltrial merge OUT SHARD_DIR...                   combine `eval --shard i/n` results (then gate OUT)
   skilltrial report harness-results/<skill>-<lock>    re-render report.md, report.html and junit.xml
@@ -139,11 +140,31 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     _calibrate_parser(sub)
     pl = sub.add_parser(
         "plan",
-        help="size a library experiment: expected SE per coefficient and whether its masks identify every skill",
+        help="size an experiment before it runs: an A/B design's tasks, runs and cost for 80%% power, or a "
+        "library's expected SE per coefficient",
+        description="A/B preregistration: how many tasks and runs per arm reach 80%% power at the minimum worthwhile "
+        "gain (or --gain), with the expected cost, from a pilot run, an A/A calibration run, stated pass rates or "
+        "default variances; the power function is the one behind every report's smallest detectable effect. "
+        "Library preregistration: the expected SE per coefficient and whether the masks identify every skill.",
     )
-    pl.add_argument("prereg", type=Path, help="a library preregistration.yaml")
+    pl.add_argument("prereg", type=Path, help="an A/B or library preregistration.yaml")
     pl.add_argument("--sigma-delta", type=float, default=None, metavar="SD",
-                    help="assumed SD of R - B per pair (default 0.5, for pass/fail rewards)")  # fmt: skip
+                    help="library: assumed SD of R - B per pair (default 0.5, for pass/fail rewards)")  # fmt: skip
+    src = pl.add_mutually_exclusive_group()
+    src.add_argument("--pilot", type=Path, metavar="DIR",
+                     help="A/B: size from a pilot run's directory (its variances and its spend per trial)")  # fmt: skip
+    src.add_argument("--calibration", type=Path, metavar="DIR",
+                     help="A/B: size from an A/A calibration run's directory (its within-task variance)")  # fmt: skip
+    src.add_argument("--baseline-rate", type=float, metavar="P",
+                     help="A/B: size from a stated baseline pass rate (variance p(1 - p))")  # fmt: skip
+    pl.add_argument("--skill-rate", type=float, metavar="Q",
+                    help="A/B, with --baseline-rate: the skill arm's pass rate (default P + the gain)")  # fmt: skip
+    pl.add_argument("--omega2", type=float, metavar="V",
+                    help="A/B: between-task variance of the skill's effect (default 0; a pilot estimates it)")  # fmt: skip
+    pl.add_argument("--gain", type=float, metavar="G",
+                    help="A/B: the gain to power, as a fraction (default decision.min_worthwhile_gain)")  # fmt: skip
+    pl.add_argument("--cost-per-trial", type=float, metavar="USD",
+                    help="A/B: cost of one trial, agents and judges (default: the pilot's or calibration's)")  # fmt: skip
 
     dm = sub.add_parser("demo", help="the full pipeline on the embedded example, against the scripted model")
     dm.add_argument("--out", type=Path, default=Path("demo-output"), help="work directory (default demo-output)")
@@ -597,14 +618,32 @@ def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-un
     return upstream.from_env(env, url=args.upstream, extra_ca=args.upstream_ca, network=args.upstream_network)
 
 
+_AB_PLAN_OPTIONS = ("pilot", "calibration", "baseline_rate", "skill_rate", "omega2", "gain", "cost_per_trial")
+
+
 def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.analysis.masks import DEFAULT_SIGMA_DELTA
+    from harness.experiment.ab_plan import plan_ab_lines, source_from_options
     from harness.experiment.library_plan import plan_lines
     from harness.study.config import load_study
 
-    plan = plan_lines(load_study(args.prereg), args.sigma_delta or DEFAULT_SIGMA_DELTA)
-    print("\n".join(plan.lines))
-    return 0 if plan.identifiable else 4
+    study = load_study(args.prereg)
+    if study.prereg.library is not None:
+        given = [o for o in _AB_PLAN_OPTIONS if getattr(args, o) is not None]
+        if given:
+            raise ConfigError("--" + given[0].replace("_", "-"), "sizes an A/B design; this is a library preregistration",
+                              hint="a library's plan takes --sigma-delta")  # fmt: skip
+        plan = plan_lines(study, args.sigma_delta or DEFAULT_SIGMA_DELTA)
+        print("\n".join(plan.lines))
+        return 0 if plan.identifiable else 4
+    if args.sigma_delta is not None:
+        raise ConfigError("--sigma-delta", "sizes a library experiment; this is an A/B preregistration",
+                          hint="an A/B plan takes --pilot, --calibration or --baseline-rate")  # fmt: skip
+    gain = args.gain if args.gain is not None else study.prereg.decision.min_worthwhile_gain
+    source = source_from_options(pilot=args.pilot, calibration=args.calibration, baseline_rate=args.baseline_rate,
+                                 skill_rate=args.skill_rate, omega2=args.omega2, gain=gain)  # fmt: skip
+    print("\n".join(plan_ab_lines(study, source, gain=args.gain, cost_per_trial=args.cost_per_trial)))
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:

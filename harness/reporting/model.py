@@ -309,7 +309,8 @@ def design_words(s: sizing.Sizing) -> str:
     if s.tasks is None:
         return f"more than {MAX_TASKS:,} tasks x {s.runs} runs per arm"
     cost = f", about {about_usd(s.cost_usd)}" if s.cost_usd is not None else ""
-    return f"about {s.tasks:,} tasks x {s.runs} runs per arm ({s.trials or 0:,} trials{cost})"
+    runs = f"{s.runs} run{'s' if s.runs != 1 else ''}"
+    return f"about {s.tasks:,} tasks x {runs} per arm ({s.trials or 0:,} trials{cost})"
 
 
 def next_experiment_text(r: ReportInput) -> str | None:

@@ -519,12 +519,20 @@ def test_harness_plan_prints_the_sizing_and_refuses_an_unidentifiable_design(
     assert "NOT IDENTIFIABLE" in capsys.readouterr().out
 
 
-def test_an_ab_preregistration_is_not_a_library_plan(make_study: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_sizes_an_ab_preregistration_and_keeps_each_kinds_options_apart(
+    tmp_path: Path, make_study: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An A/B preregistration gets the A/B sizing (tests/unit/test_ab_plan.py), not a library's; the options of
+    one kind are refused by name on the other."""
     from harness.cli import main
 
     files = make_study()
-    assert main(["plan", str(files.prereg)]) == 4
-    assert "library" in capsys.readouterr().err
+    assert main(["plan", str(files.prereg)]) == 0
+    assert "A/B sizing" in capsys.readouterr().out
+    assert main(["plan", str(files.prereg), "--sigma-delta", "0.5"]) == 4
+    assert "--sigma-delta" in capsys.readouterr().err
+    assert main(["plan", str(make_library(tmp_path / "ok")), "--baseline-rate", "0.5"]) == 4
+    assert "--baseline-rate" in capsys.readouterr().err
 
 
 def _experiment_dir(tmp_path: Path, study: Any, records: list[TrialRecord]) -> Path:
