@@ -30,6 +30,7 @@ from harness.analysis.decide import decide, judge_independence_warning
 from harness.analysis.estimates import Analysis, analyze
 from harness.analysis.observations import DecisionContext, Observation, context_from_records, observations_from_records
 from harness.analysis.rules import evidence_label
+from harness.analysis.sequential import decide_run
 from harness.records import TrialRecord
 from harness.reporting.outputs import CALIBRATION_JSON, CALIBRATION_OUTPUTS, publish
 from harness.results.attempts import final_attempts
@@ -70,7 +71,14 @@ def _resample(obs: Sequence[Observation], rng: random.Random) -> list[Observatio
             arm = o.arm if not swap else ("skill" if o.arm == "baseline" else "baseline")
             out.append(
                 Observation(
-                    f"{tid}#{j}", arm, o.outcome, o.cost_usd, o.turns, o.duration_s, reached_model=o.reached_model
+                    f"{tid}#{j}",
+                    arm,
+                    o.outcome,
+                    o.cost_usd,
+                    o.turns,
+                    o.duration_s,
+                    reached_model=o.reached_model,
+                    run_index=o.run_index,
                 )
             )
     return out
@@ -79,31 +87,45 @@ def _resample(obs: Sequence[Observation], rng: random.Random) -> list[Observatio
 def rule_rates(
     records: Sequence[TrialRecord], settings: DecisionSettings, runs: int, *, resamples: int, seed: int
 ) -> dict[str, dict[str, float]]:
-    """For each rule: the share of resampled A/A experiments ending adopt / reject / inconclusive / invalid."""
+    """For each rule: the share of resampled A/A experiments ending adopt / reject / inconclusive / invalid.
+    The point and interval rules as fixed designs; with ``decision.sequential`` also ``sequential``, the
+    interval rule under the preregistered group-sequential design (every look, as :func:`decide_run` decides
+    it on the resampled runs)."""
     obs = observations_from_records(records, settings.pass_rule)
     context = context_from_records(records, runs, False)
     rng = random.Random(seed)
     counts: dict[str, Counter[str]] = {"point": Counter(), "interval": Counter()}
-    rules = {name: settings.model_copy(update={"rule": name, "early_stop": "none"}) for name in counts}
+    rules = {
+        name: settings.model_copy(update={"rule": name, "early_stop": "none", "sequential": None}) for name in counts
+    }
+    design = settings.model_copy(update={"rule": "interval", "early_stop": "none"})
+    if settings.sequential is not None and settings.rule == "interval":
+        counts["sequential"] = Counter()
     for _ in range(resamples):
         sample = _resample(obs, rng)
         for name, rule_settings in rules.items():
             a = analyze(sample, rule_settings)
             counts[name][decide_quiet(a, rule_settings, context)] += 1
+        if "sequential" in counts:
+            counts["sequential"][decide_run(sample, design, _quiet_context(context)).decision.verdict] += 1
     return {
         name: {v: c[v] / resamples for v in ("adopt", "reject", "inconclusive", "invalid")}
         for name, c in counts.items()
     }
 
 
-def decide_quiet(a: Analysis, settings: DecisionSettings, context: DecisionContext) -> str:
-    """The verdict without the design gates that resampled task labels would trip (unplanned tasks)."""
-    ctx = DecisionContext(
+def _quiet_context(context: DecisionContext) -> DecisionContext:
+    """The run's context without the plan's task ids, which resampled task labels would not match."""
+    return DecisionContext(
         budget_stopped=False,
         provenance_by_arm=context.provenance_by_arm,
         planned_runs_per_arm=context.planned_runs_per_arm,
     )
-    return decide(a, settings, ctx).verdict
+
+
+def decide_quiet(a: Analysis, settings: DecisionSettings, context: DecisionContext) -> str:
+    """The verdict without the design gates that resampled task labels would trip (unplanned tasks)."""
+    return decide(a, settings, _quiet_context(context)).verdict
 
 
 def summarize(
@@ -155,12 +177,12 @@ def summarize(
         "observed": {
             "point": decide_quiet(
                 a,
-                settings.model_copy(update={"rule": "point", "early_stop": "none"}),
+                settings.model_copy(update={"rule": "point", "early_stop": "none", "sequential": None}),
                 context_from_records(records, runs, False),
             ),
             "interval": decide_quiet(
                 a,
-                settings.model_copy(update={"rule": "interval", "early_stop": "none"}),
+                settings.model_copy(update={"rule": "interval", "early_stop": "none", "sequential": None}),
                 context_from_records(records, runs, False),
             ),
         },
@@ -187,6 +209,14 @@ def render(summary: dict[str, Any]) -> str:
         f"would adopt a do-nothing skill ({summary['resamples']} resamples): point rule "
         f"{fmt.pct(rules['point']['adopt'], 1)}, interval rule {fmt.pct(rules['interval']['adopt'], 1)}",
         f"would reject it: point rule {fmt.pct(rules['point']['reject'], 1)}, interval rule {fmt.pct(rules['interval']['reject'], 1)}",
+        *(
+            [
+                f"the preregistered group-sequential design would adopt it {fmt.pct(rules['sequential']['adopt'], 1)} "
+                f"and reject it {fmt.pct(rules['sequential']['reject'], 1)} of the time"
+            ]
+            if "sequential" in rules
+            else []
+        ),
         f"judge agrees with verify on {fmt.pct(j['agreement'], 1)} of {j['trials']} trials"
         + (f" (kappa {j['kappa']:.2f})" if j["kappa"] is not None else ""),
     ]

@@ -42,6 +42,26 @@ def test_summary_reports_rule_rates_judge_agreement_and_drift(tmp_path: Path) ->
     assert json.loads(path.read_text())["kind"] == "aa_calibration"
 
 
+def test_a_preregistered_group_sequential_design_is_calibrated_beside_the_fixed_rules(tmp_path: Path) -> None:
+    """The fixed rules stay fixed (the design is dropped for them); the design gets its own rate, every look
+    decided on the resampled runs (their run indices kept)."""
+    from harness.study.config import DecisionSettings, Study
+
+    plain_study = _study(tmp_path, AA)
+    seq = plain_study.prereg.model_copy(
+        update={"decision": DecisionSettings.model_validate({"rule": "interval", "sequential": {}})}
+    )
+    study = Study(plain_study.prereg_path, seq, plain_study.task_file)
+    recs = outcome_records(AA)
+    s = calibrate.summarize(study, recs, resamples=60, seed=1)
+    plain = calibrate.summarize(plain_study, recs, resamples=60, seed=1)
+    assert set(s["rules"]) == {"point", "interval", "sequential"}
+    assert s["rules"]["point"] == plain["rules"]["point"] and s["rules"]["interval"] == plain["rules"]["interval"]
+    assert sum(s["rules"]["sequential"].values()) == pytest.approx(1.0)
+    assert "group-sequential design would adopt it" in calibrate.render(s)
+    assert "group-sequential" not in calibrate.render(plain)
+
+
 def test_drift_between_identical_arms_is_flagged(tmp_path: Path) -> None:
     drifted = {f"t{i}": ("PPP", "FFF") for i in range(8)}
     study = _study(tmp_path, drifted)
