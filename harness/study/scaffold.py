@@ -86,6 +86,8 @@ decision:
   pass_rule: verify_and_judge     # a trial passes when verify exits 0 and the judge says pass
   # models_rule: every           # with execution.models: adopt only when every model adopts (any: when at
   #                               # least one does); a model that rejects always rejects
+  # sequential: {{}}                # look after every round and stop early for success too (O'Brien-Fleming
+  #                               # spending keeps false adoption at the fixed design's; see README)
 """
 
 
