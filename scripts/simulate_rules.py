@@ -171,6 +171,44 @@ def run_cell(cell: Cell) -> CellResult:
     return CellResult(cell, dict(point), dict(interval), mde_sum / cell.reps, time.perf_counter() - start)
 
 
+@dataclass(frozen=True)
+class Replay:
+    """What replaying a cell's experiments trial by trial in a planned order needs: the cell's two seeded
+    streams (the experiments', the same as the main table's, and the plan orders'), the planned tasks and the
+    contexts of a run in full and of a stopped one."""
+
+    rng: random.Random
+    order_rng: random.Random
+    tasks: list[Task]
+    ids: frozenset[str]
+    full_ctx: DecisionContext
+    stop_ctx: DecisionContext
+
+    @classmethod
+    def of(cls, cell: Cell) -> Replay:
+        tasks = [Task(id=f"t{t:03d}", prompt=f"task {t}", verify_cmd="true") for t in range(cell.tasks)]
+        ids = frozenset(t.id for t in tasks)
+        prov = provenance_by_arm(_PROVENANCE)
+        return cls(
+            random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}"),
+            random.Random(f"{cell.seed}:order:{cell.tasks}:{cell.runs}:{cell.effect}"),
+            tasks,
+            ids,
+            DecisionContext(False, prov, cell.runs, planned_task_ids=ids),
+            DecisionContext(False, prov, cell.runs, early_stopped=True, planned_task_ids=ids),
+        )
+
+    def order(self, obs: Sequence[Observation], runs: int) -> list[Observation]:
+        """The experiment's trials in the order a seeded plan runs them, each with its run index."""
+        by_trial: dict[tuple[str, str], list[Observation]] = {}
+        for o in obs:
+            by_trial.setdefault((o.task_id, o.arm), []).append(o)
+        return [
+            dataclasses.replace(by_trial[(s.task.id, s.arm)][s.run_index], run_index=s.run_index)
+            for s in plan_trials(self.tasks, runs, self.order_rng.randrange(1 << 30))
+        ]
+
+
 FUTILITY_TASKS = (6, 10, 20)
 FUTILITY_EFFECTS = (-0.24, -0.125, 0.0, 0.125, 0.24)
 """A harmful skill too: the stop must not turn the rejects the full plan gives into inconclusives."""
@@ -199,40 +237,28 @@ def run_futility_cell(cell: Cell) -> FutilityResult:
     """The main table's experiments of ``cell`` (same seed, same draws), replayed trial by trial with the
     interval rule's futility stop checked after every trial."""
     start = time.perf_counter()
-    rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
-    order_rng = random.Random(f"{cell.seed}:order:{cell.tasks}:{cell.runs}:{cell.effect}")
+    replay = Replay.of(cell)
     settings = DecisionSettings(rule="interval", futility_stop=True)
-    tasks = [Task(id=f"t{t:03d}", prompt=f"task {t}", verify_cmd="true") for t in range(cell.tasks)]
-    ids = frozenset(t.id for t in tasks)
-    prov = provenance_by_arm(_PROVENANCE)
-    full_ctx = DecisionContext(False, prov, cell.runs, planned_task_ids=ids)
-    stop_ctx = DecisionContext(False, prov, cell.runs, early_stopped=True, planned_task_ids=ids)
     full: Counter[str] = Counter()
     reported: Counter[str] = Counter()
     inconclusive_full: Counter[str] = Counter()
     stopped = reject_stops = reject_differ = 0
     saved = 0.0
     for _ in range(cell.reps):
-        obs = simulate_experiment(rng, cell)
-        final = decide(analyze(obs, settings), settings, full_ctx).verdict
+        obs = simulate_experiment(replay.rng, cell)
+        final = decide(analyze(obs, settings), settings, replay.full_ctx).verdict
         full[final] += 1
-        by_trial: dict[tuple[str, str], list[Observation]] = {}
-        for o in obs:
-            by_trial.setdefault((o.task_id, o.arm), []).append(o)
-        order = [
-            by_trial[(s.task.id, s.arm)][s.run_index]
-            for s in plan_trials(tasks, cell.runs, order_rng.randrange(1 << 30))
-        ]
+        order = replay.order(obs, cell.runs)
         verdict = final
         for i in range(1, len(order)):
             seen = order[:i]
             if {o.arm for o in seen} != {"baseline", "skill"}:
                 continue
             analysis = analyze(seen, settings)
-            stop = early_stop_verdict(analysis, settings, cell.runs, ids, max_cost_per_trial=None)
+            stop = early_stop_verdict(analysis, settings, cell.runs, replay.ids, max_cost_per_trial=None)
             if stop.verdict is None:
                 continue
-            verdict = decide(analysis, settings, stop_ctx).verdict
+            verdict = decide(analysis, settings, replay.stop_ctx).verdict
             stopped += 1
             saved += 1.0 - i / len(order)
             if verdict == "reject":
@@ -325,42 +351,30 @@ def run_efficacy_cell(cell: Cell, spending: Spending) -> EfficacyResult:
     trial as the running loop does with ``--jobs 1`` (``harness.analysis.sequential.early_stop``), the verdict
     then ``decide_run`` on the data the run has when it stops."""
     start = time.perf_counter()
-    rng = random.Random(f"{cell.seed}:{cell.tasks}:{cell.runs}:{cell.effect}")
-    order_rng = random.Random(f"{cell.seed}:order:{cell.tasks}:{cell.runs}:{cell.effect}")
+    replay = Replay.of(cell)
     fixed_settings = DecisionSettings(rule="interval")
     settings = DecisionSettings(rule="interval", sequential=SequentialSettings(spending=spending))
-    tasks = [Task(id=f"t{t:03d}", prompt=f"task {t}", verify_cmd="true") for t in range(cell.tasks)]
-    ids = frozenset(t.id for t in tasks)
-    prov = provenance_by_arm(_PROVENANCE)
-    full_ctx = DecisionContext(False, prov, cell.runs, planned_task_ids=ids)
-    stop_ctx = DecisionContext(False, prov, cell.runs, early_stopped=True, planned_task_ids=ids)
     fixed: Counter[str] = Counter()
     seq: Counter[str] = Counter()
     crossed: Counter[int] = Counter()
     futility_stops = only_seq = only_fixed = 0
     saved = 0.0
     for _ in range(cell.reps):
-        obs = simulate_experiment(rng, cell)
-        final_fixed = decide(analyze(obs, fixed_settings), fixed_settings, full_ctx).verdict
+        obs = simulate_experiment(replay.rng, cell)
+        final_fixed = decide(analyze(obs, fixed_settings), fixed_settings, replay.full_ctx).verdict
         fixed[final_fixed] += 1
-        by_trial: dict[tuple[str, str], list[Observation]] = {}
-        for o in obs:
-            by_trial.setdefault((o.task_id, o.arm), []).append(o)
-        order = [
-            dataclasses.replace(by_trial[(s.task.id, s.arm)][s.run_index], run_index=s.run_index)
-            for s in plan_trials(tasks, cell.runs, order_rng.randrange(1 << 30))
-        ]
+        order = replay.order(obs, cell.runs)
         verdict: str | None = None
         checked = 0
         for i in range(1, len(order)):
             seen = order[:i]
             if {o.arm for o in seen} != {"baseline", "skill"}:
                 continue
-            stop = sequential.early_stop(seen, settings, full_ctx, looks_checked=checked)
-            checked = max(checked, sequential.rounds_complete(seen, ids, cell.runs))
+            stop = sequential.early_stop(seen, settings, replay.full_ctx, looks_checked=checked)
+            checked = max(checked, sequential.rounds_complete(seen, replay.ids, cell.runs))
             if stop.verdict is None:
                 continue
-            decision = sequential.decide_run(seen, settings, stop_ctx).decision
+            decision = sequential.decide_run(seen, settings, replay.stop_ctx).decision
             verdict = decision.verdict
             saved += 1.0 - i / len(order)
             if decision.sequential is not None and decision.sequential.stopped_early:
@@ -369,7 +383,7 @@ def run_efficacy_cell(cell: Cell, spending: Spending) -> EfficacyResult:
                 futility_stops += 1
             break
         if verdict is None:
-            decision = sequential.decide_run(order, settings, full_ctx).decision
+            decision = sequential.decide_run(order, settings, replay.full_ctx).decision
             verdict = decision.verdict
             if decision.sequential is not None and decision.sequential.stopped_early:  # a look at the last trial
                 crossed[decision.sequential.look.number] += 1

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Unpack
@@ -51,7 +51,7 @@ from harness.records import (
     VerifyResult,
 )
 from harness.results.meta import META
-from harness.study.config import Task
+from harness.study.config import Study, Task
 
 # ----------------------------------------------------------------------------- provenance
 
@@ -180,6 +180,32 @@ def make_record(
 def skipped(spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
     """The ``skipped`` record a stop leaves for a trial that never started."""
     return make_record(spec, attempt, "skipped", 0.0).model_copy(update={"stopped_by": kind, "error": why})
+
+
+def run_loop(
+    study: Study, outcome: Callable[[TrialSpec], bool], *, seed: int = 2
+) -> tuple[list[TrialRecord], str | None]:
+    """``study``'s plan through the real trial loop with fake trials (``outcome(spec)``: whether it passes)
+    and the preregistered early stop armed (``--jobs 1``): every record written, and the early stop's reason."""
+    import threading
+
+    from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
+    from harness.plan import plan_trials
+
+    tasks = tuple(study.task_file.tasks)
+    lines: list[TrialRecord] = []
+    loop = TrialLoop(
+        lambda spec, attempt: make_record(spec, attempt, passed=outcome(spec)),
+        lines.append,
+        LoopPolicy(jobs=1, max_infra_retries=0, early_stop=curtailment_check(study, [t.id for t in tasks])),
+        skipped=skipped,
+        prior={},
+        finals=[],
+        spent=0.0,
+        stop=threading.Event(),
+    )
+    out = loop.run(plan_trials(tasks, study.prereg.execution.runs_per_arm, seed=seed))
+    return lines, out.early_stop
 
 
 LOCK = "ab" * 32

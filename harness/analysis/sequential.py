@@ -136,19 +136,8 @@ def decide_run(observations: Iterable[Observation], settings: DecisionSettings, 
         if found.verdict not in ("adopt", "reject"):
             continue
         data = look_observations(obs, look.round)
-        result = groupseq.SequentialResult(
-            design=design,
-            look=look,
-            stopped_early=True,
-            paired=look_analysis.paired,
-            cost=look_analysis.cost,
-            looks_reached=reached,
-            planned_trials=planned,
-            analysed_trials=_finished(data),
-            later_trials=_finished(obs) - _finished(data),
-        )
-        note = Reason(ReasonCode.BOUNDARY_CROSSED, _crossed_words(result, found.verdict), "note")
-        decision = dataclasses.replace(found, reasons=(*found.reasons, note), sequential=result)
+        result = _result(design, look, look_analysis, reached=reached, planned=planned, data=data, every=obs)
+        decision = _noted(found, result, ReasonCode.BOUNDARY_CROSSED, _crossed_words(result, found.verdict))
         return Decided(analyze(data, settings), decision)
 
     final = design.final
@@ -156,19 +145,38 @@ def decide_run(observations: Iterable[Observation], settings: DecisionSettings, 
     ctx = dataclasses.replace(context, futility_levels=design.futility_levels(done))
     final_analysis = analyze(obs, final_settings, mde_alpha=1.0 - settings.confidence)
     found = decide(final_analysis, final_settings, ctx)
-    result = groupseq.SequentialResult(
-        design=design,
-        look=final,
-        stopped_early=False,
-        paired=final_analysis.paired,
-        cost=final_analysis.cost,
-        looks_reached=reached + (1 if done >= final.round else 0),
-        planned_trials=planned,
-        analysed_trials=_finished(obs),
-    )
-    note = Reason(ReasonCode.FINAL_LOOK, _final_words(result), "note")
-    decision = dataclasses.replace(found, reasons=(*found.reasons, note), sequential=result)
+    reached += 1 if done >= final.round else 0
+    result = _result(design, final, final_analysis, reached=reached, planned=planned, data=obs, every=obs)
+    decision = _noted(found, result, ReasonCode.FINAL_LOOK, _final_words(result))
     return Decided(analyze(obs, settings), decision)
+
+
+def _result(
+    design: groupseq.SequentialDesign,
+    look: groupseq.Look,
+    analysis: Analysis,
+    *,
+    reached: int,
+    planned: int,
+    data: Sequence[Observation],
+    every: Sequence[Observation],
+) -> groupseq.SequentialResult:
+    """What the decision carries: ``look`` decided on ``data`` (of ``every`` finished trial) with ``analysis``."""
+    return groupseq.SequentialResult(
+        design=design,
+        look=look,
+        stopped_early=look is not design.final,
+        paired=analysis.paired,
+        cost=analysis.cost,
+        looks_reached=reached,
+        planned_trials=planned,
+        analysed_trials=_finished(data),
+        later_trials=_finished(every) - _finished(data),
+    )
+
+
+def _noted(found: DecisionResult, result: groupseq.SequentialResult, code: ReasonCode, words: str) -> DecisionResult:
+    return dataclasses.replace(found, reasons=(*found.reasons, Reason(code, words, "note")), sequential=result)
 
 
 def _crossed_words(result: groupseq.SequentialResult, verdict: str) -> str:

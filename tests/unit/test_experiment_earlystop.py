@@ -3,17 +3,16 @@ curtailment, and the interval rule's futility stop."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.reasons import ReasonCode
-from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
+from harness.experiment.loop import curtailment_check
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.results.attempts import max_cost_per_trial
 from harness.study.config import DecisionSettings, Execution, Preregistration, Study, Task, TaskFile
-from tests.factories import make_record, skipped
+from tests.factories import make_record, run_loop
 
 TASKS = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(2))
 SIX = tuple(Task(id=f"t{i}", prompt=f"task {i}", verify_cmd="true") for i in range(6))
@@ -35,21 +34,7 @@ def _tasks(study: Study) -> tuple[Task, ...]:
 
 
 def _run(study: Study, outcome: Any) -> tuple[list[TrialRecord], str | None]:
-    tasks = _tasks(study)
-    specs = plan_trials(tasks, 3, seed=2)
-    lines: list[TrialRecord] = []
-    loop = TrialLoop(
-        lambda spec, attempt: make_record(spec, attempt, passed=outcome(spec)),
-        lines.append,
-        LoopPolicy(jobs=1, max_infra_retries=0, early_stop=curtailment_check(study, [t.id for t in tasks])),
-        skipped=skipped,
-        prior={},
-        finals=[],
-        spent=0.0,
-        stop=threading.Event(),
-    )
-    out = loop.run(specs)
-    return lines, out.early_stop
+    return run_loop(study, outcome, seed=2)
 
 
 def _decide(study: Study, records: list[TrialRecord]) -> Any:

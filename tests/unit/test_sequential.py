@@ -4,7 +4,6 @@ report says about it, and how the preregistration refuses it where it cannot app
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,7 @@ from harness.analysis.estimates import analyze
 from harness.analysis.observations import DecisionContext, Observation, provenance_by_arm
 from harness.analysis.reasons import ReasonCode
 from harness.errors import ConfigError
-from harness.experiment.loop import LoopPolicy, TrialLoop, curtailment_check
-from harness.plan import TrialSpec, plan_trials
+from harness.plan import TrialSpec
 from harness.records import TrialRecord
 from harness.reporting.decision_json import decision_json, dumps
 from harness.reporting.html import render
@@ -35,7 +33,7 @@ from harness.study.config import (
     TaskFile,
     load_preregistration,
 )
-from tests.factories import LOCK, make_record, outcome_records, skipped
+from tests.factories import LOCK, outcome_records, run_loop
 
 SEQ = DecisionSettings(rule="interval", sequential=SequentialSettings())
 POCOCK = DecisionSettings(rule="interval", sequential=SequentialSettings(spending="pocock"))
@@ -208,20 +206,7 @@ def _study(tasks: Sequence[Task], **decision: Any) -> Study:
 
 
 def _loop(study: Study, outcome: Callable[[TrialSpec], bool]) -> tuple[list[TrialRecord], str | None]:
-    tasks = tuple(study.task_file.tasks)
-    lines: list[TrialRecord] = []
-    loop = TrialLoop(
-        lambda spec, attempt: make_record(spec, attempt, passed=outcome(spec)),
-        lines.append,
-        LoopPolicy(jobs=1, max_infra_retries=0, early_stop=curtailment_check(study, [t.id for t in tasks])),
-        skipped=skipped,
-        prior={},
-        finals=[],
-        spent=0.0,
-        stop=threading.Event(),
-    )
-    out = loop.run(plan_trials(tasks, RUNS, seed=3))
-    return lines, out.early_stop
+    return run_loop(study, outcome, seed=3)
 
 
 TWELVE = tuple(Task(id=f"t{i:02d}", prompt=f"task {i}", verify_cmd="true") for i in range(12))
