@@ -337,3 +337,25 @@ def _load_library(tmp_path: Path) -> Preregistration:
     (tmp_path / "skills" / "a").mkdir(parents=True)
     (tmp_path / "skills" / "a" / "SKILL.md").write_text("---\nname: a\ndescription: a\n---\n")
     return load_preregistration(path)
+
+
+def test_the_lock_covers_the_design_and_a_preregistration_without_it_hashes_as_before(make_study: Any) -> None:
+    from harness.errors import LockError
+    from harness.study.config import load_study
+    from harness.study.lock import lock, verify_lock
+    from tests.factories import DEFAULT_PREREG
+
+    plain = make_study()
+    lock(plain.prereg)
+    before = verify_lock(load_study(plain.prereg)).sha256
+    plain.prereg.write_text(DEFAULT_PREREG + "decision:\n  sequential: null\n")
+    assert verify_lock(load_study(plain.prereg)).sha256 == before, "unset, the field is not in the hash"
+    plain.prereg.write_text(DEFAULT_PREREG + "decision:\n  sequential: {}\n")
+    with pytest.raises(LockError, match="changed since lock: analysis, preregistration"):
+        verify_lock(load_study(plain.prereg))
+    lock(plain.prereg)
+    obf = verify_lock(load_study(plain.prereg)).sha256
+    plain.prereg.write_text(DEFAULT_PREREG + "decision:\n  sequential:\n    spending: pocock\n")
+    with pytest.raises(LockError, match="analysis"):
+        verify_lock(load_study(plain.prereg))
+    assert obf != before
