@@ -189,8 +189,8 @@ def _crossed_words(result: groupseq.SequentialResult, verdict: str) -> str:
     why = "success" if verdict == "adopt" else "a gain below the minimum worthwhile gain"
     return (
         f"{_look_words(design, look)} decided {verdict} ({why}): the preregistered {design.name} boundary "
-        f"(z >= {look.boundary:.3f}, nominal level {fmt.pct(look.confidence, 2)}) keeps the overall false adoption at "
-        f"{fmt.pct(design.alpha, 1)} one-sided; repeated {fmt.pct(1 - 2 * design.alpha)} interval of the gain "
+        f"(z >= {look.boundary:.3f}, nominal level {fmt.pct(look.confidence, 2)}) keeps the overall false-adoption "
+        f"level at {fmt.pct(design.alpha, 1)} one-sided; repeated {fmt.pct(1 - 2 * design.alpha)} interval of the gain "
         f"{fmt.pp(result.paired.mean)} {fmt.interval(result.paired.interval)}; {result.analysed_trials} of "
         f"{result.planned_trials} planned trials analysed{later}"
     )

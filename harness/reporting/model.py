@@ -231,7 +231,8 @@ def headline(r: ReportInput) -> str:
     p, cost, which = a.paired, a.cost, f"{conf}% CI"
     seq = r.decision.sequential
     if seq is not None:
-        p, cost, which = seq.paired, seq.cost, f"repeated {conf}% CI, look {seq.look.number} of {len(seq.design.looks)}"
+        p, cost = seq.paired, seq.cost
+        which = f"repeated {conf}% CI at look {seq.look.number} of {len(seq.design.looks)}:"
     return (
         f"skill {fmt.rate(a.skill)} vs baseline {fmt.rate(a.baseline)} passed; "
         f"per-task gain {fmt.pp(p.mean)} ({which} {fmt.pp(p.interval.low)} to {fmt.pp(p.interval.high)}); "
@@ -259,8 +260,8 @@ def sequential_lines(r: ReportInput) -> tuple[str, ...]:
         f"group-sequential design: {design.name} alpha spending, looks after rounds "
         f"{', '.join(str(x.round) for x in looks)} of {design.runs} (information fractions "
         f"{' / '.join(f'{x.fraction:.2f}' for x in looks)}; nominal levels "
-        f"{' / '.join(fmt.pct(x.confidence, 2) for x in looks)}); overall false adoption at most "
-        f"{fmt.pct(design.alpha, 1)}, the fixed design's"
+        f"{' / '.join(fmt.pct(x.confidence, 2) for x in looks)}); overall false-adoption level "
+        f"{fmt.pct(design.alpha, 1)} one-sided, the fixed design's"
     )
     where = f"look {look.number} of {len(looks)} (after round {look.round})"
     figures = (
