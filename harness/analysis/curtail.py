@@ -31,7 +31,7 @@ from typing import Literal, NamedTuple
 from harness import fmt
 from harness.analysis import exact, stats
 from harness.analysis.estimates import Analysis, ArmSummary, TaskArm
-from harness.analysis.rules import MIN_ADOPT_TASKS, MIN_TASKS, SIGN_FLIP_BELOW_TASKS, PointVerdict, cost_limit
+from harness.analysis.rules import MIN_ADOPT_TASKS, MIN_TASKS, PointVerdict, cost_limit, sign_flip_can_pass
 from harness.records import ARMS
 from harness.study.config import DecisionSettings
 
@@ -465,9 +465,7 @@ def _quantile(confidence: float) -> float:
 
 
 def _sign_flip_can_pass(m: int, confidence: float) -> bool:
-    """Below SIGN_FLIP_BELOW_TASKS paired tasks adoption also needs the sign-flip p <= alpha, and with m
-    tasks p >= 2 / 2^m (the observed signs and their mirror image both count)."""
-    return m >= SIGN_FLIP_BELOW_TASKS or Fraction(2) ** (1 - m) <= exact.alpha(confidence)
+    return sign_flip_can_pass(m, confidence)
 
 
 class Levels(NamedTuple):

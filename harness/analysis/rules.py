@@ -39,6 +39,23 @@ Rate = Fraction | float
 rates are compared exactly either way; the decision passes both exact, so equal ``k/n`` tie."""
 
 
+def sign_flip_can_pass(tasks: int, confidence: float) -> bool:
+    """Whether ``tasks`` paired tasks can meet the small-sample rule at two-sided ``confidence``: below
+    :data:`SIGN_FLIP_BELOW_TASKS` adoption also needs the exact sign-flip p <= alpha, and with m tasks
+    p >= 2 / 2^m (the observed signs and their mirror image both count). Exact: 2^(1-m) against the alpha
+    of the decimal confidence (:func:`harness.analysis.exact.alpha`)."""
+    return tasks >= SIGN_FLIP_BELOW_TASKS or Fraction(2) ** (1 - tasks) <= exact.alpha(confidence)
+
+
+def fewest_tasks_to_adopt(confidence: float) -> int:
+    """The fewest paired tasks that can ever adopt at two-sided ``confidence``: at least
+    :data:`MIN_ADOPT_TASKS`, and enough for the sign-flip floor (6 at 95%; 7 at a Pocock look's 97.8%)."""
+    tasks = MIN_ADOPT_TASKS
+    while not sign_flip_can_pass(tasks, confidence):
+        tasks += 1
+    return tasks
+
+
 class RuleResult(NamedTuple, Generic[V]):
     """A rule's verdict on the data and the findings behind it."""
 

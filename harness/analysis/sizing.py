@@ -8,9 +8,10 @@ that was decided, whose plan was locked.
 
 The power is that of the fixed design's final test at level ``alpha``; under a group-sequential design
 ``alpha`` is the final look's nominal level, which makes the figure a lower bound (a boundary may also be
-crossed earlier). Below :data:`harness.analysis.rules.MIN_ADOPT_TASKS` tasks no rule adopts, so no design
-is smaller; below :data:`harness.analysis.rules.SIGN_FLIP_BELOW_TASKS` the interval rule also needs the
-exact sign-flip test, which the power function does not model (the figure is optimistic there).
+crossed earlier). No design is smaller than the fewest tasks that can adopt at all (6, or 7 at a Pocock
+design's level: :func:`harness.analysis.rules.fewest_tasks_to_adopt`); below
+:data:`harness.analysis.rules.SIGN_FLIP_BELOW_TASKS` the interval rule also needs the exact sign-flip test,
+which the power function does not model (the figure is optimistic there).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Literal
 
 from harness.analysis import groupseq, stats
 from harness.analysis.estimates import Analysis
-from harness.analysis.rules import MIN_ADOPT_TASKS
+from harness.analysis.rules import fewest_tasks_to_adopt
 from harness.study.config import MAX_TASKS, DecisionSettings
 
 RUNS_OPTIONS = (1, 2, 3, 5, 10)
@@ -62,9 +63,10 @@ def tasks_needed(
     power: float = TARGET_POWER,
     max_tasks: int = MAX_TASKS,
 ) -> int | None:
-    """The fewest tasks (at least :data:`MIN_ADOPT_TASKS`) whose power at ``gain`` with ``runs`` per arm
-    reaches ``power``; None when ``gain`` is not positive or more than ``max_tasks`` would be needed. The
-    power is monotone in the task count at any power above one half, so the search halves."""
+    """The fewest tasks whose power at ``gain`` with ``runs`` per arm reaches ``power``, and never fewer than
+    can adopt at all at ``alpha`` (:func:`harness.analysis.rules.fewest_tasks_to_adopt`); None when ``gain``
+    is not positive or more than ``max_tasks`` would be needed. The power is monotone in the task count at
+    any power above one half, so the search halves."""
     if gain <= 0.0 or runs < 1:
         return None
 
@@ -73,7 +75,7 @@ def tasks_needed(
 
     if not enough(max_tasks):
         return None
-    lo, hi = MIN_ADOPT_TASKS, max_tasks
+    lo, hi = fewest_tasks_to_adopt(1.0 - alpha), max_tasks
     if enough(lo):
         return lo
     while hi - lo > 1:  # enough(hi), not enough(lo)

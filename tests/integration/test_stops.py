@@ -28,7 +28,7 @@ AGENT_TURN_USD = (1000 * 2.0 + 100 * 10.0) / 1e6
 JUDGE_USD = (800 * 0.1 + 60 * 0.5) / 1e6
 
 
-def _scenario(setup_root: Path, baseline: float, skill: float) -> dict[str, Any]:
+def _scenario(setup_root: Path, baseline: float, skill: float, tasks: list[str] = TASKS) -> dict[str, Any]:
     scripts = demo_task_scripts(setup_root)
     return {
         "seed": 4,
@@ -37,7 +37,7 @@ def _scenario(setup_root: Path, baseline: float, skill: float) -> dict[str, Any]
         "judge": {"mode": "follow_verify", "usage": JUDGE_USAGE},
         "tasks": {
             t: {**scripts[t], "arms": {"baseline": {"p_success": baseline}, "skill": {"p_success": skill}}}
-            for t in TASKS
+            for t in tasks
         },
     }
 
@@ -123,3 +123,44 @@ def test_preregistered_early_stop_skips_trials_that_cannot_change_the_verdict(
     }
     write_reports(tmp_path / "out", data)
     assert gate(tmp_path / "out").exit_code == 1
+
+
+def test_a_group_sequential_look_rejects_a_harmful_skill_after_the_first_round(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path
+) -> None:
+    """Every scripted demo task, a skill that breaks each one against a baseline that solves it, Pocock's looks
+    after every round and no futility stop: the first look's repeated interval already lies below the minimum
+    worthwhile gain, the loop stops, and every report says which look decided. (Six tasks cannot adopt at an
+    interim look of either design: the exact sign-flip p is at least 2/64, above every interim look's level.)"""
+    every = list(demo_task_scripts(demo_setup.root))
+    prereg, scen = write_experiment(
+        demo_setup.root,
+        "sequential",
+        tasks=every,
+        runs=3,
+        scenario=_scenario(demo_setup.root, 1, 0, every),
+        extra={"decision": {"futility_stop": False, "sequential": {"spending": "pocock"}}},
+    )
+    study = load_study(prereg)
+    result = run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=2)
+    ran = [r for r in result.records if r.status != "skipped"]
+    skipped = [r for r in result.records if r.status == "skipped"]
+    first = 2 * len(every)
+    assert len([r for r in ran if r.run_index == 0]) == first
+    assert skipped and {r.stopped_by for r in skipped} == {"early_stop"}
+    assert all("group-sequential design" in (r.error or "") and "look 1 of 3" in (r.error or "") for r in skipped)
+    assert len(ran) < 2 * first, "beyond round 1 only the trials running when the look decided"
+    data = analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=tmp_path / "out")
+    seq = data.decision.sequential
+    assert data.decision.verdict == "reject" and seq is not None and seq.stopped_early and seq.look.number == 1
+    assert seq.analysed_trials == first and seq.later_trials == len(ran) - first
+    assert seq.paired.interval.high < 0.05
+    assert (
+        ReasonCode.BOUNDARY_CROSSED in data.decision.codes
+        and ReasonCode.EARLY_STOP_UNSUPPORTED not in data.decision.codes
+    )
+    write_reports(tmp_path / "out", data)
+    assert gate(tmp_path / "out").exit_code == 1
+    for name in ("report.md", "report.html", "junit.xml"):
+        text = (tmp_path / "out" / name).read_text()
+        assert "look 1 of 3" in text and "repeated 95% interval" in text, name

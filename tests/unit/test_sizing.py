@@ -72,6 +72,18 @@ def test_the_sizing_never_goes_below_the_adoption_floor_nor_past_the_task_limit(
     assert s.tasks is None and s.trials is None and s.cost_usd is None and s.power < 0.8
 
 
+def test_no_design_is_smaller_than_the_fewest_tasks_that_can_adopt_at_its_level() -> None:
+    """Below 10 tasks adoption needs the exact sign-flip p <= alpha, and p >= 2/2^T: 6 tasks at 0.05, 7 at a
+    Pocock design's final look (0.0217), 10 at the first O'Brien-Fleming look (0.0002)."""
+    from harness.analysis.rules import fewest_tasks_to_adopt
+
+    pocock = DecisionSettings.model_validate({"rule": "interval", "sequential": {"spending": "pocock"}})
+    alpha = sizing.design_alpha(pocock, 3)
+    assert fewest_tasks_to_adopt(0.95) == 6 and fewest_tasks_to_adopt(1 - alpha) == 7
+    assert fewest_tasks_to_adopt(1 - 0.000207) == 10
+    assert sizing.tasks_needed(0.9, 10, alpha=alpha, variances=stats.DEFAULT_VARIANCES) == 7
+
+
 def test_size_tabulates_runs_and_costs_and_picks_the_fewest_trials() -> None:
     options = sizing.size(0.15, alpha=0.05, variances=PILOT, cost_per_trial=0.5)
     assert [s.runs for s in options] == list(sizing.RUNS_OPTIONS)
