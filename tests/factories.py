@@ -388,12 +388,14 @@ def write_experiment_dir(out: Path, meta: Mapping[str, Any], records: Sequence[T
 def write_experiment(root: Path, spec: Mapping[str, tuple[str, str]], *, rule: str = "point",
                      recs: Sequence[TrialRecord] | None = None, tasks_extra: Sequence[dict[str, Any]] = (),
                      lock: str = LOCK, skill: str = "tidy", shard: str | None = None,
-                     model: str = "sonnet", cli: str = "2.1.0", **kw: Any) -> Path:  # fmt: skip
+                     model: str = "sonnet", cli: str = "2.1.0", decision: Mapping[str, Any] | None = None,
+                     **kw: Any) -> Path:  # fmt: skip
     """A complete experiment directory under ``root`` from outcome codes: returns the experiment dir.
 
     Layout: ``root/study/{preregistration.yaml, tasks.json, skill/SKILL.md}`` and
     ``root/exp/{experiment.json, results.jsonl}``. ``model``/``cli`` set every record's provenance
-    (unless ``prov`` or ``recs`` is given); the rest of ``kw`` goes to :func:`outcome_records`.
+    (unless ``prov`` or ``recs`` is given); ``decision`` adds preregistered decision settings beside ``rule``;
+    the rest of ``kw`` goes to :func:`outcome_records`.
     """
     study = root / "study"
     (study / "skill").mkdir(parents=True, exist_ok=True)
@@ -403,7 +405,7 @@ def write_experiment(root: Path, spec: Mapping[str, tuple[str, str]], *, rule: s
     runs = max(len(b) for b, _ in spec.values())
     pr = {
         "skill": skill, "skill_ref": "skill", "tasks": "tasks.json",
-        "execution": {"runs_per_arm": runs}, "decision": {"rule": rule},
+        "execution": {"runs_per_arm": runs}, "decision": {"rule": rule, **(decision or {})},
         "lock": {"locked_at": "2026-11-01T00:00:00Z", "sha256": lock, "base_sha": "c" * 40},
     }  # fmt: skip
     (study / "preregistration.yaml").write_text(yaml.safe_dump(pr))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.analysis import groupseq, stats
+from harness.analysis import exact, groupseq, stats
 from harness.analysis.estimates import Analysis
 from harness.analysis.rules import fewest_tasks_to_adopt
 from harness.study.config import MAX_TASKS, DecisionSettings
@@ -67,11 +67,11 @@ def tasks_needed(
     can adopt at all at ``alpha`` (:func:`harness.analysis.rules.fewest_tasks_to_adopt`); None when ``gain``
     is not positive or more than ``max_tasks`` would be needed. The power is monotone in the task count at
     any power above one half, so the search halves."""
-    if gain <= 0.0 or runs < 1:
+    if not exact.above(gain, 0.0) or runs < 1:
         return None
 
-    def enough(tasks: int) -> bool:
-        return stats.power(gain, tasks, runs, alpha=alpha, variances=variances) >= power
+    def enough(tasks: int) -> bool:  # a continuous figure against a threshold: within the stated tolerance
+        return exact.at_least(stats.power(gain, tasks, runs, alpha=alpha, variances=variances), power)
 
     if not enough(max_tasks):
         return None
@@ -141,15 +141,15 @@ def next_experiment(
     source: Literal["this run", "default"] = "this run" if analysis.mde_source == "pilot" else "default"
     minimum = settings.min_worthwhile_gain
     observed = analysis.paired.mean
-    if observed is not None and observed > minimum:
+    if observed is not None and exact.above(observed, minimum):
         at_min = (
             sizing(minimum, runs, alpha=alpha, variances=variances, cost_per_trial=cost_per_trial)
-            if minimum > 0
+            if exact.above(minimum, 0.0)
             else None
         )
         design = sizing(observed, runs, alpha=alpha, variances=variances, cost_per_trial=cost_per_trial)
         return NextExperiment("observed difference", design, at_min, source)
-    if minimum <= 0:
+    if not exact.above(minimum, 0.0):
         return None
     design = sizing(minimum, runs, alpha=alpha, variances=variances, cost_per_trial=cost_per_trial)
     return NextExperiment("minimum worthwhile gain", design, None, source)

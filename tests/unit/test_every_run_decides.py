@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,6 +56,14 @@ def examples(n: int) -> settings:
 
 SPEC = {"t1": ("PF", "PP"), "t2": ("FF", "PF"), "t3": ("PP", "PP")}
 """The experiment the property tests write (its records are replaced by the drawn ones)."""
+DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {
+    "point": ("point", {}),
+    "interval": ("interval", {}),
+    "sequential": ("interval", {"sequential": {}}),
+    "pocock": ("interval", {"sequential": {"spending": "pocock"}}),
+}
+"""The preregistered designs every drawn result set is decided under: both rules, and the interval rule's
+group-sequential design with each spending function (every look, every renderer's sequential lines)."""
 AB_FILES = (DECISION_JSON, SUMMARY_TXT, REPORT_MD, REPORT_HTML, JUNIT_XML)
 
 
@@ -134,19 +143,21 @@ def test_a_model_that_did_change_within_an_arm_is_still_invalid(tmp_path: Path) 
 
 
 @examples(30)
-@given(records=result_sets(), rule=st.sampled_from(["point", "interval"]))
-def test_any_result_set_reaches_a_decision_and_every_output(records: list[TrialRecord], rule: str) -> None:
+@given(records=result_sets(), design=st.sampled_from(sorted(DESIGNS)))
+def test_any_result_set_reaches_a_decision_and_every_output(records: list[TrialRecord], design: str) -> None:
     with scratch() as root:
-        every_output(write_experiment(root, SPEC, rule=rule, recs=records))
+        rule, decision = DESIGNS[design]
+        every_output(write_experiment(root, SPEC, rule=rule, decision=decision, recs=records))
 
 
 @examples(30)
-@given(data=st.data(), rule=st.sampled_from(["point", "interval"]))
-def test_a_real_result_set_with_holes_anywhere_reaches_a_decision(data: st.DataObject, rule: str) -> None:
+@given(data=st.data(), design=st.sampled_from(sorted(DESIGNS)))
+def test_a_real_result_set_with_holes_anywhere_reaches_a_decision(data: st.DataObject, design: str) -> None:
     base = outcome_records({"t1": ("PFU", "PPI"), "t2": ("FFT", "PFP"), "t3": ("PPP", "PPF")})
     records = data.draw(holed_sets(base))
     with scratch() as root:
-        every_output(write_experiment(root, SPEC, rule=rule, recs=records))
+        rule, decision = DESIGNS[design]
+        every_output(write_experiment(root, SPEC, rule=rule, decision=decision, recs=records))
 
 
 @examples(15)
