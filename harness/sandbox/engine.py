@@ -36,6 +36,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,12 @@ import docker.errors
 import docker.tls
 import requests.exceptions
 import urllib3.exceptions
-from docker.types import LogConfig, Mount, Ulimit
+from docker.types import IPAMConfig, IPAMPool, LogConfig, Mount, Ulimit
 
 from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
 from harness.retry import call_with_retry
 from harness.sandbox import labels as L
+from harness.sandbox import subnets
 from harness.sandbox.runtime import (
     ContainerSpec,
     DanglingImage,
@@ -70,6 +72,12 @@ MIN_API_VERSION = "1.24"
 """The oldest engine API docker-py speaks (engine 1.12): enough to ask an engine for its own."""
 IMAGE_STREAM_TIMEOUT_S = 900
 """Seconds an image save or load may go without a byte (the engine unpacks layers as they arrive)."""
+SUBNET_ATTEMPTS = 8
+"""Subnets a network's creation tries when others keep taking the free-looking one first."""
+
+
+class _SubnetTaken(Exception):
+    """Internal: the engine refused a subnet as overlapping (another process took it since the look)."""
 
 
 def _transient(e: BaseException) -> bool:
@@ -223,6 +231,9 @@ class Engine:
         self.address = address
         self._endpoint = endpoint_of({**environ, "DOCKER_HOST": address.url})
         self._tunnel: SshTunnel | None = None
+        self._subnet_pool = subnets.pool_from_env(environ)
+        self._subnet_lock = threading.Lock()
+        self._subnets_pending: set[IPv4Network] = set()
         try:
             if address.url.startswith("ssh://"):
                 self._tunnel = SshTunnel(address.url, ssh_config=address.ssh_config)
@@ -510,21 +521,91 @@ class Engine:
 
     # ---------------------------------------------------------------- networks
     def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
-        """A user-defined bridge. ``isolated`` gives the bridge no IPv4 address, so containers on an
-        internal network cannot reach services bound to the host's 0.0.0.0 through the gateway
-        (a plain --internal network does not stop that on engine 20.10)."""
+        """A user-defined bridge on a ``/28`` of the harness's own range (:mod:`harness.sandbox.subnets`: the
+        engine's default pools hold only about 30 networks). ``isolated`` gives the bridge no IPv4 address,
+        so containers on an internal network cannot reach services bound to the host's 0.0.0.0 through the
+        gateway (a plain --internal network does not stop that on engine 20.10).
+
+        Another process can take the chosen subnet between the look and the create; the engine then refuses
+        it as overlapping and the next free one is tried. Raises ``PrerequisiteError`` when nothing of the
+        range is free and none of it is the harness's (something else covers it: choose another range),
+        ``InfraError`` otherwise."""
         options = {"com.docker.network.bridge.inhibit_ipv4": "true"} if isolated else {}
+        if self._subnet_pool.range is None:
+            self._create_network(name, labels, internal=internal, options=options, subnet=None)
+            return
+        tried: set[IPv4Network] = set()
+        for _ in range(SUBNET_ATTEMPTS):
+            subnet = self._reserve_subnet(name, tried)
+            try:
+                self._create_network(name, labels, internal=internal, options=options, subnet=subnet)
+                return
+            except _SubnetTaken:
+                tried.add(subnet)
+            finally:
+                with self._subnet_lock:
+                    self._subnets_pending.discard(subnet)
+        raise InfraError(
+            f"creating network {name} failed: {SUBNET_ATTEMPTS} free-looking subnets were taken by others "
+            "before it could use them",
+            hint="many networks are being made at once: try again",
+        )
+
+    def _reserve_subnet(self, name: str, tried: set[IPv4Network]) -> IPv4Network:
+        """A subnet of the pool overlapping no network of the engine, no host route (local engine), nothing
+        another thread of this process is creating right now and nothing already ``tried``."""
+        pool = self._subnet_pool
+        try:
+            listed = self.client.api.networks()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing networks to choose a subnet for {name} failed: {e}") from e
+        networks = subnets.engine_subnets(listed)
+        routes = [] if self._endpoint.remote else subnets.host_routes()
+        with self._subnet_lock:
+            taken = [net for _, net in networks] + routes + [*self._subnets_pending, *tried]
+            subnet = subnets.choose(pool, name, taken)
+            if subnet is not None:
+                self._subnets_pending.add(subnet)
+                return subnet
+        ours = {str(n.get("Name")) for n in listed if (n.get("Labels") or {}).get(L.OWNER) == L.OWNER_VALUE}
+        foreign = subnets.conflicts(pool, routes, [(n, net) for n, net in networks if n not in ours])
+        mine = sum(1 for n, net in networks if n in ours and pool.range is not None and net.overlaps(pool.range))
+        message = f"creating network {name} failed: " + subnets.exhausted_message(pool, mine, foreign)
+        if mine == 0:
+            raise PrerequisiteError(
+                message,
+                hint=f"set {subnets.ENV} to a private range nothing here uses (e.g. 10.214.0.0/16), "
+                f"or {subnets.ENV}={subnets.ENGINE_POOLS} to use the engine's pools",
+            )
+        raise InfraError(message, hint="too many networks exist: run `skilltrial gc`, or lower --jobs")
+
+    def _create_network(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        *,
+        internal: bool,
+        options: Mapping[str, str],
+        subnet: IPv4Network | None,
+    ) -> None:
+        ipam = None
+        if subnet is not None:
+            pool = IPAMPool(subnet=str(subnet), gateway=subnets.gateway_address(subnet))
+            ipam = IPAMConfig(pool_configs=[pool])
         try:
             self.client.networks.create(
                 name,
                 driver="bridge",
                 internal=internal,
                 labels=dict(labels),
-                options=options,
+                options=dict(options),
+                ipam=ipam,
                 check_duplicate=True,
                 enable_ipv6=False,
             )
         except DOCKER_ERRORS as e:
+            if subnet is not None and "overlap" in str(e):
+                raise _SubnetTaken from e
             hint = None
             if "address pools" in str(e) or "overlap" in str(e):
                 hint = "too many networks exist: run `skilltrial gc`, or lower --jobs"

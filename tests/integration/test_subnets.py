@@ -1,0 +1,96 @@
+"""Many trial networks at once on the real engine, none from its default address pools (issue 27 item 3).
+
+A stock engine's default pools hold about 30 bridge networks; a run of 32 trials needs 33. Each harness
+network instead takes a /28 of the harness's own range (harness.sandbox.subnets), so 40 at once fit on an
+engine nobody reconfigured. Isolation of those networks (internal, no IPv4 on the bridge) is attacked from
+inside containers in tests/security/test_network.py, which runs on the same networks.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from ipaddress import IPv4Network
+
+import docker
+import pytest
+
+from harness.errors import PrerequisiteError
+from harness.sandbox import subnets
+from harness.sandbox.engine import Engine
+from harness.sandbox.labels import make_labels
+
+pytestmark = [pytest.mark.docker]
+
+AT_ONCE = 40
+
+
+def _labels() -> dict[str, str]:
+    return make_labels("subnets", role="test", ttl_s=600, purpose="test")
+
+
+def test_more_networks_than_the_default_pools_hold_are_made_at_once(engine: Engine) -> None:
+    tag = secrets.token_hex(3)
+    names = [f"hx-subnets-{tag}-{i}" for i in range(AT_ONCE)]
+    errors: list[BaseException] = []
+
+    def make(name: str) -> None:
+        try:
+            engine.create_network(name, _labels(), internal=True)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=make, args=(n,)) for n in names]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        made = [engine.client.api.inspect_network(n) for n in names]
+    finally:
+        for n in names:
+            try:
+                engine.remove_network(n)
+            except Exception:
+                pass
+    pool = IPv4Network(subnets.DEFAULT_POOL)
+    nets = [IPv4Network(m["IPAM"]["Config"][0]["Subnet"]) for m in made]
+    assert all(n.prefixlen == 28 and n.subnet_of(pool) for n in nets), nets
+    assert all(not a.overlaps(b) for i, a in enumerate(nets) for b in nets[i + 1 :]), "40 distinct subnets"
+    assert all(m["Internal"] for m in made), "still --internal"
+    assert all(m["Options"].get("com.docker.network.bridge.inhibit_ipv4") == "true" for m in made)
+    others = [
+        IPv4Network(c["Subnet"])
+        for n in engine.client.api.networks()
+        if n["Name"] not in names
+        for c in (n.get("IPAM") or {}).get("Config") or []
+        if "." in c.get("Subnet", "")
+    ]
+    assert not any(a.overlaps(b) for a in nets for b in others), "no overlap with the engine's other networks"
+
+
+def test_a_range_someone_else_uses_is_refused_naming_it_and_the_setting() -> None:
+    """A network that is not the harness's covers the whole (one-subnet) range: a clear error, nothing
+    made; positive control: once it is gone the same range works."""
+    octet = 200 + secrets.randbelow(50)
+    pool = f"10.215.{octet}.0/28"
+    engine = Engine({**os.environ, subnets.ENV: pool})
+    client = docker.from_env()
+    foreign = f"hx-subnets-foreign-{secrets.token_hex(3)}"
+    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=pool)])
+    net_id = client.api.create_network(foreign, internal=True, ipam=ipam, labels={"harness.test": "subnets"})["Id"]
+    name = f"hx-subnets-{secrets.token_hex(3)}"
+    try:
+        with pytest.raises(PrerequisiteError) as e:
+            engine.create_network(name, _labels(), internal=True)
+        assert foreign in str(e.value) and subnets.ENV in str(e.value)
+        assert not client.api.networks(names=[name])
+    finally:
+        client.api.remove_network(net_id)
+    engine.create_network(name, _labels(), internal=True)
+    try:
+        assert engine.client.api.inspect_network(name)["IPAM"]["Config"][0]["Subnet"] == pool
+    finally:
+        engine.remove_network(name)
