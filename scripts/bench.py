@@ -28,6 +28,9 @@ the machine. Prints a Markdown table:
 6. issue 15's remote row: a trial's phase times on a docker-in-docker engine reached over TCP (volume
    workspaces: nothing of the trial is a path of the controller's) against the machine's engine
    (overlay workspaces), and the machine's engine with volume workspaces (``--only remote``).
+7. issue 27's throughput rows (``--only throughput``, root and cgroup v1; :mod:`scripts.throughput`): the CPU
+   one trial costs the machine by part against the two Claude Code processes, a trial's peak memory, and
+   64 trials with 10 s model latency per turn at ``--jobs 32`` against ``--jobs 1``.
 
 Trials hold slots of a private slot directory, so trials of other harness
 processes on the machine do not block the bench (they still share its cores).
@@ -114,6 +117,8 @@ class Bench:
         self.n = 0
         self.scenarios: dict[Path, Path] = {}
         self.scaling_files: tuple[int, ...] = ()
+        self.notes: list[str] = []
+        """Tables a step prints after the rows (the throughput part's CPU by part)."""
 
     def _task_scripts(self) -> dict[str, Any]:
         data = yaml.safe_load((self.setup.root / "demo" / "scenario.yaml").read_text())
@@ -720,6 +725,13 @@ def remote(bench: Bench) -> list[Row]:
     return rows
 
 
+def throughput(bench: Bench) -> list[Row]:
+    """Issue 27: CPU per trial by part, memory per trial, 32 trials at once (:mod:`scripts.throughput`)."""
+    from scripts.throughput import throughput_rows
+
+    return [Row(*row) for row in throughput_rows(bench, TASKS, log)]
+
+
 def table(rows: Sequence[Row]) -> str:
     out = ["| figure | measured | baseline (same run) | ratio | target |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r.figure} | {r.measured} | {r.baseline} | {r.ratio} | {r.target} |" for r in rows]
@@ -732,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-output"), help="work directory (default bench-output)")
     parser.add_argument(
         "--only",
-        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote"],
+        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote", "throughput"],
         action="append",
         help="run only these",
     )
@@ -764,6 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": demo_first_trial,
         "scaling": scaling,
         "remote": remote,
+        "throughput": throughput,
     }
     for name, step in steps.items():
         if args.only and name not in args.only:
@@ -773,6 +786,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()[0]
     print(table(rows))
     print()
+    for note in bench.notes:
+        print(note)
+        print()
     print(
         f"Measured by `make bench` (`python3 scripts/bench.py`) in {time.monotonic() - t0:.0f} s on "
         f"{os.cpu_count()} cores, load average {load:.1f} at the end; Claude Code {bench.images.claude_code_version}, "
