@@ -22,8 +22,9 @@ from harness.experiment.experiment import Experiment, ExperimentResult, RunOptio
 from harness.host.slots import slot_count
 from harness.reporting import SUMMARY_TXT, analyse_and_write, ledger
 from harness.reporting.model import ReportInput, analyze_records
+from harness.sandbox import roles
 from harness.sandbox.engine import Engine
-from harness.study.config import Study, parse_size
+from harness.study.config import Study
 
 
 @contextmanager
@@ -42,8 +43,9 @@ def _signals(experiment: Experiment) -> Iterator[None]:
 
 
 def default_jobs(study: Study, env: Mapping[str, str]) -> int:
-    """As many trials as the host-wide limit lets run at once (HARNESS_HOST_SLOTS, else cores and memory)."""
-    return slot_count(env, per_trial_mem=parse_size(study.prereg.execution.resources.memory))
+    """As many trials as the host-wide limit lets run at once (HARNESS_HOST_SLOTS, else what the machine can
+    hold by CPU and memory per trial: :mod:`harness.host.capacity`)."""
+    return slot_count(env, per_trial_mem=roles.trial_memory_limits(study.prereg.execution.resources))
 
 
 def analyze(study: Study, result: ExperimentResult) -> ReportInput:

@@ -59,7 +59,7 @@ from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
-from harness.study.config import LockBlock, Study, parse_size
+from harness.study.config import LockBlock, Study
 from harness.study.lock import verify_lock
 from harness.study.skillname import listed_name
 from harness.trial import installed, samepatch, workspace
@@ -514,7 +514,7 @@ class Experiment:
         many trials ran to a final record."""
         ex = self.study.prereg.execution
         slots_count = self.options.host_slots or slot_count(
-            self.options.env, per_trial_mem=parse_size(ex.resources.memory)
+            self.options.env, per_trial_mem=sandbox.trial_memory_limits(ex.resources)
         )
         slots = HostSlots(slots_count, self.paths.slots_dir)
         if self.options.jobs > slots.count:

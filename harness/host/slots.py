@@ -28,23 +28,33 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import ConfigError
+from harness.host.capacity import Capacity, capacity
 from harness.host.paths import shared_dir
 
-MAX_SLOTS = 32
 POLL_MAX_S = 0.25
 
 
+def machine_memory() -> int:
+    """This machine's memory in bytes (4 GiB when the system will not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 4 << 30
+
+
+def machine_capacity(per_trial_mem: int, cpus: int | None = None, mem_bytes: int | None = None) -> Capacity:
+    """What this machine can hold (:func:`harness.host.capacity.capacity`), ``per_trial_mem`` being the
+    memory limits one trial holds at one moment."""
+    return capacity(
+        cpus=cpus or os.cpu_count() or 1,
+        mem_bytes=mem_bytes if mem_bytes is not None else machine_memory(),
+        trial_limits_bytes=per_trial_mem,
+    )
+
+
 def default_slots(cpus: int | None = None, mem_bytes: int | None = None, per_trial_mem: int = 2 << 30) -> int:
-    """Slots this machine can hold: agent containers are mostly waiting on the model, so up to
-    4 per core, bounded by memory (each trial may use its full memory limit)."""
-    cpus = cpus or os.cpu_count() or 1
-    if mem_bytes is None:
-        try:
-            mem_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError):
-            mem_bytes = 4 << 30
-    by_mem = max(1, int(mem_bytes * 0.75) // per_trial_mem)
-    return max(1, min(cpus * 4, by_mem, MAX_SLOTS))
+    """Slots this machine can hold: the capacity model's trials (CPU and memory per trial, measured)."""
+    return machine_capacity(per_trial_mem, cpus, mem_bytes).trials
 
 
 def slot_count(env: Mapping[str, str], *, per_trial_mem: int) -> int:

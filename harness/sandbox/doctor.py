@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Literal
 
 from harness.errors import HarnessError
+from harness.host.capacity import capacity
 from harness.host.paths import HostPaths
+from harness.host.slots import machine_capacity, machine_memory
 from harness.host.trees import overlay_available
-from harness.sandbox import engineview, images, pool, uids, volumes
+from harness.sandbox import engineview, images, pool, roles, subnets, uids, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
@@ -32,11 +34,13 @@ from harness.sandbox.runtime import (
     ContainerRuntime,
     ContainerSpec,
     DockerObject,
+    EngineInfo,
     ImageStore,
     Limits,
     Runtime,
     VolumeMount,
 )
+from harness.study.config import Resources
 
 Level = Literal["ok", "warn", "fail", "info"]
 
@@ -188,6 +192,47 @@ def engine_view_check(
     return Check("ok", name, f"a token written under {scratch} is there inside a container")
 
 
+def capacity_check(info: EngineInfo, *, remote: bool, env: Mapping[str, str]) -> Check:
+    """How many trials this machine can run at once, and why (:mod:`harness.host.capacity`), at the default
+    per-trial limits; what ``HARNESS_HOST_SLOTS`` overrides. A remote engine is judged by its own machine."""
+    limits = roles.trial_memory_limits(Resources())
+    if remote and info.cpus and info.memory_bytes:
+        found = capacity(cpus=info.cpus, mem_bytes=info.memory_bytes, trial_limits_bytes=limits)
+        where = f"the engine's machine ({info.cpus} cores, {info.memory_bytes / (1 << 30):.1f} GiB)"
+        note = "; the default --jobs still follows this machine's cores and memory"
+    else:
+        found = machine_capacity(limits)
+        where = f"this machine ({os.cpu_count() or 1} cores, {machine_memory() / (1 << 30):.1f} GiB)"
+        note = ""
+    override = env.get("HARNESS_HOST_SLOTS", "").strip()
+    if override:
+        note += f"; HARNESS_HOST_SLOTS={override} sets the limit instead"
+    return Check(
+        "info",
+        "capacity",
+        f"{where}, default limits (agent {Resources().memory}): {found.describe()}{note}. "
+        "A lower execution.resources.memory fits more trials.",
+    )
+
+
+def subnet_check(engine: Engine) -> Check:
+    """Where trial networks take their addresses (:mod:`harness.sandbox.subnets`), and what else is there."""
+    try:
+        pool, foreign = engine.subnet_conflicts()
+    except HarnessError as e:
+        return Check("warn", "trial networks", f"cannot list the engine's networks: {e}")
+    if pool.range is None:
+        return Check("info", "trial networks", f"{pool.describe()}: about 30 networks, so about 30 trials at once")
+    if not foreign:
+        return Check("ok", "trial networks", f"{pool.describe()}; nothing else uses that range")
+    return Check(
+        "warn",
+        "trial networks",
+        f"{pool.describe()}; also there: {'; '.join(foreign[:5])}: its subnets are skipped (set {subnets.ENV} "
+        "to a range nothing uses)",
+    )
+
+
 def remote_notes() -> Check:
     """What doctor cannot check on a remote engine, said instead of skipped."""
     return Check(
@@ -246,6 +291,8 @@ def gather(engine: Engine, options: ImageOptions, *, workspace_kind: str | None 
     git = git_version()
     checks.append(Check("ok" if git else "fail", "git", git or "not installed"))
     checks.append(workspace_check(HostPaths.from_env(os.environ).work_root, remote=where.remote, forced=workspace_kind))
+    checks.append(capacity_check(info, remote=where.remote, env=os.environ))
+    checks.append(subnet_check(engine))
     checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version, "git": git}))
     checks.append(
         Check(
@@ -363,6 +410,10 @@ def engine_checks(
         )
     )
     checks.append(Check("info", "machine", f"{info.cpus or '?'} CPUs, {_gib(info.memory_bytes)} memory"))
+    if info.cpus and info.memory_bytes:  # the same model as this machine's default --jobs, per engine
+        limits = roles.trial_memory_limits(Resources())
+        found = capacity(cpus=info.cpus, mem_bytes=info.memory_bytes, trial_limits_bytes=limits)
+        checks.append(Check("info", "capacity", f"default limits (agent {Resources().memory}): {found.describe()}"))
     checks.extend(judge_versions({"engine": info.server_version, "runc": info.runc_version}))
     if probe_image is None:
         checks.append(Check("info", "free disk", "not measured: no image to measure it with yet"))

@@ -551,6 +551,22 @@ class Engine:
             hint="many networks are being made at once: try again",
         )
 
+    def subnet_conflicts(self) -> tuple[subnets.SubnetPool, list[str]]:
+        """The range harness networks take their subnets from, and what else uses addresses of it (a host
+        route of a local engine, a network of the engine that is not the harness's): ``skilltrial doctor``."""
+        try:
+            listed = self.client.api.networks()
+        except DOCKER_ERRORS as e:
+            raise InfraError(f"listing networks failed: {e}") from e
+        foreign = [
+            (name, net)
+            for name, net in subnets.engine_subnets(
+                n for n in listed if (n.get("Labels") or {}).get(L.OWNER) != L.OWNER_VALUE
+            )
+        ]
+        routes = [] if self._endpoint.remote else subnets.host_routes()
+        return self._subnet_pool, subnets.conflicts(self._subnet_pool, routes, foreign)
+
     def _reserve_subnet(self, name: str, tried: set[IPv4Network]) -> IPv4Network:
         """A subnet of the pool overlapping no network of the engine, no host route (local engine), nothing
         another thread of this process is creating right now and nothing already ``tried``."""

@@ -70,6 +70,16 @@ def collect_script() -> str:
     return resources.files("harness.sidecars").joinpath("collect.sh").read_text(encoding="utf-8")
 
 
+GATEWAY_LIMITS = Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m")
+WATCH_LIMITS = Limits(memory="128m", cpus=0.5, pids=32, tmpfs_size="1m")
+
+
+def trial_memory_limits(resources: Resources) -> int:
+    """The memory limits one trial holds at one moment: its agent's (the preregistered limit), its
+    gateway's and its workspace watchdog's; collect, verify and the judge run only after the agent."""
+    return parse_size(resources.memory) + parse_size(GATEWAY_LIMITS.memory) + parse_size(WATCH_LIMITS.memory)
+
+
 @dataclass(frozen=True)
 class Profile:
     """Settings shared by every container of one experiment run."""
@@ -347,7 +357,7 @@ def watch_spec(
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C"},
         volumes=(VolumeMount(scratch_volume, SCRATCH_MOUNT, read_only=True),),
         network="none",
-        limits=Limits(memory="128m", cpus=0.5, pids=32, tmpfs_size="1m"),
+        limits=WATCH_LIMITS,
         tmpfs=("/tmp",),
         workdir="/",
         runtime=p.runtime,
@@ -432,7 +442,7 @@ def gateway_spec(
         env=env,
         volumes=(VolumeMount(key_volume, KEY_MOUNT, read_only=True), *route_volumes),
         network=upstream_network,
-        limits=Limits(memory="256m", cpus=0.5, pids=64, tmpfs_size="16m"),
+        limits=GATEWAY_LIMITS,
         tmpfs=("/tmp",),
         workdir="/tmp",
     )

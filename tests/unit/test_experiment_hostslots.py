@@ -103,7 +103,8 @@ def test_a_freed_slot_is_taken_quickly(tmp_path: Path) -> None:
 
 
 def test_default_slots_follow_cores_and_memory() -> None:
-    assert default_slots(cpus=2, mem_bytes=24 << 30, per_trial_mem=2 << 30) == 8
+    """The capacity model's trials (tests/unit/test_capacity.py holds the model itself)."""
+    assert default_slots(cpus=2, mem_bytes=24 << 30, per_trial_mem=2 << 30) == 10  # memory: 21.6 / 2.04 GiB
     assert default_slots(cpus=16, mem_bytes=8 << 30, per_trial_mem=2 << 30) == 3
     assert default_slots(cpus=64, mem_bytes=1 << 40, per_trial_mem=1 << 30) == 32
     assert default_slots(cpus=1, mem_bytes=1 << 30, per_trial_mem=2 << 30) == 1
