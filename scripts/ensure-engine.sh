@@ -29,6 +29,9 @@ MSG
   exit 5
 fi
 
+# Started with the engine's defaults on purpose: the harness needs no daemon.json (its networks take
+# explicit /28 subnets of their own range, harness/sandbox/subnets.py, so the default address pools'
+# ~30 networks do not limit how many trials run at once), and a user's own engine is never reconfigured.
 echo "ensure-engine: starting dockerd (log: /var/log/harness-dockerd.log)" >&2
 nohup dockerd >/var/log/harness-dockerd.log 2>&1 &
 i=0

@@ -66,6 +66,7 @@ from harness.sandbox.runtime import (
     VolumeDir,
     Waited,
 )
+from harness.sandbox.subnets import TRIAL_HOSTS
 
 KILLED = 137
 """The exit code of a container killed with SIGKILL (``docker kill``)."""
@@ -687,7 +688,9 @@ class FakeRuntime:
             members = [n for n, other in self.containers.items() if network in other.networks]
             return f"10.89.{self.networks[network].index}.{members.index(name) + 2}"
 
-    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
+    def create_network(
+        self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True, hosts: int = TRIAL_HOSTS
+    ) -> None:
         self._call("create_network", name)
         with self._lock:
             if name in self.networks:

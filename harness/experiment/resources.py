@@ -49,7 +49,7 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
-from harness.sandbox import engineview, roles, volumes
+from harness.sandbox import engineview, roles, subnets, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
@@ -239,7 +239,7 @@ class RunResources:
         if not s.scripted and s.route.network:
             return s.route.network
         self._made.append(DockerObject("network", self.network))
-        self.engine.create_network(self.network, s.labels, internal=s.scripted)
+        self.engine.create_network(self.network, s.labels, internal=s.scripted, hosts=subnets.RUN_HOSTS)
         return self.network
 
     def _start_scripted(self, network: str, scenario: bytes) -> str:

@@ -50,7 +50,7 @@ from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.sandbox import roles as sandbox
-from harness.sandbox import volumes
+from harness.sandbox import subnets, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
@@ -256,7 +256,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
             )
             for i, (v, d) in enumerate(sorted(study.variant_dirs.items()))
         }
-        engine.create_network(upstream_net, labels, internal=options.scripted is not None)
+        engine.create_network(upstream_net, labels, internal=options.scripted is not None, hosts=subnets.RUN_HOSTS)
         upstream = options.upstream
         if options.scripted is not None:
             upstream = _start_scripted(engine, profile, options.scripted, prereg, scripted_name, upstream_net, labels)

@@ -520,9 +520,17 @@ class Engine:
         return int(res.exit_code if res.exit_code is not None else -1), output
 
     # ---------------------------------------------------------------- networks
-    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
-        """A user-defined bridge on a ``/28`` of the harness's own range (:mod:`harness.sandbox.subnets`: the
-        engine's default pools hold only about 30 networks). ``isolated`` gives the bridge no IPv4 address,
+    def create_network(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        *,
+        internal: bool,
+        isolated: bool = True,
+        hosts: int = subnets.TRIAL_HOSTS,
+    ) -> None:
+        """A user-defined bridge on a subnet of the harness's own range big enough for ``hosts`` containers
+        (:mod:`harness.sandbox.subnets`: the engine's default pools hold only about 30 networks). ``isolated`` gives the bridge no IPv4 address,
         so containers on an internal network cannot reach services bound to the host's 0.0.0.0 through the
         gateway (a plain --internal network does not stop that on engine 20.10).
 
@@ -536,7 +544,7 @@ class Engine:
             return
         tried: set[IPv4Network] = set()
         for _ in range(SUBNET_ATTEMPTS):
-            subnet = self._reserve_subnet(name, tried)
+            subnet = self._reserve_subnet(name, tried, subnets.prefix_for(self._subnet_pool, hosts))
             try:
                 self._create_network(name, labels, internal=internal, options=options, subnet=subnet)
                 return
@@ -567,7 +575,7 @@ class Engine:
         routes = [] if self._endpoint.remote else subnets.host_routes()
         return self._subnet_pool, subnets.conflicts(self._subnet_pool, routes, foreign)
 
-    def _reserve_subnet(self, name: str, tried: set[IPv4Network]) -> IPv4Network:
+    def _reserve_subnet(self, name: str, tried: set[IPv4Network], prefix: int) -> IPv4Network:
         """A subnet of the pool overlapping no network of the engine, no host route (local engine), nothing
         another thread of this process is creating right now and nothing already ``tried``."""
         pool = self._subnet_pool
@@ -579,14 +587,14 @@ class Engine:
         routes = [] if self._endpoint.remote else subnets.host_routes()
         with self._subnet_lock:
             taken = [net for _, net in networks] + routes + [*self._subnets_pending, *tried]
-            subnet = subnets.choose(pool, name, taken)
+            subnet = subnets.choose(pool, name, taken, prefix)
             if subnet is not None:
                 self._subnets_pending.add(subnet)
                 return subnet
         ours = {str(n.get("Name")) for n in listed if (n.get("Labels") or {}).get(L.OWNER) == L.OWNER_VALUE}
         foreign = subnets.conflicts(pool, routes, [(n, net) for n, net in networks if n not in ours])
         mine = sum(1 for n, net in networks if n in ours and pool.range is not None and net.overlaps(pool.range))
-        message = f"creating network {name} failed: " + subnets.exhausted_message(pool, mine, foreign)
+        message = f"creating network {name} failed: " + subnets.exhausted_message(pool, mine, foreign, prefix)
         if mine == 0:
             raise PrerequisiteError(
                 message,

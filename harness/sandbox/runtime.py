@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol
 
+from harness.sandbox.subnets import TRIAL_HOSTS
+
 # ------------------------------------------------------------------ values
 
 
@@ -304,9 +306,13 @@ class ContainerRuntime(Protocol):
         """The container's IPv4 address on ``network``. Raises InfraError when it has none there."""
         ...
 
-    def create_network(self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True) -> None:
+    def create_network(
+        self, name: str, labels: Mapping[str, str], *, internal: bool, isolated: bool = True, hosts: int = TRIAL_HOSTS
+    ) -> None:
         """A bridge network. ``internal``: no route out; ``isolated``: the bridge has no host address, so
-        members cannot reach services on the host's 0.0.0.0. Raises InfraError."""
+        members cannot reach services on the host's 0.0.0.0; ``hosts``: the most containers it holds at once
+        (a trial's network: 13, its default; a run's network every gateway joins: more). Raises InfraError;
+        PrerequisiteError when no address range is left that nothing else uses."""
         ...
 
     def create_volume(self, name: str, labels: Mapping[str, str]) -> None:

@@ -10,7 +10,9 @@ remote engine or Docker Desktop). A network created with an explicit subnet take
 on every engine version, local or remote.
 
 So every network the harness makes gets one ``/28`` (16 addresses: a trial network holds its gateway, its
-agent and then its judge) from ``HARNESS_SUBNET_POOL`` (default :data:`DEFAULT_POOL`, 4096 of them). A
+agent and then its judge) from ``HARNESS_SUBNET_POOL`` (default :data:`DEFAULT_POOL`, 4096 of them), or as
+many ``/28`` s together as its members need (a run's upstream network, which every gateway of the run
+joins, takes a ``/22``: :data:`RUN_HOSTS`). A
 subnet is used only when it overlaps none of the engine's networks (whoever made them) and none of this
 host's routes but the default route (a VPN or a LAN the host reaches directly); when the pool is covered,
 the error says by what and names the setting. ``HARNESS_SUBNET_POOL=engine`` gives the choice back to the
@@ -39,6 +41,10 @@ Kubernetes defaults use (10.0/16, 10.96/12, 10.244/16, 10.42/15, 10.128.0.0/20 s
 PREFIX = 28
 RFC1918 = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
 ENGINE_POOLS = "engine"
+TRIAL_HOSTS = 13
+"""A trial's network: its gateway, its agent and then its judge (a /28 holds 13 containers)."""
+RUN_HOSTS = 1021
+"""A run's upstream network: every trial's gateway at once, the scripted API, the preflight (a /22)."""
 ROUTES = Path("/proc/net/route")
 
 
@@ -120,22 +126,34 @@ def engine_subnets(networks: Iterable[Mapping[str, object]]) -> list[tuple[str, 
     return out
 
 
-def candidates(pool: SubnetPool, key: str) -> Iterator[IPv4Network]:
-    """Every ``/prefix`` of the pool once, starting at a place the key (the network's name) picks: two
-    processes making networks at the same moment rarely try the same subnet first."""
+def prefix_for(pool: SubnetPool, hosts: int) -> int:
+    """The longest prefix (at most the pool's ``/prefix``) whose subnet holds ``hosts`` containers beside the
+    network's own address, its broadcast and the bridge's reserved gateway address."""
+    prefix = pool.prefix
+    while prefix > 0 and (1 << (32 - prefix)) - 3 < hosts:
+        prefix -= 1
+    return prefix
+
+
+def candidates(pool: SubnetPool, key: str, prefix: int | None = None) -> Iterator[IPv4Network]:
+    """Every ``/prefix`` (default the pool's) of the pool once, starting at a place the key (the network's
+    name) picks: two processes making networks at the same moment rarely try the same subnet first."""
     assert pool.range is not None
-    count = pool.size()
+    prefix = pool.prefix if prefix is None else prefix
+    if prefix < pool.range.prefixlen:
+        return
+    count = 1 << (prefix - pool.range.prefixlen)
     start = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % count
     base = int(pool.range.network_address)
-    step = 1 << (32 - pool.prefix)
+    step = 1 << (32 - prefix)
     for i in range(count):
-        yield IPv4Network((base + ((start + i) % count) * step, pool.prefix))
+        yield IPv4Network((base + ((start + i) % count) * step, prefix))
 
 
-def choose(pool: SubnetPool, key: str, taken: Iterable[IPv4Network]) -> IPv4Network | None:
+def choose(pool: SubnetPool, key: str, taken: Iterable[IPv4Network], prefix: int | None = None) -> IPv4Network | None:
     """The first candidate (:func:`candidates`) overlapping nothing in ``taken``; None when none is left."""
     blocked = sorted({t for t in taken if pool.range is not None and t.overlaps(pool.range)}, key=lambda t: t.prefixlen)
-    for subnet in candidates(pool, key):
+    for subnet in candidates(pool, key, prefix):
         if not any(subnet.overlaps(t) for t in blocked):
             return subnet
     return None
@@ -159,9 +177,11 @@ def conflicts(
     return out
 
 
-def exhausted_message(pool: SubnetPool, in_use: int, foreign: list[str]) -> str:
+def exhausted_message(pool: SubnetPool, in_use: int, foreign: list[str], prefix: int | None = None) -> str:
     """Why no subnet was free: the harness's own networks fill the pool, or something else covers it."""
-    what = f"no free /{pool.prefix} left in {pool.range}: {in_use} harness network(s) use it"
+    what = (
+        f"no free /{pool.prefix if prefix is None else prefix} left in {pool.range}: {in_use} harness network(s) use it"
+    )
     if foreign:
         what += "; also in it: " + "; ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
     return what

@@ -16,10 +16,12 @@ from ipaddress import IPv4Network
 import docker
 import pytest
 
-from harness.errors import PrerequisiteError
+from harness.errors import InfraError, PrerequisiteError
 from harness.sandbox import subnets
 from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits
 
 pytestmark = [pytest.mark.docker]
 
@@ -69,6 +71,44 @@ def test_more_networks_than_the_default_pools_hold_are_made_at_once(engine: Engi
         if "." in c.get("Subnet", "")
     ]
     assert not any(a.overlaps(b) for a in nets for b in others), "no overlap with the engine's other networks"
+
+
+def test_a_runs_network_holds_more_containers_than_a_trials(engine: Engine, images: ImageSet) -> None:
+    """Every gateway of a run joins the run's upstream network: 32 trials at once need 33 addresses there,
+    more than a /28 has (the first --jobs 32 bench run failed so: "no available IPv4 addresses on this
+    network's address pools"). 14 containers on a network made for a run's members; the control: the
+    same 14 do not fit a trial's network."""
+    tag = secrets.token_hex(3)
+    run_net, trial_net = f"hx-subnets-{tag}-run", f"hx-subnets-{tag}-trial"
+    engine.create_network(run_net, _labels(), internal=True, hosts=subnets.RUN_HOSTS)
+    engine.create_network(trial_net, _labels(), internal=True)
+    names: list[str] = []
+    refused: list[str] = []
+    try:
+        started = {run_net: 0, trial_net: 0}
+        for net in (run_net, trial_net):
+            for i in range(14):
+                name = f"{net}-{i}"
+                names.append(name)
+                engine.create(
+                    ContainerSpec(
+                        name=name, image=images.sidecar, command=("sleep", "120"), labels=_labels(),
+                        user="65534:65534", network=net, limits=Limits(memory="32m", pids=8),
+                    )
+                )  # fmt: skip
+                try:
+                    engine.start(name)
+                except InfraError as e:
+                    refused.append(str(e))
+                    break
+                started[net] += 1
+        assert started == {run_net: 14, trial_net: 13}, started
+        assert len(refused) == 1 and "no available IPv4 addresses" in refused[0], refused
+    finally:
+        for name in names:
+            engine.remove_container(name)
+        engine.remove_network(run_net)
+        engine.remove_network(trial_net)
 
 
 def test_a_range_someone_else_uses_is_refused_naming_it_and_the_setting() -> None:

@@ -79,6 +79,17 @@ def test_every_candidate_once_and_all_inside_the_pool() -> None:
     assert subnets.gateway_address(IPv4Network("172.16.4.32/28")) == "172.16.4.33"
 
 
+def test_a_network_for_many_members_takes_as_many_28s_as_it_needs() -> None:
+    assert subnets.prefix_for(POOL, subnets.TRIAL_HOSTS) == 28
+    assert subnets.prefix_for(POOL, 14) == 27, "14 containers do not fit a /28 (13 usable addresses)"
+    assert subnets.prefix_for(POOL, subnets.RUN_HOSTS) == 22, "every gateway of a run, and the scripted API"
+    wide = subnets.choose(POOL, "hx-run-up", [], subnets.prefix_for(POOL, subnets.RUN_HOSTS))
+    assert wide is not None and wide.prefixlen == 22 and wide.subnet_of(IPv4Network(subnets.DEFAULT_POOL))
+    assert wide.num_addresses - 3 >= subnets.RUN_HOSTS
+    small = subnets.pool_from_env({subnets.ENV: "10.9.0.0/26"})
+    assert subnets.choose(small, "x", [], 22) is None, "a pool smaller than the network asked for"
+
+
 def test_engine_subnets_reads_ipv4_configs_only() -> None:
     listed: list[dict[str, Any]] = [
         {"Name": "bridge", "IPAM": {"Config": [{"Subnet": "172.17.0.0/16", "Gateway": "172.17.0.1"}]}},
@@ -156,6 +167,13 @@ def test_a_pool_full_of_harness_networks_is_an_infra_error_pointing_at_gc() -> N
         engine.create_network("n3", OWNED, internal=True)
     assert "2 harness network(s)" in str(e.value) and "gc" in str(e.value)
     assert len({s for _, s in fake.created}) == 2
+
+
+def test_a_runs_network_is_sized_for_every_gateway_of_the_run() -> None:
+    fake = FakeDocker()
+    _engine(fake, {}).create_network("up", OWNED, internal=True, hosts=subnets.RUN_HOSTS)
+    [(_, subnet)] = fake.created
+    assert subnet is not None and IPv4Network(subnet).prefixlen == 22
 
 
 def test_the_engines_pools_on_request() -> None:
