@@ -11,9 +11,12 @@ work never lands in the controller's figures (its CPU is reported apart, and lef
 - every thread that ends inside the window, with the CPU of its whole life, its process, parent process and
   name, from the kernel's exit accounting (a taskstats listener on every CPU: exact, and nothing that ends
   between two looks is missed, which sampling ``/proc`` would miss: a tool call, a ``runc`` run);
-- every 50 ms, the processes new since the last look: name, parent, cgroup (so a process in a container is
-  known by its container, one of the bench's or another's) and, for a ``containerd-shim``, the container it
-  serves;
+- every 50 ms, the processes new since the last look: name, parent, start time, cgroup (so a process in a
+  container is known by its container, one of the bench's or another's) and, for a ``containerd-shim``, the
+  container it serves; and the ones that ended. A pid is one process from one start to its end: with
+  ``pid_max`` 32768 a busy machine gives pids out again within minutes, so every record carries times
+  (seconds since boot, the clock ``/proc``'s start times count in) and the analysis asks which process a
+  pid was *then*;
 - every 250 ms, the resident memory of the controller, of the shims of the bench's containers and of the
   engine (dockerd, containerd), keeping the peaks, and how many of the bench's agent containers run.
 
@@ -56,6 +59,7 @@ NLM_F_ACK = 4
 # struct taskstats (linux/taskstats.h, version >= 13: ac_tgid): byte offsets of the fields read here
 TS_COMM = slice(80, 112)
 TS_PID_PPID = 128  # ac_pid (the thread), ac_ppid (the parent process), two u32
+TS_ETIME = 144  # ac_etime: the thread's elapsed time, microseconds, u64
 TS_UTIME_STIME = 152  # ac_utime, ac_stime: microseconds, two u64
 TS_TGID = 368  # ac_tgid: u32
 TS_MIN_VERSION = 13
@@ -85,17 +89,26 @@ def _genl(family: int, cmd: int, attrs: bytes, seq: int, flags: int = NLM_F_REQU
 
 @dataclass(frozen=True)
 class Exit:
-    """One thread's end: its id, its process, the parent process, its name, the CPU of its whole life."""
+    """One thread's end: its id, its process, the parent process, its name, the CPU of its whole life, when
+    the meter received it (:func:`now`) and how long the thread had lived."""
 
     tid: int
     tgid: int
     ppid: int
     comm: str
     cpu_s: float
+    t: float = 0.0
+    elapsed_s: float = 0.0
 
 
-def parse_exits(message: bytes) -> list[Exit]:
-    """The per-thread records (``TASKSTATS_TYPE_AGGR_PID``) in one netlink read (several messages)."""
+def now() -> float:
+    """The meter's clock: seconds since boot, the clock ``/proc/<pid>/stat``'s start times count in."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def parse_exits(message: bytes, t: float = 0.0) -> list[Exit]:
+    """The per-thread records (``TASKSTATS_TYPE_AGGR_PID``) in one netlink read (several messages), received
+    at ``t``."""
     out: list[Exit] = []
     off = 0
     while off + 20 <= len(message):
@@ -113,8 +126,9 @@ def parse_exits(message: bytes) -> list[Exit]:
             tid, ppid = struct.unpack_from("II", stats, TS_PID_PPID)
             utime, stime = struct.unpack_from("QQ", stats, TS_UTIME_STIME)
             tgid = struct.unpack_from("I", stats, TS_TGID)[0]
+            elapsed = struct.unpack_from("Q", stats, TS_ETIME)[0]
             comm = stats[TS_COMM].split(b"\0")[0].decode(errors="replace")
-            out.append(Exit(tid, tgid, ppid, comm, (utime + stime) / 1e6))
+            out.append(Exit(tid, tgid, ppid, comm, (utime + stime) / 1e6, t, elapsed / 1e6))
         off += (size + 3) & ~3
     return out
 
@@ -159,7 +173,7 @@ class ExitListener:
                     self.lost += 1
                     continue
                 raise
-            self.exits.extend(parse_exits(data))
+            self.exits.extend(parse_exits(data, now()))
             wait = 0
 
 
@@ -173,14 +187,21 @@ def _read(path: str) -> str | None:
 
 def parse_stat(text: str) -> tuple[str, int, int]:
     """(name, parent pid, utime + stime in ticks) of a ``/proc/<pid>/stat`` or ``task/<tid>/stat`` line."""
+    name, ppid, ticks, _ = parse_stat_started(text)
+    return name, ppid, ticks
+
+
+def parse_stat_started(text: str) -> tuple[str, int, int, int]:
+    """:func:`parse_stat` and the start time (ticks since boot): a pid the kernel gave out again is a
+    different process with another start time."""
     name = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
-    return name, int(fields[1]), int(fields[11]) + int(fields[12])
+    return name, int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[19])
 
 
-def threads() -> dict[int, tuple[int, int]]:
-    """tid -> (tgid, utime + stime ticks) of every thread on the machine now."""
-    out: dict[int, tuple[int, int]] = {}
+def threads() -> dict[int, tuple[int, int, int]]:
+    """tid -> (tgid, utime + stime ticks, start time ticks) of every thread on the machine now."""
+    out: dict[int, tuple[int, int, int]] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -191,7 +212,8 @@ def threads() -> dict[int, tuple[int, int]]:
         for tid in tids:
             text = _read(f"/proc/{pid}/task/{tid}/stat")
             if text:
-                out[int(tid)] = (int(pid), parse_stat(text)[2])
+                _, _, ticks, started = parse_stat_started(text)
+                out[int(tid)] = (int(pid), ticks, started)
     return out
 
 
@@ -209,20 +231,32 @@ def rss_kib(pid: int) -> int:
 
 @dataclass
 class Proc:
+    """One process (a pid from one start to its end: the kernel gives pids out again)."""
+
+    pid: int
     comm: str
     ppid: int
+    started: int
+    """Start time, ticks since boot."""
+    first: float
+    """When the meter first saw it (:func:`now`)."""
+    died: float | None = None
+    """When the meter first missed it."""
     cgroup: str = ""
     """The cpuacct cgroup path ('/' for the root)."""
     container: str = ""
     """For a containerd-shim: the container it serves."""
-    seen: float = 0.0
+
+    def row(self) -> list[Any]:
+        return [self.pid, self.comm, self.ppid, self.cgroup, self.container, self.first, self.died]
 
 
 @dataclass
 class Sampler:
     cgroup_root: str
     controller: int
-    procs: dict[int, Proc] = field(default_factory=dict)
+    alive: dict[int, Proc] = field(default_factory=dict)
+    gone: list[Proc] = field(default_factory=list)
     peaks: dict[str, int] = field(default_factory=dict)
     first: dict[str, int] = field(default_factory=dict)
     """The first memory sample (the window's start), for what grew."""
@@ -230,47 +264,46 @@ class Sampler:
     stop: threading.Event = field(default_factory=threading.Event)
 
     def look(self) -> None:
-        """Every process new since the last look, and again those born in the last half second: a
+        """Every process new since the last look, again those seen first in the last half second (a
         container's first process joins the container's cgroup after it starts, and a fork takes the name
-        of what it executes."""
-        now = time.monotonic()
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            pid = int(name)
-            known = self.procs.get(pid)
-            if known is not None and now - known.seen > 0.5:
+        of what it executes), and which ones ended."""
+        t = now()
+        listed = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+        for pid in [p for p in self.alive if p not in listed]:
+            proc = self.alive.pop(pid)
+            proc.died = t
+            self.gone.append(proc)
+        for pid in listed:
+            known = self.alive.get(pid)
+            if known is not None and t - known.first > 0.5:
                 continue
             text = _read(f"/proc/{pid}/stat")
             if not text:
                 continue
-            comm, ppid, _ = parse_stat(text)
-            proc = Proc(comm, ppid, seen=known.seen if known else now)
+            comm, ppid, _, started = parse_stat_started(text)
+            if known is not None and known.started != started:  # the pid was given out again in between
+                known.died = t
+                self.gone.append(known)
+                known = None
+            proc = known or Proc(pid, comm, ppid, started, t)
+            proc.comm = comm
             cg = _read(f"/proc/{pid}/cgroup") or ""
-            path = next((line.split(":", 2)[2] for line in cg.splitlines() if ":cpuacct" in line), "")
-            proc.cgroup = path
+            proc.cgroup = next((line.split(":", 2)[2] for line in cg.splitlines() if ":cpuacct" in line), "")
             if comm.startswith("containerd-shim"):
                 cmd = (_read(f"/proc/{pid}/cmdline") or "").split("\0")
                 if "-id" in cmd and cmd.index("-id") + 1 < len(cmd):
                     proc.container = cmd[cmd.index("-id") + 1]
-            self.procs[pid] = proc
+            self.alive[pid] = proc
 
     def memory(self, ours: set[str]) -> None:
         """Resident memory now, the peaks kept: the controller, the bench's shims, dockerd + containerd."""
-        alive = set(os.listdir("/proc"))
-        shims = sum(
-            rss_kib(p) for p, pr in self.procs.items() if pr.container in ours and str(p) in alive and pr.container
-        )
-        engine = sum(
-            rss_kib(p) for p, pr in self.procs.items() if pr.comm in ("dockerd", "containerd") and str(p) in alive
-        )
+        procs = list(self.alive.values())
+        shims = sum(rss_kib(p.pid) for p in procs if p.container and p.container in ours)
+        engine = sum(rss_kib(p.pid) for p in procs if p.comm in ("dockerd", "containerd"))
         agents = {
-            pr.cgroup
-            for p, pr in self.procs.items()
-            if pr.comm == "claude"
-            and pr.cgroup.startswith(f"/{self.cgroup_root}/")
-            and "/agent/" in pr.cgroup
-            and str(p) in alive
+            p.cgroup
+            for p in procs
+            if p.comm == "claude" and p.cgroup.startswith(f"/{self.cgroup_root}/") and "/agent/" in p.cgroup
         }
         for key, value in (("controller", rss_kib(self.controller)), ("shims", shims), ("engine", engine)):
             self.peaks[key] = max(self.peaks.get(key, 0), value)
@@ -279,7 +312,7 @@ class Sampler:
 
     def ours(self) -> set[str]:
         out = set()
-        for proc in self.procs.values():
+        for proc in (*self.alive.values(), *self.gone):
             m = CONTAINER_ID.search(proc.cgroup)
             if m and proc.cgroup.startswith(f"/{self.cgroup_root}/"):
                 out.add(m.group(1))
@@ -289,9 +322,9 @@ class Sampler:
         last_memory = 0.0
         while not self.stop.wait(SAMPLE_S):
             self.look()
-            if time.monotonic() - last_memory >= MEMORY_S:
+            if now() - last_memory >= MEMORY_S:
                 self.memory(self.ours())
-                last_memory = time.monotonic()
+                last_memory = now()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler = Sampler(args.cgroup_root, args.controller)
     sampler.look()
     sampler.memory(set())
-    t0 = time.monotonic()
+    t0 = now()
     start = {"machine": machine(), "threads": threads()}
     reader_stop = threading.Event()
 
@@ -318,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     print("ready", file=sys.stderr, flush=True)
     sys.stdin.readline()
     end = {"machine": machine(), "threads": threads()}
-    window = time.monotonic() - t0
+    t1 = now()
     sampler.stop.set()
     worker.join()
     sampler.look()
@@ -329,15 +362,13 @@ def main(argv: list[str] | None = None) -> int:
     usage = os.times()
     out: dict[str, Any] = {
         "clk_tck": os.sysconf("SC_CLK_TCK"),
-        "window_s": window,
+        "window_s": t1 - t0,
+        "t": [t0, t1],
         "machine": [start["machine"], end["machine"]],
         "threads": [start["threads"], end["threads"]],
-        "exits": [[e.tid, e.tgid, e.ppid, e.comm, e.cpu_s] for e in listener.exits],
+        "exits": [[e.tid, e.tgid, e.ppid, e.comm, e.cpu_s, e.t, e.elapsed_s] for e in listener.exits],
         "lost": listener.lost,
-        "procs": {
-            pid: {"comm": p.comm, "ppid": p.ppid, "cgroup": p.cgroup, "container": p.container}
-            for pid, p in sampler.procs.items()
-        },
+        "procs": [p.row() for p in (*sampler.gone, *sampler.alive.values())],
         "peaks_kib": sampler.peaks,
         "first_kib": sampler.first,
         "agents_peak": sampler.agents_peak,

@@ -293,46 +293,92 @@ class Parts:
         return sum(self.cli.get(r, 0.0) for r in CLI_ROLES) / max(1, self.trials)
 
 
-def thread_cpu(data: Mapping[str, Any]) -> dict[int, float]:
-    """Process (tgid) -> CPU-seconds its threads spent inside the window: each thread's end value (or, for a
-    thread that ended, the CPU of its whole life from the exit record) minus its value at the start."""
+@dataclass
+class Instance:
+    """One process of the window: a pid from one start to its end (the kernel gives pids out again; on a busy
+    machine with ``pid_max`` 32768, within minutes)."""
+
+    pid: int
+    comm: str
+    ppid: int
+    cgroup: str
+    container: str
+    first: float
+    """When it was first seen (the meter's clock: seconds since boot); for one only its exit record knows,
+    when it was born."""
+    died: float | None
+
+
+class Processes:
+    """Every process of the window, by pid and time: the meter's looks, and the exit records of those that
+    lived between two looks."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.by_pid: dict[int, list[Instance]] = {}
+        for pid, comm, ppid, cgroup, container, first, died in data["procs"]:
+            self._add(Instance(int(pid), str(comm), int(ppid), str(cgroup or ""), str(container or ""), first, died))
+        for tid, tgid, ppid, comm, _cpu, t, elapsed in data["exits"]:
+            if tid != tgid:
+                continue
+            seen = self.at(tgid, t, born=t - elapsed)
+            if seen is not None:
+                seen.comm = comm  # its name at exit is what it became (a fork seen before its exec)
+            else:
+                self._add(Instance(tgid, comm, ppid, "", "", t - elapsed, t))
+
+    def _add(self, inst: Instance) -> None:
+        self.by_pid.setdefault(inst.pid, []).append(inst)
+        self.by_pid[inst.pid].sort(key=lambda i: i.first)
+
+    def at(self, pid: int, t: float, born: float | None = None) -> Instance | None:
+        """The process ``pid`` was at time ``t`` (born at ``born``, when known)."""
+        for inst in reversed(self.by_pid.get(pid, [])):
+            if inst.first > t + 0.1:
+                continue
+            if inst.died is not None and inst.died < t - 0.5:
+                return None  # the latest one that started before t had ended by then
+            if born is not None and inst.first < born - 0.1:
+                return None  # seen before this one was born: an earlier process with the same pid
+            return inst
+        return None
+
+    def chain(self, pid: int, t: float) -> list[Instance]:
+        """The process ``pid`` was at ``t``, then its parent when it was first seen (or born), and so on."""
+        out: list[Instance] = []
+        inst = self.at(pid, t)
+        while inst is not None and inst.pid not in (0, 1) and len(out) < 64 and inst not in out:
+            out.append(inst)
+            inst = self.at(inst.ppid, inst.first) or self.at(inst.ppid, t)
+        return out
+
+
+def cpu_items(data: Mapping[str, Any]) -> list[tuple[int, float, float]]:
+    """(process id, when, CPU-seconds inside the window) of every thread: each thread's end value, or for a
+    thread that ended its whole life's CPU from its exit record, less its value at the start when it was
+    alive then (the same thread: the same start time)."""
     hz = float(data["clk_tck"])
-    start = {int(t): (int(g), v / hz) for t, (g, v) in data["threads"][0].items()}
-    end = {int(t): (int(g), v / hz) for t, (g, v) in data["threads"][1].items()}
-    out: dict[int, float] = {}
-    ended: set[int] = set()
-    for tid, tgid, _ppid, _comm, cpu in data["exits"]:
+    _t0, t1 = data["t"]
+    start = {int(t): (int(g), v / hz, st / hz) for t, (g, v, st) in data["threads"][0].items()}
+    end = {int(t): (int(g), v / hz, st / hz) for t, (g, v, st) in data["threads"][1].items()}
+    out: list[tuple[int, float, float]] = []
+    for tid, tgid, _ppid, _comm, cpu, t, elapsed in data["exits"]:
+        born = t - elapsed
+        last = end.get(tid)
+        if last is not None and last[0] == tgid and abs(last[2] - born) < 0.1:
+            continue  # it ended after the window: the end value counts
         before = start.get(tid)
-        spent = cpu - before[1] if before is not None and before[0] == tgid else cpu
-        out[tgid] = out.get(tgid, 0.0) + max(0.0, spent)
-        ended.add(tid)
-    for tid, (tgid, cpu) in end.items():
-        if tid in ended:
-            continue
+        same = before is not None and before[0] == tgid and abs(before[2] - born) < 0.1
+        out.append((tgid, min(t, t1), max(0.0, cpu - before[1] if same and before is not None else cpu)))
+    for tid, (tgid, cpu, started) in end.items():
         before = start.get(tid)
-        spent = cpu - before[1] if before is not None and before[0] == tgid else cpu
-        out[tgid] = out.get(tgid, 0.0) + max(0.0, spent)
+        same = before is not None and before[0] == tgid and before[2] == started
+        out.append((tgid, t1, max(0.0, cpu - before[1] if same and before is not None else cpu)))
     return out
 
 
-def process_table(data: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
-    """pid -> comm, ppid, cgroup, container: what the meter saw, and the exited processes' own records."""
-    procs = {int(pid): dict(p) for pid, p in data["procs"].items()}
-    for tid, tgid, ppid, comm, _cpu in data["exits"]:
-        if tid != tgid:
-            continue
-        if tgid in procs:  # its name at exit is what it became (a fork the meter saw before its exec)
-            procs[tgid]["comm"] = comm
-        else:
-            procs[tgid] = {"comm": comm, "ppid": ppid, "cgroup": "", "container": ""}
-    return procs
-
-
-def classify(
-    pid: int, procs: Mapping[int, Mapping[str, Any]], *, controller: int, meter: int, root: str, ours: set[str]
-) -> tuple[str, str]:
-    """(kind, role) of one process, by its own cgroup or the nearest one of its ancestors the meter saw,
-    its ancestors and its name:
+def classify(chain: Sequence[Instance], *, controller: int, meter: int, root: str, ours: set[str]) -> tuple[str, str]:
+    """(kind, role) of one process, given it and its ancestors (:meth:`Processes.chain`), by its own cgroup
+    or the nearest one of its ancestors', its ancestors and its name:
 
     ``cli`` / ``cli_children`` / ``container``  in one of this run's containers (``/<root>/...``; role from
         the cgroup): a ``claude``, a process with a ``claude`` among its ancestors, any other;
@@ -343,39 +389,31 @@ def classify(
         container;
     ``controller`` / ``controller_children``  the controller, a process it started (host git, mount);
     ``kernel``  a kernel thread; ``meter``  the meter itself."""
+    if not chain:
+        return "others", ""
+    pid, comm = chain[0].pid, chain[0].comm
     if pid == meter:
         return "meter", ""
     if pid == controller:
         return "controller", ""
-    chain: list[int] = []
-    at = pid
-    while at not in (0, 1) and at in procs and len(chain) < 64 and at not in chain:
-        chain.append(at)
-        at = int(procs[at]["ppid"])
-    if not chain:
-        return ("kernel", "") if pid == 2 else ("others", "")
-    comm = str(procs[pid]["comm"])
-    in_container = next(
-        (str(procs[q]["cgroup"]) for q in chain if CONTAINER_ID.search(str(procs[q].get("cgroup") or ""))), ""
-    )
+    in_container = next((i.cgroup for i in chain if CONTAINER_ID.search(i.cgroup)), "")
     if in_container.startswith(f"/{root}/"):
         parts = in_container.strip("/").split("/")
         role = parts[-2] if len(parts) >= 2 else ""
         if comm == "claude":
             return "cli", role
-        under_cli = any(procs[q]["comm"] == "claude" for q in chain[1:])
+        under_cli = any(i.comm == "claude" for i in chain[1:])
         return ("cli_children" if under_cli else "container"), role
     if in_container:
         return "others", ""
-    served = next((str(procs[q]["container"]) for q in chain if procs[q].get("container")), "")
+    served = next((i.container for i in chain if i.container), "")
     if served:
         return ("engine_ours" if served in ours else "engine_others"), ""
-    names = [str(procs[q]["comm"]) for q in chain]
-    if any(n in ENGINE_NAMES or n.startswith(("runc", "containerd-shim")) for n in names):
+    if any(i.comm in ENGINE_NAMES or i.comm.startswith(("runc", "containerd-shim")) for i in chain):
         return "engine_shared", ""
-    if controller in chain:
+    if any(i.pid == controller for i in chain):
         return "controller_children", ""
-    if pid == 2 or procs[pid]["ppid"] == 2:
+    if pid == 2 or chain[0].ppid == 2:
         return "kernel", ""
     return "others", ""
 
@@ -394,21 +432,26 @@ def account(
     parts = Parts(trials=trials, lost_exits=int(data.get("lost", 0)))
     parts.containers = {role: sum(r.get(role, 0.0) for t, r in cgroups.items() if t != "run") for role in ROLES}
     parts.containers["run"] = sum(cgroups.get("run", {}).values())  # the run's own, whatever their roles
-    procs = process_table(data)
+    procs = Processes(data)
     meter = int(data["self"]["pid"])
     by_kind: dict[str, float] = {}
-    for pid, cpu in thread_cpu(data).items():
-        kind, role = classify(pid, procs, controller=controller, meter=meter, root=root, ours=ours)
+    counted: set[tuple[str, int, float]] = set()
+    for pid, t, cpu in cpu_items(data):
+        chain = procs.chain(pid, t)
+        kind, role = classify(chain, controller=controller, meter=meter, root=root, ours=ours)
         if kind == "cli":
             parts.cli[role] = parts.cli.get(role, 0.0) + cpu
         elif kind == "cli_children":
             parts.cli_children[role] = parts.cli_children.get(role, 0.0) + cpu
         by_kind[kind] = by_kind.get(kind, 0.0) + cpu
         key = f"{kind}:{role}" if role else kind
-        name = str(procs[pid]["comm"]) if pid in procs else "?"
+        name = chain[0].comm if chain else "?"
         spent = parts.detail.setdefault(key, {})
         spent[name] = spent.get(name, 0.0) + cpu
-        parts.runs.setdefault(key, Counter())[name] += 1
+        process = (key, pid, chain[0].first if chain else t)
+        if process not in counted:  # a process, not each of its threads
+            counted.add(process)
+            parts.runs.setdefault(key, Counter())[name] += 1
     parts.in_containers = sum(by_kind.get(k, 0.0) for k in ("cli", "cli_children", "container"))
     parts.controller = controller_cpu_s
     parts.controller_children = by_kind.get("controller_children", 0.0)
