@@ -725,10 +725,17 @@ def _mib(n: float) -> str:
     return f"{n / (1 << 20):.0f} MiB"
 
 
+def measurable() -> str | None:
+    """Why this machine cannot measure the throughput part (None: it can)."""
+    if os.geteuid() != 0:
+        return "needs root (cgroup parents, the kernel's exit accounting)"
+    if not (CGROUP_FS / "cpuacct").is_dir() or not (CGROUP_FS / "memory").is_dir():
+        return "needs cgroup v1 (the cpuacct and memory hierarchies)"
+    return None
+
+
 def throughput_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str], None]) -> list[RowText]:
     """The rows of items 1 to 3 (the tables of parts go to ``bench.notes``)."""
-    if os.geteuid() != 0 or not (CGROUP_FS / "cpuacct").is_dir():
-        raise SystemExit("bench: --only throughput needs root and cgroup v1 (cpuacct, memory) on this machine")
     root = f"skilltrial-bench-{os.getpid()}"
     engine = MeteredEngine(root)
     quick = bench.quick

@@ -16,8 +16,9 @@ cannot push another trial's container into the kernel's OOM killer
 buys more trials at once: the measured trials use a small part of the default 2 GiB.
 
 **CPU, what keeps trials from slowing each other.** A trial costs the machine ``cpu_s`` CPU-seconds
-(measured at model latency 0 by ``scripts/bench.py --only throughput``: the harness and both Claude Code
-processes), spread over the time it waits for the model. N trials at once demand ``N * cpu_s`` over
+(measured by ``scripts/bench.py --only throughput`` with 32 trials at once and 10 s of model latency per
+turn: the harness and both Claude Code processes, their CPU while they wait included), spread over the time
+it waits for the model. N trials at once demand ``N * cpu_s`` over
 ``model_wait_s + cpu_s`` seconds each; the bound keeps that within ``utilisation`` of the cores. Past it,
 trials still finish, but every one takes longer (and a deadline can turn into a timeout, an outcome).
 The model's wait is the one figure not measured here: :data:`MODEL_WAIT_S` is the short end of real trials.
@@ -47,7 +48,8 @@ class TrialCosts:
     throughput`` (docs/bench-throughput.md has the run these come from)."""
 
     cpu_s: float
-    """CPU-seconds per trial at model latency 0, everything on the machine: harness and both CLI processes."""
+    """CPU-seconds per trial, everything on the machine: harness and both CLI processes (which spend CPU
+    while they wait for the model too: at latency 0 a trial cost 3.6, with 10 s per turn 5.0)."""
     outside_limits_bytes: int
     """Memory a running trial holds outside its containers' limits: its shims, its share of the controller
     and of the engine's growth, at 32 trials at once."""
@@ -55,8 +57,11 @@ class TrialCosts:
     """Peak memory of one trial's containers (page cache included): what a trial really used."""
 
 
-MEASURED = TrialCosts(cpu_s=3.4, outside_limits_bytes=45 << 20, resident_bytes=170 << 20)
-"""Measured on a 2-core, 24 GiB machine, Docker 20.10, Claude Code 2.1.332 (docs/bench-throughput.md)."""
+MEASURED = TrialCosts(cpu_s=5.0, outside_limits_bytes=32 << 20, resident_bytes=150 << 20)
+"""Measured on a 2-core, 24 GiB machine, Docker 20.10, Claude Code 2.1.332, 64 trials of the careful-fixer
+design at ``--jobs 32``, 10 s model latency per turn (docs/bench-throughput.md): 4.99 CPU-s per trial; the
+shims 854 MiB, the engine +137 MiB and the controller +8 MiB at 32 at once (31 MiB per trial); one trial's
+containers at most 148 MiB."""
 
 
 @dataclass(frozen=True)
