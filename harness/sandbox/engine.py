@@ -530,9 +530,10 @@ class Engine:
         hosts: int = subnets.TRIAL_HOSTS,
     ) -> None:
         """A user-defined bridge on a subnet of the harness's own range big enough for ``hosts`` containers
-        (:mod:`harness.sandbox.subnets`: the engine's default pools hold only about 30 networks). ``isolated`` gives the bridge no IPv4 address,
-        so containers on an internal network cannot reach services bound to the host's 0.0.0.0 through the
-        gateway (a plain --internal network does not stop that on engine 20.10).
+        (:mod:`harness.sandbox.subnets`: the engine's default pools hold only about 30 networks).
+        ``isolated`` gives the bridge no IPv4 address, so containers on an internal network cannot reach
+        services bound to the host's 0.0.0.0 through the gateway (a plain --internal network does not stop
+        that on engine 20.10).
 
         Another process can take the chosen subnet between the look and the create; the engine then refuses
         it as overlapping and the next free one is tried. Raises ``PrerequisiteError`` when nothing of the
@@ -566,12 +567,7 @@ class Engine:
             listed = self.client.api.networks()
         except DOCKER_ERRORS as e:
             raise InfraError(f"listing networks failed: {e}") from e
-        foreign = [
-            (name, net)
-            for name, net in subnets.engine_subnets(
-                n for n in listed if (n.get("Labels") or {}).get(L.OWNER) != L.OWNER_VALUE
-            )
-        ]
+        foreign = subnets.engine_subnets(n for n in listed if (n.get("Labels") or {}).get(L.OWNER) != L.OWNER_VALUE)
         routes = [] if self._endpoint.remote else subnets.host_routes()
         return self._subnet_pool, subnets.conflicts(self._subnet_pool, routes, foreign)
 
