@@ -33,6 +33,24 @@ from tests.remote.dind import DindEngine, RemoteEngine
 ROOT = Path(__file__).resolve().parent.parent
 
 
+GIT_REDIRECTS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_PREFIX",
+)
+"""Variables a git hook sets for what it runs (the pre-commit and pre-push hooks run this suite). A test's
+own ``git init SCRATCH`` would obey them and re-initialise the project's repository instead, as bare."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in GIT_REDIRECTS:
+        os.environ.pop(name, None)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-docker", action="store_true", help="skip tests that need the Docker engine")
     parser.addoption(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -70,3 +73,37 @@ def test_mypy_checks_the_package_with_its_sidecars_the_tests_and_the_scripts() -
     assert mypy["strict"] is True
     assert mypy["files"] == ["harness", "tests", "scripts"]
     assert "exclude" not in mypy
+
+
+def _bare(repo: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "config", "core.bare"], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_the_suite_run_from_a_git_hook_leaves_the_projects_repository_alone(tmp_path: Path) -> None:
+    """A git hook runs the suite with GIT_DIR set (``make hooks``); in a linked worktree a test's own
+    ``git init SCRATCH`` then re-initialised the project's repository as bare (seen: the checkout stopped
+    working)."""
+    project, worktree = tmp_path / "project", tmp_path / "worktree"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "-C", str(project), "commit", "-q", "--allow-empty", "-m", "a"], check=True)
+    subprocess.run(["git", "-C", str(project), "worktree", "add", "-q", str(worktree)], check=True)
+    gitdir = project / ".git" / "worktrees" / "worktree"
+    hook_env = {**os.environ, "GIT_DIR": str(gitdir), "GIT_INDEX_FILE": str(gitdir / "index")}
+    # the positive control: plain `git init` of another directory under the hook's environment
+    subprocess.run(["git", "init", "-q", str(tmp_path / "elsewhere")], env=hook_env, check=True)
+    assert _bare(project) == "true", "the hazard: the project's repository became bare"
+    subprocess.run(["git", "-C", str(project), "config", "core.bare", "false"], check=True)
+    # the suite under the same environment: its scratch repositories are its own
+    test = "tests/unit/test_scaffold.py::test_init_writes_loadable_commented_files_next_to_the_skill"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-docker", test],
+        cwd=ROOT,
+        env=hook_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _bare(project) == "false"
