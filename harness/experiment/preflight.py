@@ -42,7 +42,7 @@ from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
-from harness.sandbox import volumes
+from harness.sandbox import names, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import DockerObject
@@ -233,7 +233,8 @@ class Preflight:
         from harness.sandbox import roles as sandbox
 
         uid, gid = parse_user(self.profile.user)  # the verify user's, as a trial's verify tree is
-        tree = sandbox.container_name(self.run_id, f"preflight{index}", "tree")
+        own = names.TrialNames(self.run_id, f"preflight{index}")
+        tree = own.container("tree")
         try:
             volumes.make(
                 self.engine,
@@ -246,7 +247,7 @@ class Preflight:
             run = self.engine.run(
                 sandbox.verify_spec(
                     self.profile,
-                    name=sandbox.container_name(self.run_id, f"preflight{index}", "verify"),
+                    name=own.container("verify"),
                     labels=labels,
                     verify_tree=tree,
                     verify_cmd=task.verify_cmd,

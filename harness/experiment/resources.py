@@ -49,7 +49,7 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
-from harness.sandbox import engineview, roles, subnets, volumes
+from harness.sandbox import engineview, names, roles, subnets, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
@@ -130,9 +130,8 @@ class RunResources:
         """The experiment directory: the scripted model's log is kept there, redacted."""
         self.events = events
         self.root = setup.work_root / setup.run_id
-        self.network = f"hx-{setup.run_id}-up"
-        self.scripted_name = f"hx-{setup.run_id}-scripted"
-        self.volume_prefix = f"hx-{setup.run_id}-"
+        self.network = names.run_object(setup.run_id, "up")
+        self.scripted_name = names.run_object(setup.run_id, "scripted")
         self._made_root = False
         self._bases: BaseTrees | None = None
         self._made: list[DockerObject] = []
@@ -187,7 +186,7 @@ class RunResources:
         shown), not by each trial. Before it, whether the engine sees the trees this machine makes for
         its trials (:mod:`harness.sandbox.engineview`): a blind engine stops the run here."""
         s = self.setup
-        side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, self.volume_prefix)
+        side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, s.run_id)
         self._bases = BaseTrees(
             s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side, s.base_excluded
         )
@@ -199,7 +198,7 @@ class RunResources:
                 image=s.profile.sidecar_image,
                 user=s.profile.user,
                 labels=s.labels,
-                name=f"hx-{s.run_id}-engine-probe",
+                name=names.run_object(s.run_id, "engine-probe"),
             )
         if s.base_sha is not None:
             t0 = time.monotonic()
@@ -216,7 +215,7 @@ class RunResources:
 
     def _volume(self, what: str, tar: bytes | BinaryIO) -> str:
         """A volume of the run (labelled: teardown and gc find it), filled with ``tar`` (bytes or a file)."""
-        name = self.volume_prefix + what
+        name = names.run_object(self.setup.run_id, what)
         self._made.append(DockerObject("volume", name))  # before create: a fill can fail halfway
         volumes.make(self.engine, name, tar, image=self.setup.profile.sidecar_image, labels=self.setup.labels)
         return name
@@ -226,7 +225,7 @@ class RunResources:
         s = self.setup
         if s.route.extra_ca is None and not s.route.proxy:
             return ()
-        name = self.volume_prefix + "route"
+        name = names.run_object(s.run_id, "route")
         self._made.append(DockerObject("volume", name))
         return upstream.stage_route(
             s.route, self.engine, volume=name, image=s.profile.sidecar_image, labels=s.labels, owner=s.key_owner
@@ -262,7 +261,7 @@ class RunResources:
         upstream.preflight(
             self.engine,
             s.route,
-            name=f"hx-{s.run_id}-preflight",
+            name=names.run_object(s.run_id, "preflight"),
             image=s.profile.sidecar_image,
             user=s.profile.sidecar_user,
             network=network,

@@ -55,6 +55,7 @@ from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import RUN, TRIAL, make_labels
+from harness.sandbox.names import TrialNames
 from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import copy_skill, skill_files
@@ -331,7 +332,7 @@ def _one_run(
     """One query, one fresh gateway and agent; the verdict from the gateway's log."""
     ex = prereg.execution
     key = hashlib.sha256(spec.run_id.encode()).hexdigest()[:10]
-    names = {role: sandbox.container_name(run_id, key, role) for role in ("gateway", "agent")}
+    names = {role: TrialNames(run_id, key).container(role) for role in ("gateway", "agent")}
     network = f"hx-{run_id}-{key}-net"
     labels = make_labels(run_id, role="trial", trial_id=spec.run_id, ttl_s=ex.budgets.timeout_s + 900)
     t0 = dt.datetime.now(dt.UTC)

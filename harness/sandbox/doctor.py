@@ -26,7 +26,7 @@ from harness.host.capacity import capacity
 from harness.host.paths import HostPaths
 from harness.host.slots import machine_capacity, machine_memory
 from harness.host.trees import overlay_available
-from harness.sandbox import engineview, images, pool, roles, subnets, uids, volumes
+from harness.sandbox import engineview, images, names, pool, roles, subnets, uids, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
@@ -112,7 +112,7 @@ def gvisor_check(engine: Engine, image: str | None) -> Check:
     if image is None:
         return Check("warn", "gVisor (runsc)", "registered, but no image to test it with (build images first)")
     spec = ContainerSpec(
-        name="hx-doctor-runsc",
+        name=names.doctor("runsc"),
         image=image,
         command=("true",),
         user="65534:65534",
@@ -183,7 +183,7 @@ def engine_view_check(
             image=image,
             user="65534:65534",
             labels=make_labels("doctor", role="doctor", ttl_s=120, purpose="doctor"),
-            name=f"hx-doctor-engine-probe-{os.getpid()}",
+            name=names.doctor(f"engine-probe-{os.getpid()}"),
         )
     except engineview.EngineCannotSee as e:
         return Check("fail", name, str(e))
@@ -361,7 +361,7 @@ def overlay_check(runtime: ContainerRuntime, image: str, *, prefix: str) -> Chec
     lower = f"{prefix}overlay-lower"
     try:
         runtime.create_volume(lower, labels)
-        volumes.probe_overlay(runtime, lower, image=image, labels=labels, prefix=prefix)
+        volumes.probe_overlay(runtime, lower, image=image, labels=labels)
     except HarnessError as e:
         return Check("fail", "overlay volumes", str(e).splitlines()[0])
     finally:
@@ -458,7 +458,7 @@ def pool_checks(opened: Sequence[pool.Opened], options: ImageOptions) -> list[En
                 expected={} if i == 0 else expected,
                 reference=reference_name,
                 probe_image=own[0] if own is not None and own[1] else None,
-                prefix=f"hx-doctor-{os.getpid()}-{i}-",
+                prefix=names.doctor(f"{os.getpid()}-{i}-"),
             )
         except HarnessError as e:
             found = [Check("fail", "reachable", f"answered, then failed: {e}")]

@@ -155,10 +155,6 @@ def tree_mount(
     return (BindMount(tree, target, read_only=read_only),), ()
 
 
-def container_name(run_id: str, trial_key: str, role: str) -> str:
-    return f"hx-{run_id}-{trial_key}-{role}"
-
-
 def _claude_spec(
     p: Profile,
     *,

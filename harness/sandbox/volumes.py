@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.errors import HarnessError, PrerequisiteError
+from harness.sandbox import names
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
 from harness.sandbox.uids import FREE_RANGE_END
@@ -111,12 +112,6 @@ def tar_tree(
     return out  # type: ignore[return-value]
 
 
-def filler_name(volume: str) -> str:
-    """The name of the never-started container :func:`fill` makes for ``volume`` (a teardown that removes
-    by name lists it: when its own removal failed, it still holds the volume)."""
-    return f"{volume}-fill"
-
-
 def fill(
     runtime: ContainerRuntime,
     volume: str,
@@ -130,7 +125,7 @@ def fill(
     container that mounts it read-write, which is removed on every path. Raises InfraError (and
     PrerequisiteError when ``image`` is missing)."""
     spec = ContainerSpec(
-        name=filler_name(volume),
+        name=names.filler(volume),
         image=image,
         command=("true",),
         labels={**labels, ROLE: "volume-fill"},
@@ -165,13 +160,14 @@ def make(
     return volume
 
 
-def probe_overlay(runtime: ContainerRuntime, lower: str, *, image: str, labels: Mapping[str, str], prefix: str) -> None:
+def probe_overlay(runtime: ContainerRuntime, lower: str, *, image: str, labels: Mapping[str, str]) -> None:
     """Check once, before any trial, that the engine mounts an overlay volume over ``lower`` (the local
     driver's ``type=overlay``): a started container (``true``) mounts one over a scratch volume. An engine
     that cannot (its volumes directory on overlayfs itself, a driver without overlay) stops the run here
     with a PrerequisiteError, instead of failing every trial as an infrastructure error. Everything the
     probe made is removed on every path."""
-    scratch, overlay, name = f"{prefix}overlay-probe", f"{prefix}overlay-probe-ws", f"{prefix}overlay-probe"
+    scratch = name = names.derived(lower, "overlay-probe")
+    overlay = names.derived(lower, "overlay-probe-ws")
     made = [DockerObject("container", name), DockerObject("volume", overlay), DockerObject("volume", scratch)]
     spec = ContainerSpec(
         name=name,

@@ -42,9 +42,9 @@ from harness.records import (
 from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
-from harness.sandbox import volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import RUN, TRIAL, make_labels
+from harness.sandbox.names import TrialNames, filler, trial_key
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
@@ -167,15 +167,13 @@ def _now() -> str:
 
 def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     started = _now()
-    key = f"{spec.task.id}-{spec.arm[0]}{spec.run_index}-a{attempt}".replace(".", "-")
-    names = {
-        role: sandbox.container_name(ctx.run_id, key, role)
-        for role in ("gateway", "agent", "watch", "collect", "verify", "judge")
-    }
-    network = f"hx-{ctx.run_id}-{key}-net"
+    key = trial_key(spec.task.id, spec.arm, spec.run_index, attempt)
+    own = TrialNames(ctx.run_id, key)
+    names = {role: own.container(role) for role in ("gateway", "agent", "watch", "collect", "verify", "judge")}
+    network = own.network
     labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
     # known before it exists: teardown needs it on every path
-    vols = workspace.TrialVolumes.named(f"hx-{ctx.run_id}-{key}") if ctx.bases.kind == "volume" else None
+    vols = workspace.TrialVolumes.of(own) if ctx.bases.kind == "volume" else None
     dirs = workspace.TrialDirs.at(ctx.run_root / key, ctx.bases.kind, vols)
     done = _TrialState()
     phase = _phases(ctx, spec, done)
@@ -732,7 +730,7 @@ def _teardown(
     try:
         named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
         if dirs.volumes is not None:  # its volumes, and the filler of its scratch volume if that outlived its fill
-            named += [DockerObject("container", volumes.filler_name(dirs.volumes.scratch)), *dirs.volumes.objects()]
+            named += [DockerObject("container", filler(dirs.volumes.scratch)), *dirs.volumes.objects()]
         try:
             if this_attempt:
                 mine = {(o.kind, o.name) for o in named}

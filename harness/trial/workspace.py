@@ -64,7 +64,8 @@ from typing import Literal, NamedTuple, get_args
 from harness.errors import ConfigError, InfraError
 from harness.host import gitops, workroots
 from harness.host.trees import Seen, mount_overlay, overlay_available, remove_tree, walk_nofollow
-from harness.sandbox import volumes
+from harness.sandbox import names, volumes
+from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, VolumeDir
 from harness.trial.watchdog import census
 
@@ -90,12 +91,13 @@ def kind_from_env(env: Mapping[str, str]) -> WorkspaceKind | None:
 @dataclass(frozen=True)
 class EngineSide:
     """Where volume workspaces live: the engine, the image of the never-started containers that fill
-    volumes (:func:`harness.sandbox.volumes.fill`), the run's labels and its volume-name prefix."""
+    volumes (:func:`harness.sandbox.volumes.fill`), the run's labels and its id (the base volumes are the
+    run's objects: :mod:`harness.sandbox.names`)."""
 
     runtime: ContainerRuntime
     image: str
     labels: Mapping[str, str]
-    prefix: str
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,8 @@ class TrialVolumes(NamedTuple):
     verify: str
 
     @classmethod
-    def named(cls, prefix: str) -> TrialVolumes:
-        return cls(f"{prefix}-scratch", f"{prefix}-ws", f"{prefix}-vf")
+    def of(cls, trial: TrialNames) -> TrialVolumes:
+        return cls(trial.scratch_volume, trial.workspace_volume, trial.verify_volume)
 
     def objects(self) -> list[DockerObject]:
         """Overlays first: nothing mounts them once the trial's containers are gone."""
@@ -300,7 +302,7 @@ class BaseTrees:
     def _to_volume(self, tree: BaseTree, sha: str) -> BaseTree:
         """The template, copied once into a volume of the engine (one archive stream)."""
         assert self.side is not None
-        volume = f"{self.side.prefix}base-{sha[:12]}"
+        volume = names.run_object(self.side.run_id, f"base-{sha[:12]}")
         uid, gid = self.owner
         volumes.make(
             self.side.runtime,
@@ -309,9 +311,7 @@ class BaseTrees:
             image=self.side.image,
             labels=self.side.labels,
         )
-        volumes.probe_overlay(
-            self.side.runtime, volume, image=self.side.image, labels=self.side.labels, prefix=volume + "-"
-        )
+        volumes.probe_overlay(self.side.runtime, volume, image=self.side.image, labels=self.side.labels)
         return BaseTree(tree.checkout, tree.template, tree.index, volume, census(tree.template).depth)
 
     def _remove(self, tree: BaseTree) -> None:

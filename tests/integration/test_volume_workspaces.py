@@ -29,6 +29,7 @@ from harness.sandbox import roles
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Resources
 from harness.trial import workspace
@@ -54,7 +55,7 @@ class Rig:
     run_root: Path
 
     def trial(self, name: str) -> TrialDirs:
-        vols = TrialVolumes.named(f"hx-{RUN_ID}-{name}")
+        vols = TrialVolumes.of(TrialNames(RUN_ID, name))
         return workspace.prepare_volumes(
             self.side, self.base, self.run_root / name, vols, self.labels, workspace.parse_user(self.profile.user)
         )
@@ -98,7 +99,7 @@ def rig(tmp_path: Path, engine: Engine, images: ImageSet) -> Iterator[Rig]:
     users = roles.role_users(engine, os.getuid(), os.getgid())
     profile = roles.make_profile(Resources(), images.trial, images.sidecar, users, None)
     labels = make_labels(RUN_ID, role="trial", trial_id="volws", ttl_s=600)
-    side = EngineSide(engine, images.sidecar, labels, f"hx-{RUN_ID}-")
+    side = EngineSide(engine, images.sidecar, labels, RUN_ID)
     run_root = tmp_path / "run"
     run_root.mkdir()
     bases = BaseTrees(repo, run_root, users.agent, kind="volume", side=side)

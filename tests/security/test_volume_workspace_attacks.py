@@ -49,6 +49,7 @@ from harness.sandbox import roles, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import PID, RUN, make_labels
+from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, VolumeMount
 from harness.study.config import Resources
 from harness.trial import watchdog, workspace
@@ -300,7 +301,7 @@ def attacked(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPath
     users = roles.role_users(engine, os.getuid(), os.getgid())
     profile = roles.make_profile(Resources(), images.trial, images.sidecar, users, None)
     run_labels = make_labels(run_id, role="run", ttl_s=900)
-    side = EngineSide(engine, images.sidecar, run_labels, f"hx-{run_id}-")
+    side = EngineSide(engine, images.sidecar, run_labels, run_id)
     run_root = tmp / "run"
     run_root.mkdir()
     bases = BaseTrees(repo, run_root, users.agent, kind="volume", side=side)
@@ -310,7 +311,7 @@ def attacked(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPath
         trials: dict[str, TrialDirs] = {}
         for key in ("a", "b"):
             labels = make_labels(run_id, role="trial", trial_id=key, ttl_s=900)
-            vols = TrialVolumes.named(f"hx-{run_id}-{key}")
+            vols = TrialVolumes.of(TrialNames(run_id, key))
             trials[key] = workspace.prepare_volumes(side, base, run_root / key, vols, labels, users.agent)
         a, b = trials["a"].volumes, trials["b"].volumes
         assert a is not None and b is not None and not list(run_root.glob("[ab]")), "no trial path here"
@@ -571,13 +572,13 @@ def test_the_in_engine_watcher_counts_what_the_agent_hides(
     users = roles.role_users(engine, os.getuid(), os.getgid())
     profile = roles.make_profile(Resources(), images.trial, images.sidecar, users, None)
     labels = make_labels(run_id, role="trial", trial_id="hide", ttl_s=600)
-    side = EngineSide(engine, images.sidecar, labels, f"hx-{run_id}-")
+    side = EngineSide(engine, images.sidecar, labels, run_id)
     run_root = tmp_path / "run"
     run_root.mkdir()
     bases = BaseTrees(repo, run_root, users.agent, kind="volume", side=side)
     try:
         base = bases.get(sha)
-        vols = TrialVolumes.named(f"hx-{run_id}-t")
+        vols = TrialVolumes.of(TrialNames(run_id, "t"))
         workspace.prepare_volumes(side, base, run_root / "t", vols, labels, users.agent)
         rig = Rig(engine, profile, run_id, labels, base.volume or "", vols, vols, "")
         script = HIDE.format(chmod="chmod 000 /workspace/h && " if hide else "")

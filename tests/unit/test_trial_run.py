@@ -35,6 +35,7 @@ from harness.results.store import ArtifactStore
 from harness.sandbox import roles, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import ROLE, RUN, TRIAL, make_labels
+from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial import workspace
@@ -157,7 +158,7 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         runtime.calls.clear()  # the run's set-up is not the trial's
         stop = threading.Event()
         user = f"{os.getuid()}:{os.getgid()}"
-        side = workspace.EngineSide(runtime, SIDECAR_IMAGE, run_labels, f"hx-{RUN_ID}-")
+        side = workspace.EngineSide(runtime, SIDECAR_IMAGE, run_labels, RUN_ID)
         ctx_fields.setdefault(
             "execution", Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600))
         )
@@ -483,7 +484,7 @@ def test_a_host_running_low_on_disk_stops_the_agent_as_an_infra_error(make_rig: 
 
 def _trial_objects() -> tuple[str, str, str]:
     """The scratch, workspace and verify volumes of the first attempt."""
-    return workspace.TrialVolumes.named(f"hx-{RUN_ID}-{KEY}")
+    return workspace.TrialVolumes.of(TrialNames(RUN_ID, KEY))
 
 
 def test_a_volume_trial_mounts_no_path_of_the_controller(make_rig: Callable[..., Rig]) -> None:
@@ -633,7 +634,7 @@ def test_the_installed_skill_arm_gets_its_mount_point_in_the_scratch_fill(
     make_rig: Callable[..., Rig], arm: str
 ) -> None:
     seen: list[tuple[bool, dict[str, tuple[int, int, int]], tuple[VolumeMount, ...]]] = []
-    scratch, _ws, _vf = workspace.TrialVolumes.named(f"hx-{RUN_ID}-fix-{arm[0]}0-a1")
+    scratch, _ws, _vf = workspace.TrialVolumes.of(TrialNames(RUN_ID, f"fix-{arm[0]}0-a1"))
 
     def looks(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
         upper = runtime.mount_path(spec, "/workspace")  # the overlay's upper: scratch/upper

@@ -27,6 +27,7 @@ import pytest
 from harness.errors import ConfigError, InfraError, Interrupted
 from harness.sandbox import roles, volumes
 from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
 from harness.trial.watchdog import WATCH_SCRIPT, EngineWatchdog, Trip, WorkspaceLimit, engine_command
 from harness.trial.workspace import (
@@ -151,7 +152,7 @@ def test_a_bad_workspace_kind_is_a_config_error_naming_the_variable(value: str) 
 
 
 def test_a_trials_volumes_are_named_from_its_prefix_and_removed_overlays_first() -> None:
-    vols = TrialVolumes.named("hx-r1-fix-b0-a1")
+    vols = TrialVolumes.of(TrialNames("r1", "fix-b0-a1"))
     assert vols == ("hx-r1-fix-b0-a1-scratch", "hx-r1-fix-b0-a1-ws", "hx-r1-fix-b0-a1-vf")
     assert (vols.scratch, vols.workspace, vols.verify) == vols
     assert vols.objects() == [
@@ -196,10 +197,10 @@ def side(tmp_path: Path) -> Iterator[Side]:
     runtime.calls.clear()  # the run's base volume is not the trial's
     yield Side(
         runtime,
-        EngineSide(runtime, SIDECAR_IMAGE, run_labels, f"hx-{RUN_ID}-"),
+        EngineSide(runtime, SIDECAR_IMAGE, run_labels, RUN_ID),
         base,
         tmp_path / "run" / "trial",
-        TrialVolumes.named(f"hx-{RUN_ID}-trial"),
+        TrialVolumes.of(TrialNames(RUN_ID, "trial")),
     )
     runtime.remove_labelled({RUN: RUN_ID})
 
