@@ -402,12 +402,12 @@ _MARKS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
 
 def cmd_doctor(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.sandbox.doctor import gather
-    from harness.trial import workspace
+    from harness.trial import basetrees
 
     targets = _pool_addresses(args, env)
     if targets:
         return _doctor_pool(targets, args)
-    checks = gather(_engine(env), _image_options(args), workspace_kind=workspace.kind_from_env(env))
+    checks = gather(_engine(env), _image_options(args), workspace_kind=basetrees.kind_from_env(env))
     for c in checks:
         print(f"[{_MARKS[c.level]}] {c.name}: {c.detail}")
     return 5 if any(c.level == "fail" for c in checks) else 0

@@ -40,7 +40,7 @@ from harness.experiment.events import Events, NullEvents
 from harness.experiment.library_plan import lock_entries
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.preflight import BaseOutcome
-from harness.experiment.resources import RunResources, RunSetup, RunSite, run_ttl_s
+from harness.experiment.resources import RunResources, RunSetup, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
@@ -62,8 +62,9 @@ from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
 from harness.study.lock import verify_lock
 from harness.study.skillname import listed_name
-from harness.trial import installed, samepatch, workspace
+from harness.trial import basetrees, installed, samepatch
 from harness.trial.reaper import TrialReaper
+from harness.trial.site import RunSite
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
 
@@ -552,7 +553,7 @@ class Experiment:
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
         with RunResources(self.engine, setup, store, self.events) as site, TrialReaper(self._cleanup) as reaper:
             context = self._trial_context(
-                site, setup, store, images, provenance, lock_hash, fingerprints, reaper, on_api_pause=pause.hold
+                site, store, images, provenance, lock_hash, fingerprints, reaper, on_api_pause=pause.hold
             )
             run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
             return loop(run_one).run(left.todo).ran
@@ -574,14 +575,13 @@ class Experiment:
             scenario=compiled,
             library_copies=self.library_copies,
             base_sha=base_sha,
-            workspace_kind=workspace.kind_from_env(self.options.env),
+            workspace_kind=basetrees.kind_from_env(self.options.env),
             base_excluded=self._leave_out,
         )
 
     def _trial_context(
         self,
         site: RunSite,
-        setup: RunSetup,
         store: ExperimentDir,
         images: ImageSet,
         provenance: Provenance,
@@ -592,32 +592,19 @@ class Experiment:
         on_api_pause: Callable[[float], None] = lambda _seconds: None,
     ) -> TrialContext:
         """Everything every trial of this run shares, the run's resources included."""
-        ex = self.study.prereg.execution
         return TrialContext(
-            engine=self.engine,
-            profile=setup.profile,
-            execution=ex,
+            site=site,
+            execution=self.study.prereg.execution,
             experiment_id=lock_hash[:12],
-            run_id=self.run_id,
-            run_root=site.root,
-            repo=self.study.repo_path,
             provenance=provenance,
-            bases=site.bases,
-            skill_volume=site.skill_volume,
-            key_volume=site.key_volume,
-            upstream=site.upstream,
-            upstream_network=site.upstream_network,
             artifacts=store.artifacts,
-            redactor=Redactor([setup.key, *setup.route.secrets()]),
+            redactor=store.redactor,
             stop=self.stop,
             on_phase=self.events.phase,
             shard=self.shard_text,
             workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
             starts=self.starts,
             same_patch=self._same_patch(store, provenance, images),
-            route_env={**site.route_env, **prices.gateway_env(prices.effective(ex))},
-            route_mounts=site.route_mounts,
-            library_copies=site.library_copies,
             skill_name=listed_name(self.study.skill_dir, self.study.prereg.skill),
             baseline_fingerprints=fingerprints,
             reaper=reaper,

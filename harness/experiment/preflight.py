@@ -48,7 +48,7 @@ from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import DockerObject
 from harness.study.config import Task
 from harness.study.lock import canonical_json, sha256_hex
-from harness.trial.workspace import parse_user
+from harness.trial.basetrees import parse_user
 
 if TYPE_CHECKING:  # the reports read preflight.json without importing the Docker layer
     from harness.sandbox import roles as sandbox

@@ -14,8 +14,8 @@ carry a password: ``0400``, the sidecars' uid, like the key; no secret is ever a
 variable). The run directory keeps the controller's own copies (the skill copy checked against the lock is
 what fills its volume).
 
-:class:`RunResources` makes them in that order in ``__enter__`` and returns a :class:`RunSite` naming
-them. When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
+:class:`RunResources` makes them in that order in ``__enter__`` and returns a
+:class:`~harness.trial.site.RunSite` naming them (what every trial of the run stands on). When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
 of cibuildwheel's ``OCIContainer.__enter__``), so a run that never started leaves nothing behind.
 ``__exit__`` tears everything down on every path (success, an exception, an interrupt): it keeps the
 scripted model's log, removes every Docker object carrying the run's label (what the trials left
@@ -26,7 +26,7 @@ directory. Objects that cannot be removed are reported through
 What the run's containers share but nothing here makes (the hardening profile, the role uids, the start
 gate, the provenance) is decided before and passed in: :class:`RunSetup`. The run directory's owner
 file (``<pid> <host>``) is what lets a later start or ``skilltrial gc`` remove it after a SIGKILL
-(:mod:`harness.sandbox.reaper`). The trial context is the experiment's to build from the site.
+(:mod:`harness.sandbox.reaper`). Each trial's own objects are its :class:`~harness.trial.site.TrialSite`'s.
 """
 
 from __future__ import annotations
@@ -52,11 +52,13 @@ from harness.results.store import ExperimentDir
 from harness.sandbox import engineview, names, roles, subnets, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
+from harness.study import prices
 from harness.study.config import Execution, Study
 from harness.study.lock import copy_locked_skill
+from harness.trial.basetrees import BaseTrees, EngineSide, WorkspaceKind, parse_user
 from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
-from harness.trial.workspace import BaseTrees, EngineSide, WorkspaceKind, parse_user
+from harness.trial.site import RunSite
 
 SCRIPTED_LOG = "scripted-api.log"
 SCRIPTED_LOG_CAP = 16 << 20
@@ -96,28 +98,6 @@ class RunSetup:
     @property
     def scripted(self) -> bool:
         return self.scenario is not None
-
-
-@dataclass(frozen=True)
-class RunSite:
-    """What the set-up made, for every trial of the run."""
-
-    root: Path
-    key_volume: str
-    """Holds the key (:data:`harness.sandbox.roles.KEY_MOUNT`); mounted in the gateways only."""
-    skill_volume: str
-    """The skill copy, root's: mounted read-only in the skill arm's agent."""
-    library_copies: Mapping[str, SkillCopy]
-    upstream: str
-    """The URL the gateways forward to (the scripted API's, or the route's)."""
-    upstream_network: str
-    """The network the gateways' upstream side joins (made here, or the user's own)."""
-    route_env: Mapping[str, str]
-    """The gateway's route settings (proxy, extra CA); empty for the scripted model."""
-    route_mounts: tuple[VolumeMount, ...]
-    """The route's volume (real runs with an extra CA or a proxy); empty otherwise."""
-    bases: BaseTrees
-    """The run's base trees: every trial's workspace stands on one (overlay or copy)."""
 
 
 class RunResources:
@@ -170,15 +150,18 @@ class RunResources:
             self._check_route(network, mounts)
             url, route_env = s.route.url, s.route.gateway_env()
         return RunSite(
+            engine=self.engine,
+            run_id=s.run_id,
+            profile=s.profile,
             root=self.root,
+            bases=bases,
             key_volume=key_volume,
             skill_volume=skill_volume,
-            library_copies=library_copies,
             upstream=url,
             upstream_network=network,
-            route_env=route_env,
+            gateway_env={**route_env, **prices.gateway_env(prices.effective(s.study.prereg.execution))},
             route_mounts=mounts,
-            bases=bases,
+            library_copies=library_copies,
         )
 
     def _base_trees(self) -> BaseTrees:

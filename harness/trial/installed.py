@@ -30,12 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.errors import InfraError
 from harness.records import Arm, SkillInvoked, SkillUse
 from harness.sandbox.deadline import deadline_argv
 
@@ -97,21 +94,6 @@ def skill_target(name: str) -> str:
 def mountpoint(name: str) -> tuple[str, ...]:
     """The skill's mount point in the workspace, part by part: ``.claude/skills/<name>``."""
     return (".claude", "skills", name)
-
-
-def prepare_mountpoint(workspace: Path, name: str) -> None:
-    """Make ``.claude/skills/<name>`` in the (not yet started) workspace: an empty directory for the
-    read-only mount. Refuses a symlink or a file on the way (the repository's content is data)."""
-    path = workspace
-    for part in mountpoint(name):
-        path = path / part
-        try:
-            os.lstat(path)
-        except FileNotFoundError:
-            os.mkdir(path, 0o755)
-            continue
-        if not os.path.isdir(path) or os.path.islink(path):
-            raise InfraError(f"cannot mount the skill: {path} exists and is not a directory")
 
 
 # ---------------------------------------------------------------- what the gateway saw

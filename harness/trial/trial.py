@@ -20,10 +20,9 @@ import functools
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import Any
 
 from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec
@@ -43,18 +42,18 @@ from harness.redact import Redactor
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
-from harness.sandbox.labels import RUN, TRIAL, make_labels
-from harness.sandbox.names import TrialNames, filler, trial_key
-from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, VolumeMount
+from harness.sandbox.labels import make_labels
+from harness.sandbox.names import TrialNames, trial_key
+from harness.sandbox.runtime import ContainerRuntime, ExitInfo
 from harness.study.config import Execution, Task
-from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog, workspace
+from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog
+from harness.trial.basetrees import WorkspaceKind
 from harness.trial.reaper import TrialReaper
+from harness.trial.site import RunSite, TrialSite
 
 PATCH_CAP = 8 << 20
 AGENT_OUTPUT_CAP = 4 << 20
 VERIFY_TAIL = 8192
-
-T = TypeVar("T")
 
 
 class StartGate:
@@ -95,22 +94,11 @@ class StartGate:
 class TrialContext:
     """Everything a trial needs that is the same for every trial of one run."""
 
-    engine: ContainerRuntime
-    profile: sandbox.Profile
+    site: RunSite
+    """What the run's set-up made: the engine, the profile, the base trees, volumes, the upstream."""
     execution: Execution
     experiment_id: str
-    run_id: str
-    run_root: Path
-    repo: Path
     provenance: Provenance
-    bases: workspace.BaseTrees
-    """The run's base trees (one per base commit, made on first use): every workspace stands on one."""
-    skill_volume: str
-    """The run's read-only skill copy (:class:`harness.experiment.resources.RunSite`)."""
-    key_volume: str
-    """The run's key volume: mounted in the gateway only."""
-    upstream: str
-    upstream_network: str
     artifacts: ArtifactStore
     redactor: Redactor
     stop: threading.Event
@@ -122,11 +110,6 @@ class TrialContext:
     """Shared by the run's trials and its stop (the experiment passes one built on ``stop``)."""
     same_patch: samepatch.SamePatch = field(default_factory=samepatch.SamePatch)
     """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
-    route_env: Mapping[str, str] = field(default_factory=dict)
-    """The gateway's upstream route (proxy, extra CA) in a real run: :mod:`harness.experiment.upstream`."""
-    route_mounts: tuple[VolumeMount, ...] = ()
-    library_copies: Mapping[str, delivery.SkillCopy] = field(default_factory=dict)
-    """Library experiments: skill name -> the volume of its read-only copy (see harness.trial.delivery)."""
     skill_name: str = ""
     """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
     baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
@@ -138,6 +121,10 @@ class TrialContext:
     on_api_pause: Callable[[float], None] = lambda _seconds: None
     """Told, the moment a trial's gateway forwards an upstream failure with ``retry-after``, how many seconds
     the API asked for (:class:`harness.experiment.loop.ApiPause`: no trial starts before they pass)."""
+
+    @property
+    def engine(self) -> ContainerRuntime:
+        return self.site.engine
 
 
 @dataclass
@@ -158,7 +145,7 @@ class _TrialState:
     skills_mounted: tuple[MountedSkill, ...] | None = None
     skill: SkillUse | None = None
     provenance: dict[str, str | None] = field(default_factory=dict)
-    workspace_kind: workspace.WorkspaceKind | None = None
+    workspace_kind: WorkspaceKind | None = None
 
 
 def _now() -> str:
@@ -167,130 +154,89 @@ def _now() -> str:
 
 def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     started = _now()
-    key = trial_key(spec.task.id, spec.arm, spec.run_index, attempt)
-    own = TrialNames(ctx.run_id, key)
-    names = {role: own.container(role) for role in ("gateway", "agent", "watch", "collect", "verify", "judge")}
-    network = own.network
-    labels = make_labels(ctx.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task))
-    # known before it exists: teardown needs it on every path
-    vols = workspace.TrialVolumes.of(own) if ctx.bases.kind == "volume" else None
-    dirs = workspace.TrialDirs.at(ctx.run_root / key, ctx.bases.kind, vols)
     done = _TrialState()
     phase = _phases(ctx, spec, done)
-    gw_up: _InBackground[str] | None = None
-    follower: gateway.Follower | None = None
+    site = TrialSite(
+        ctx.site,
+        TrialNames(ctx.site.run_id, trial_key(spec.task.id, spec.arm, spec.run_index, attempt)),
+        make_labels(ctx.site.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task)),
+        gateway_budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+        gate=ctx.starts.starting,
+        reaper=ctx.reaper,
+        trial_id=spec.trial_id,
+        timed=phase,
+    )
     try:
-        with phase("workspace"):
-            # the gateway's network and container come up on their own thread while the workspace is made
-            gw_up = _InBackground("gateway-up", lambda: _start_gateway(ctx, names["gateway"], network, labels))
-            base = ctx.bases.get(ctx.provenance.base_sha)
-            owner = workspace.parse_user(ctx.profile.user)
-            if vols is not None:  # on the engine's machine; the skill's mount point is made in the fill
+        with site:  # removed on every path, or handed to the run's reaper
+            with phase("workspace"):  # the gateway's network and container come up on their own thread meanwhile
                 mountpoint = installed.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
-                assert ctx.bases.side is not None
-                dirs = workspace.prepare_volumes(ctx.bases.side, base, dirs.root, vols, labels, owner, mountpoint)
-            else:
-                dirs = workspace.prepare(base, ctx.run_root / key, owner, ctx.bases.kind)
-            done.workspace_kind = dirs.kind
+                site.make(ctx.provenance.base_sha, mountpoint=mountpoint)
+                done.workspace_kind = site.workspace.kind
 
-        with phase("gateway"):
-            gateway_ip = gw_up.result()
-            # the run learns of the API's retry-after when the gateway sees it, not when this trial ends
-            follower = gateway.Follower(ctx.engine, names["gateway"], functools.partial(_tell_api_pause, ctx)).start()
+            with phase("gateway"):  # the run learns of the API's retry-after when the gateway sees it
+                gateway_ip = site.open_gateway(functools.partial(_tell_api_pause, ctx))
 
-        with phase("agent"):
-            timeout_s = ctx.execution.agent_timeout_s(spec.task)
-            command, skill_target = _agent_command(ctx, spec, dirs, timeout_s)
-            dog = _watchdog(ctx, dirs, base, names, labels, timeout_s)
-            agent = sandbox.agent_spec(
-                ctx.profile,
-                name=names["agent"],
-                labels=labels,
-                network=network,
-                gateway_ip=gateway_ip,
-                workspace=dirs.workspace_tree,
-                skill_volume=ctx.skill_volume if spec.arm == "skill" else None,
-                command=command,
-                skill_mounts=delivery.mounts(spec.skills, ctx.library_copies) if spec.arm == "masked" else (),
-                skill_target=skill_target,
-            )
-            if ctx.library_copies:  # what the container is given, read from its spec: not what the plan said
-                done.skills_mounted = delivery.mounted_skills(agent, ctx.library_copies)
-            with dog:
-                run = ctx.engine.run(
-                    agent,
-                    deadline_s=host_deadline_s(timeout_s),
-                    output_cap=AGENT_OUTPUT_CAP,
-                    on_started=lambda _name: dog.start(),
-                    gate=ctx.starts.starting,
+            with phase("agent"):
+                timeout_s = ctx.execution.agent_timeout_s(spec.task)
+                command, skill_target = _agent_command(ctx, spec, timeout_s)
+                dog = site.workspace.watchdog(
+                    ctx.workspace_limit, timeout_s, lambda _trip: ctx.engine.kill(site.names.container("agent"))
                 )
-            _stop_if_asked(ctx)
-            agent_events = gateway.events(ctx.engine, names["gateway"])
-            done.meter = apihealth.annotate(gateway.meter(agent_events), agent_events)
-            done.skill, done.provenance, skill_flags = installed.observe(
-                agent_events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
-            )
-            done.flags.extend(skill_flags)
-            listing = installed.listing_text(agent_events) if ctx.execution.delivery == "installed" else None
-            if listing is not None:
-                done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
-            done.agent = claude.parse_result(run.stdout, run.exit_code)
-            done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # stream-json, redacted
-            done.artifacts["agent.json"] = ctx.artifacts.put(claude.result_json(run.stdout))
-            if run.stdout_truncated:
-                done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
-            done.oom = run.oom_killed
-            if isinstance(dog, watchdog.EngineWatchdog) and dog.error is not None:
-                done.flags.append(f"workspace_unwatched: {dog.error}")
-            if dog.tripped is not None:
-                _workspace_limit(dog.tripped, done)
-                raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
-            done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
-            done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
+                agent = sandbox.agent_spec(
+                    ctx.site.profile,
+                    name=site.names.container("agent"),
+                    labels=site.labels,
+                    network=site.network,
+                    gateway_ip=gateway_ip,
+                    workspace=site.workspace.agent_tree,
+                    skill_volume=ctx.site.skill_volume if spec.arm == "skill" else None,
+                    command=command,
+                    skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies) if spec.arm == "masked" else (),
+                    skill_target=skill_target,
+                )
+                if ctx.site.library_copies:  # what the container is given, read from its spec: not the plan's
+                    done.skills_mounted = delivery.mounted_skills(agent, ctx.site.library_copies)
+                with dog:
+                    run = ctx.engine.run(
+                        agent,
+                        deadline_s=host_deadline_s(timeout_s),
+                        output_cap=AGENT_OUTPUT_CAP,
+                        on_started=lambda _name: dog.start(),
+                        gate=ctx.starts.starting,
+                    )
+                _stop_if_asked(ctx)
+                agent_events = gateway.events(ctx.engine, site.names.container("gateway"))
+                _agent_done(ctx, spec, done, run, agent_events, dog, timeout_s)
 
-        with phase("extract"):
-            collect, out = _collect(ctx, spec, names["collect"], labels, dirs, base)
-            _stop_if_asked(ctx)
-            done.patch, diff = _read_patch(out, spec.task, collect)
-            done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
+            with phase("extract"):
+                collect, out = site.workspace.collect(spec.task.protected_paths, PATCH_CAP)
+                _stop_if_asked(ctx)
+                done.patch, diff = _read_patch(out, spec.task, collect)
+                done.artifacts["patch.diff"] = ctx.artifacts.put(diff)
 
-        truncated = done.status in ("timeout", "budget_exceeded")
-        with phase("verify"):
-            done.verify = _verify(ctx, spec, names["verify"], labels, dirs.verify_tree, done.patch, truncated)
-            if done.verify.output_tail:
-                done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
+            truncated = done.status in ("timeout", "budget_exceeded")
+            with phase("verify"):
+                done.verify = _verify(ctx, spec, site, done.patch, truncated)
+                if done.verify.output_tail:
+                    done.artifacts["verify.log"] = ctx.artifacts.put(done.verify.output_tail.encode())
 
-        with phase("judge"):
-            if truncated:
-                done.judge = None
-            else:
-                done.judge = _judge(ctx, spec, names["judge"], labels, network, gateway_ip, done, diff)
-                if done.judge is not None:
-                    done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
-            judge_events = gateway.events(ctx.engine, names["gateway"])[len(agent_events) :]
-            done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
+            with phase("judge"):
+                if truncated:
+                    done.judge = None
+                else:
+                    done.judge = _judge(ctx, spec, site, done, diff)
+                    if done.judge is not None:
+                        done.artifacts["judge.json"] = ctx.artifacts.put(done.judge.model_dump_json().encode())
+                judge_events = gateway.events(ctx.engine, site.names.container("gateway"))[len(agent_events) :]
+                done.flags.extend(f"judge_gateway_refused: {r}" for r in gateway.meter(judge_events).refused)
     except _SkipRest:
         pass
     except (Interrupted, NeedsLocalEngine):  # a remote engine cannot run this trial at all: stop the run
         raise
     except HarnessError as e:
         done.status, done.error = "infra_error", str(e)
-    finally:
-        if follower is not None:
-            follower.stop()
-        if gw_up is not None:
-            gw_up.join()  # nothing of the trial is still being made when teardown lists it
-        with phase("teardown"):
-            if ctx.reaper is not None:  # its leftovers are the run's to report (and remove)
-                ctx.reaper.submit(
-                    spec.trial_id,
-                    functools.partial(_teardown, ctx, spec.trial_id, names.values(), network, dirs, this_attempt=True),
-                )
-                leftovers = []
-            else:
-                leftovers = _teardown(ctx, spec.trial_id, names.values(), network, dirs)
-        if leftovers:
-            done.flags.append("teardown_incomplete: " + "; ".join(leftovers)[:500])
+    if site.leftovers:
+        done.flags.append("teardown_incomplete: " + "; ".join(site.leftovers)[:500])
     return TrialRecord(
         experiment_id=ctx.experiment_id,
         trial_id=spec.trial_id,
@@ -320,59 +266,46 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     )
 
 
+def _agent_done(
+    ctx: TrialContext,
+    spec: TrialSpec,
+    done: _TrialState,
+    run: ExitInfo,
+    events: list[dict[str, Any]],
+    dog: watchdog.Watchdog | watchdog.EngineWatchdog,
+    timeout_s: int,
+) -> None:
+    """What the agent's run says, read from places it cannot write first (the gateway's log, the engine's
+    wait, the watchdog), then from its stdout: the meter, whether the skill fired, the CLI's result, the
+    transcript, and the agent phase's status and flags. A watchdog trip skips the rest of the trial."""
+    done.meter = apihealth.annotate(gateway.meter(events), events)
+    done.skill, done.provenance, skill_flags = installed.observe(
+        events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
+    )
+    done.flags.extend(skill_flags)
+    listing = installed.listing_text(events) if ctx.execution.delivery == "installed" else None
+    if listing is not None:
+        done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
+    done.agent = claude.parse_result(run.stdout, run.exit_code)
+    done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # stream-json, redacted
+    done.artifacts["agent.json"] = ctx.artifacts.put(claude.result_json(run.stdout))
+    if run.stdout_truncated:
+        done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
+    done.oom = run.oom_killed
+    if isinstance(dog, watchdog.EngineWatchdog) and dog.error is not None:
+        done.flags.append(f"workspace_unwatched: {dog.error}")
+    if dog.tripped is not None:
+        _workspace_limit(dog.tripped, done)
+        raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
+    done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
+    done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
+
+
 # ---------------------------------------------------------------------- the steps
 
 
 class _SkipRest(Exception):
     """Internal: the trial's remaining phases do not run (the record is already decided)."""
-
-
-class _InBackground(Generic[T]):
-    """One step of the trial on its own thread while the trial goes on. :meth:`result` waits for it and
-    returns its value or raises its exception on the trial's thread; :meth:`join` only waits (teardown
-    joins every step first, so nothing is still being made when it lists what to remove)."""
-
-    def __init__(self, name: str, step: Callable[[], T]) -> None:
-        self._step = step
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._step()
-        except BaseException as e:  # handed to the trial's thread by result()
-            self._error = e
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return cast(T, self._value)
-
-
-def _start_gateway(ctx: TrialContext, name: str, network: str, labels: dict[str, str]) -> str:
-    """The trial's internal network and its gateway, listening; returns the gateway's address there."""
-    ctx.engine.create_network(network, labels, internal=True)
-    gw = sandbox.gateway_spec(
-        ctx.profile,
-        name=name,
-        labels=labels,
-        upstream_network=ctx.upstream_network,
-        upstream=ctx.upstream,
-        key_volume=ctx.key_volume,
-        budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
-        route_env=ctx.route_env,
-        route_volumes=ctx.route_mounts,
-    )
-    ctx.engine.create(gw, extra_networks=[network])
-    ctx.engine.start(gw.name)
-    gateway.wait_listening(ctx.engine, gw.name)
-    return ctx.engine.container_ip(gw.name, network)
 
 
 def _tell_api_pause(ctx: TrialContext, event: Mapping[str, object]) -> None:
@@ -409,96 +342,7 @@ def _installs_skill(ctx: TrialContext, spec: TrialSpec) -> bool:
     return ctx.execution.delivery == "installed" and spec.arm == "skill"
 
 
-def _watchdog(
-    ctx: TrialContext,
-    dirs: workspace.TrialDirs,
-    base: workspace.BaseTree,
-    names: Mapping[str, str],
-    labels: dict[str, str],
-    timeout_s: int,
-) -> watchdog.Watchdog | watchdog.EngineWatchdog:
-    """The bound on what the agent writes into its workspace: walked here, or in the engine for a volume
-    workspace (its upper directory is on the engine's machine). A trip kills the agent."""
-
-    def kill_agent(_trip: watchdog.Trip) -> None:
-        ctx.engine.kill(names["agent"])
-
-    if dirs.volumes is None:
-        return watchdog.Watchdog(dirs.watched, ctx.workspace_limit, on_trip=kill_agent)
-    upper = f"{sandbox.SCRATCH_MOUNT}/upper"
-    return watchdog.EngineWatchdog(
-        ctx.engine,
-        sandbox.watch_spec(
-            ctx.profile,
-            name=names["watch"],
-            labels=labels,
-            scratch_volume=dirs.volumes.scratch,
-            command=watchdog.engine_command(upper, ctx.workspace_limit, base.depth),
-        ),
-        ctx.workspace_limit,
-        base.depth,
-        kill_agent,
-        deadline_s=host_deadline_s(timeout_s) + 60,
-        gate=ctx.starts.starting,
-    )
-
-
-def _collect(
-    ctx: TrialContext,
-    spec: TrialSpec,
-    name: str,
-    labels: dict[str, str],
-    dirs: workspace.TrialDirs,
-    base: workspace.BaseTree,
-) -> tuple[ExitInfo, Mapping[str, bytes]]:
-    """collect.sh in a ``--network none`` container: the patch, its stats and scans, and verify's tree.
-    Returns its exit and its outputs (read capped, links never followed)."""
-    protected = spec.task.protected_paths
-    if dirs.volumes is not None:  # it lists the upper directory itself; its outputs come back as one archive
-        assert base.volume is not None
-        run = ctx.engine.run(
-            sandbox.collect_volume_spec(
-                ctx.profile,
-                name=name,
-                labels=labels,
-                base_volume=base.volume,
-                workspace_volume=dirs.volumes.workspace,
-                scratch_volume=dirs.volumes.scratch,
-                verify_volume=dirs.volumes.verify,
-                protected=protected,
-                patch_cap=PATCH_CAP,
-            ),
-            deadline_s=300,
-            gate=ctx.starts.starting,
-            archive=f"{sandbox.SCRATCH_MOUNT}/out",
-            archive_cap=PATCH_CAP + (10 << 20),
-        )
-        return run, workspace.read_out_archive(run.archive, PATCH_CAP)
-    if dirs.kind == "overlay":  # what the agent wrote, from the overlay's upper directory (lstat only)
-        workspace.write_changes(dirs)
-    run = ctx.engine.run(
-        sandbox.collect_spec(
-            ctx.profile,
-            name=name,
-            labels=labels,
-            base=base.checkout,
-            workspace=dirs.workspace,
-            out=dirs.out,
-            verify_tree=dirs.verify,
-            protected=protected,
-            patch_cap=PATCH_CAP,
-            incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
-        ),
-        deadline_s=300,
-        gate=ctx.starts.starting,
-    )
-    caps = {name: cap or PATCH_CAP + 1 for name, cap in workspace.OUT_FILES.items()}
-    return run, {name: workspace.read_capped(dirs.out / name, cap) for name, cap in caps.items()}
-
-
-def _agent_command(
-    ctx: TrialContext, spec: TrialSpec, dirs: workspace.TrialDirs, timeout_s: int
-) -> tuple[tuple[str, ...], str]:
+def _agent_command(ctx: TrialContext, spec: TrialSpec, timeout_s: int) -> tuple[tuple[str, ...], str]:
     """The agent's argv and where its skill copy is mounted, by the preregistered delivery."""
     ex = ctx.execution
     budget = ex.budgets.per_trial_usd
@@ -507,8 +351,6 @@ def _agent_command(
             spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
         )
         return argv, "/skill"
-    if spec.arm == "skill" and dirs.volumes is None:  # a volume workspace's was made with it
-        installed.prepare_mountpoint(dirs.workspace, ctx.skill_name)
     argv = installed.agent_command(
         spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
     )
@@ -603,15 +445,7 @@ def _read_patch(out: Mapping[str, bytes], task: Task, collect: ExitInfo) -> tupl
     return info, diff[:PATCH_CAP]
 
 
-def _verify(
-    ctx: TrialContext,
-    spec: TrialSpec,
-    name: str,
-    labels: dict[str, str],
-    tree: Path | str,
-    info: PatchInfo,
-    truncated: bool,
-) -> VerifyResult:
+def _verify(ctx: TrialContext, spec: TrialSpec, site: TrialSite, info: PatchInfo, truncated: bool) -> VerifyResult:
     if truncated:
         return VerifyResult(skipped_reason="the agent did not finish (deadline or budget)")
     if info.rejected:
@@ -622,10 +456,10 @@ def _verify(
     def run_verify() -> VerifyResult:
         run = ctx.engine.run(
             sandbox.verify_spec(
-                ctx.profile,
-                name=name,
-                labels=labels,
-                verify_tree=tree,
+                ctx.site.profile,
+                name=site.names.container("verify"),
+                labels=site.labels,
+                verify_tree=site.workspace.verify_tree,
                 verify_cmd=task.verify_cmd,
                 timeout_s=timeout_s,
             ),
@@ -643,21 +477,12 @@ def _verify(
             oom_killed=run.oom_killed,
         )
 
-    key = samepatch.verify_key(task, ctx.provenance.base_sha, ctx.profile.trial_image, info.sha256, timeout_s)
+    key = samepatch.verify_key(task, ctx.provenance.base_sha, ctx.site.profile.trial_image, info.sha256, timeout_s)
     result, source = ctx.same_patch.verify.get(key, spec.trial_id, run_verify)
     return result if source is None else result.model_copy(update={"reused_from": source})
 
 
-def _judge(
-    ctx: TrialContext,
-    spec: TrialSpec,
-    name: str,
-    labels: dict[str, str],
-    network: str,
-    gateway_ip: str,
-    done: _TrialState,
-    diff: bytes,
-) -> JudgeResult:
+def _judge(ctx: TrialContext, spec: TrialSpec, site: TrialSite, done: _TrialState, diff: bytes) -> JudgeResult:
     task = spec.task
     exit_code = done.verify.exit_code if done.verify is not None else None
     prompt = judge.judge_prompt(task, exit_code, diff.decode("utf-8", "replace"), done.patch)
@@ -673,11 +498,11 @@ def _judge(
         )
         run = ctx.engine.run(
             sandbox.judge_spec(
-                ctx.profile,
-                name=name,
-                labels=labels,
-                network=network,
-                gateway_ip=gateway_ip,
+                ctx.site.profile,
+                name=site.names.container("judge"),
+                labels=site.labels,
+                network=site.network,
+                gateway_ip=site.gateway_ip,
                 command=command,
             ),
             deadline_s=host_deadline_s(timeout_s),
@@ -699,51 +524,6 @@ def _judge(
     if source is None:
         return verdict
     return verdict.model_copy(update={"reused_from": source, "cost_usd": 0.0, "duration_ms": 0})
-
-
-def _teardown(
-    ctx: TrialContext,
-    trial_id: str,
-    containers: Iterable[str],
-    network: str,
-    dirs: workspace.TrialDirs,
-    *,
-    this_attempt: bool = False,
-) -> list[str]:
-    """The trial's containers, then its network (all carry its label); the worktree and trial
-    directory at the same time: on every path. Each step removes its own container on success,
-    so normally only the gateway and the network are left.
-
-    ``this_attempt`` (a teardown handed to the run's reaper, which may run after the next attempt of the
-    same trial started): of what carries the trial's label, only this attempt's objects (by name)."""
-    errors: list[str] = []
-    containers = list(containers)
-
-    def remove_host_side() -> None:
-        try:
-            workspace.remove(dirs)
-        except HarnessError as e:
-            errors.append(str(e))
-
-    host_side = threading.Thread(target=remove_host_side, name="teardown-host")
-    host_side.start()
-    try:
-        named = [*(DockerObject("container", c) for c in containers), DockerObject("network", network)]
-        if dirs.volumes is not None:  # its volumes, and the filler of its scratch volume if that outlived its fill
-            named += [DockerObject("container", filler(dirs.volumes.scratch)), *dirs.volumes.objects()]
-        try:
-            if this_attempt:
-                mine = {(o.kind, o.name) for o in named}
-                listed = ctx.engine.labelled({RUN: ctx.run_id, TRIAL: trial_id})
-                _, failed = ctx.engine.remove_objects(o for o in listed if (o.kind, o.name) in mine)
-            else:
-                _, failed = ctx.engine.remove_labelled({RUN: ctx.run_id, TRIAL: trial_id})
-        except HarnessError:  # cannot list: try every role's name and the network
-            _, failed = ctx.engine.remove_objects(named)
-        errors.extend(failed)
-    finally:
-        host_side.join()
-    return errors
 
 
 def _stop_if_asked(ctx: TrialContext) -> None:

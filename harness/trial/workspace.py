@@ -1,34 +1,19 @@
-"""Host-side directories of one trial, made before any untrusted code exists, and the run's base trees
-they stand on (docs/design.md#workspaces).
+"""One trial's workspace, made before any untrusted code exists on the run's base tree
+(:mod:`harness.trial.basetrees`), as one object of its kind (docs/design.md#workspaces).
 
-A trial's cost must not grow with the size of the user's repository (issue 17). So the pristine base of
-each base commit is made once per run (:class:`BaseTrees`), and each trial gets a copy-on-write view of
-it where the machine allows one:
-
-    <run>/base-<sha12>/
-        checkout/             git worktree of the user's repo at the base SHA (collect's read-only /base),
-                              without the lock's ``base_excluded`` (the experiment's own files, copies
-                              of the skill under test): every tree below is made from it
-        template/             its tree with a fresh one-commit .git, owned by the agent's uid: what
-                              every trial's /workspace starts as; that .git's index and objects are
-                              also what collect diffs against (the base is hashed once)
     <run>/<trial>/            0700
-        workspace/            the agent's /workspace: an overlay mount (lower: template, upper: upper/)
-                              or, where overlay is not available, a copy of template
+        workspace/            the agent's /workspace: an overlay mount (lower: the base's template, upper:
+                              upper/) or, where overlay is not available, a copy of the template
         upper/ work/          overlay only: what the agent wrote, and overlayfs's scratch directory
         verify/ verify-upper/ verify-work/
                               overlay only: verify's tree (template + patch, made by collect)
         changes/              overlay only: the lists of what changed, made from upper/ by the controller
         out/                  what the collect container writes (patch, stats, scan)
 
-``overlay`` needs a controller that may mount (root) and a filesystem overlayfs accepts as upper; the
-probe (:func:`overlay_available`) decides once per process, and every record says which one ran.
-
 ``volume`` is the same overlay made by the engine instead of the controller, for an engine on another
 machine (``DOCKER_HOST=ssh://`` or ``tcp://``), which sees none of this machine's paths; a local engine
 uses it with ``HARNESS_WORKSPACE=volume``. Nothing of a trial's trees is then a path here:
 
-    hx-<run>-base-<sha12>     volume: the template, filled once per run through the archive API
     hx-<run>-<trial>-scratch  volume: upper/ work/ verify-upper/ verify-work/ out/ (one fill, owners set)
     hx-<run>-<trial>-ws       overlay volume: base + scratch/upper, the agent's /workspace
     hx-<run>-<trial>-vf       overlay volume: base + scratch/verify-upper, collect's /verify, then verify's
@@ -37,13 +22,18 @@ The engine's local volume driver mounts the overlays (``nosuid,nodev``) when a c
 Collect lists the upper directory itself (the controller cannot walk it), the outputs come back as one
 capped archive (:func:`read_out_archive`), and the workspace watchdog runs in the engine
 (:class:`harness.trial.watchdog.EngineWatchdog`). Every volume carries the trial's labels: teardown and
-``skilltrial gc`` find them like the trial's containers. The agent
-never sees the user's .git: its repository is a new one holding only the base tree. After the agent starts,
-the controller never reads or writes inside ``workspace/``: it only mounts it read-only into the collect
-container, and walks ``upper/`` by ``lstat`` (never following a link, never opening a file) for the
-watchdog and the change lists. Files it must read from ``out/`` are opened with ``O_NOFOLLOW`` and a size
-cap. The shared trees are only ever mounted read-only or as an overlay's lower layer, which no trial can
-write. Teardown unmounts, then deletes the tree without following symlinks (:func:`remove_tree`).
+``skilltrial gc`` find them like the trial's containers.
+
+What differs by kind is one object, :class:`TrialWorkspace` (:class:`HostWorkspace` for overlay and copy,
+:class:`VolumeWorkspace`), made by :func:`for_trial`: where the agent's and verify's trees are, how the
+watchdog walks, how collect runs and how its outputs come back, and what teardown removes. The trial asks
+it; it never asks which kind it has.
+
+The agent never sees the user's .git: its repository is a new one holding only the base tree. After the
+agent starts, the controller never reads or writes inside ``workspace/``: it only mounts it read-only into
+the collect container, and walks ``upper/`` by ``lstat`` (never following a link, never opening a file) for
+the watchdog and the change lists. Files it must read from ``out/`` are opened with ``O_NOFOLLOW`` and a
+size cap. Teardown unmounts, then deletes the tree without following symlinks (:func:`remove_tree`).
 """
 
 from __future__ import annotations
@@ -55,63 +45,22 @@ import os
 import stat
 import subprocess
 import tarfile
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple, get_args
+from typing import Literal, NamedTuple, Protocol
 
-from harness.errors import ConfigError, InfraError
-from harness.host import gitops, workroots
-from harness.host.trees import Seen, mount_overlay, overlay_available, remove_tree, walk_nofollow
-from harness.sandbox import names, volumes
+from harness.errors import InfraError
+from harness.host.trees import Seen, mount_overlay, remove_tree, walk_nofollow
+from harness.sandbox import names, roles, volumes
+from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.names import TrialNames
-from harness.sandbox.runtime import ContainerRuntime, DockerObject, VolumeDir
-from harness.trial.watchdog import census
-
-WorkspaceKind = Literal["overlay", "copy", "volume"]
-KIND_VARIABLE = "HARNESS_WORKSPACE"
-"""Forces a workspace kind (``overlay``, ``copy`` or ``volume``); unset: chosen by the engine and the probe."""
+from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, Gate, VolumeDir
+from harness.trial import watchdog
+from harness.trial.basetrees import BaseTree, BaseTrees, EngineSide, HostKind, WorkspaceKind, parse_user
 
 OPAQUE_XATTR = "trusted.overlay.opaque"
 CHANGE_LISTS = ("changed", "gone", "special", "nested")
-
-
-def kind_from_env(env: Mapping[str, str]) -> WorkspaceKind | None:
-    """:data:`KIND_VARIABLE`, checked; None when it is unset or empty."""
-    value = env.get(KIND_VARIABLE, "").strip()
-    if not value:
-        return None
-    for kind in get_args(WorkspaceKind):
-        if value == kind:
-            return kind  # type: ignore[no-any-return]
-    raise ConfigError(KIND_VARIABLE, f"must be one of overlay, copy, volume; got {value!r}")
-
-
-@dataclass(frozen=True)
-class EngineSide:
-    """Where volume workspaces live: the engine, the image of the never-started containers that fill
-    volumes (:func:`harness.sandbox.volumes.fill`), the run's labels and its id (the base volumes are the
-    run's objects: :mod:`harness.sandbox.names`)."""
-
-    runtime: ContainerRuntime
-    image: str
-    labels: Mapping[str, str]
-    run_id: str
-
-
-@dataclass(frozen=True)
-class BaseTree:
-    """One base commit's trees, made once per run (see the module docstring)."""
-
-    checkout: Path
-    template: Path
-    index: Path
-    """The template's own repository (``template/.git``): its index and objects are the base."""
-    volume: str | None = None
-    """Volume workspaces: the template in a volume of the engine (the overlays' lower layer, collect's /base)."""
-    depth: int = 0
-    """Volume workspaces: the template's deepest directory level (the in-engine watchdog's depth floor)."""
 
 
 class TrialVolumes(NamedTuple):
@@ -133,6 +82,8 @@ class TrialVolumes(NamedTuple):
 
 @dataclass(frozen=True)
 class TrialDirs:
+    """A trial directory of this machine (an overlay or a copy workspace), whether or not it exists yet."""
+
     root: Path
     workspace: Path
     out: Path
@@ -142,12 +93,10 @@ class TrialDirs:
     verify_upper: Path
     verify_work: Path
     changes: Path
-    kind: WorkspaceKind = "copy"
-    volumes: TrialVolumes | None = None
-    """Volume workspaces only: then none of the paths above exists."""
+    kind: HostKind = "copy"
 
     @classmethod
-    def at(cls, root: Path, kind: WorkspaceKind = "copy", volumes: TrialVolumes | None = None) -> TrialDirs:
+    def at(cls, root: Path, kind: HostKind = "copy") -> TrialDirs:
         """The layout of a trial directory (whether or not it exists yet)."""
         return cls(
             root,
@@ -160,7 +109,6 @@ class TrialDirs:
             root / "verify-work",
             root / "changes",
             kind,
-            volumes,
         )
 
     @property
@@ -168,176 +116,8 @@ class TrialDirs:
         """What the watchdog walks: only what the agent wrote (overlay), or the whole copy."""
         return self.upper if self.kind == "overlay" else self.workspace
 
-    @property
-    def workspace_tree(self) -> Path | str:
-        """The agent's /workspace: a directory of this machine, or a volume's name."""
-        return self.volumes.workspace if self.volumes is not None else self.workspace
 
-    @property
-    def verify_tree(self) -> Path | str:
-        """Verify's /workspace (base + patch, made by collect): a directory, or a volume's name."""
-        return self.volumes.verify if self.volumes is not None else self.verify
-
-
-def container_user() -> tuple[int, int]:
-    """The default owner of a trial's directories: the host user's own, or 1000 when the controller
-    is root. A run passes its own choice (see :mod:`harness.sandbox.uids`)."""
-    uid, gid = os.getuid(), os.getgid()
-    return (1000, 1000) if uid == 0 else (uid, gid)
-
-
-def parse_user(user: str) -> tuple[int, int]:
-    """``"uid:gid"`` (a profile's user) as numbers."""
-    uid, _, gid = user.partition(":")
-    return int(uid), int(gid or uid)
-
-
-def _chown_tree(path: Path, uid: int, gid: int) -> None:
-    os.lchown(path, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in (*dirnames, *filenames):
-            os.lchown(os.path.join(dirpath, name), uid, gid)
-
-
-_COLLECT_CONFIG = (
-    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.attributesFile=/dev/null",
-    "-c", "core.excludesFile=/dev/null", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false",
-    "-c", "core.symlinks=true", "-c", "core.quotePath=true", "-c", "gc.auto=0", "-c", "user.name=harness",
-    "-c", "user.email=harness@localhost", "-c", "commit.gpgSign=false", "-c", "core.bigFileThreshold=1m",
-)  # fmt: skip
-"""The options collect.sh's ``G`` passes to git: the template's repository is made under the same ones,
-so its index is the base exactly as collect's full mode adds it, and collect's incremental mode starts
-from it (mounted read-only at ``/basegit``: the lower layer, which no agent write reaches)."""
-
-
-class BaseTrees:
-    """The base trees of one run, each made on first use (thread-safe) and removed by :meth:`close`.
-
-    ``owner`` is the uid:gid the untrusted containers run as; ``kind`` forces a workspace kind (tests),
-    else overlay where :func:`overlay_available` says so."""
-
-    def __init__(
-        self,
-        repo: Path,
-        run_root: Path,
-        owner: tuple[int, int] | None = None,
-        kind: WorkspaceKind | None = None,
-        side: EngineSide | None = None,
-        leave_out: Sequence[str] = (),
-    ) -> None:
-        self.repo = repo
-        self.run_root = run_root
-        self.leave_out = tuple(leave_out)
-        """Paths of the base commit no tree of the run holds (the lock's ``base_excluded``; see
-        :func:`harness.host.gitops.checkout_base`, the one place they are left out)."""
-        self.owner = owner or container_user()
-        self.side = side
-        """The engine of volume workspaces (None: only the controller's directories are possible)."""
-        if kind == "volume" and side is None:
-            raise ValueError("volume workspaces need the engine they live on")
-        self._kind = kind
-        self._lock = threading.Lock()
-        self._trees: dict[str, BaseTree] = {}
-        self._building: dict[str, threading.Lock] = {}
-
-    @property
-    def kind(self) -> WorkspaceKind:
-        """Forced, else ``volume`` on a remote engine (it sees none of this machine's paths), else
-        ``overlay`` where the probe allows one, else ``copy``."""
-        if self._kind is None:
-            if self.side is not None and self.side.runtime.endpoint().remote:
-                self._kind = "volume"
-            else:
-                self._kind = "overlay" if overlay_available(self.run_root) else "copy"
-        return self._kind
-
-    def get(self, sha: str) -> BaseTree:
-        with self._lock:
-            if sha in self._trees:
-                return self._trees[sha]
-            building = self._building.setdefault(sha, threading.Lock())
-        with building:
-            with self._lock:
-                if sha in self._trees:
-                    return self._trees[sha]
-            tree = self._build(sha)
-            with self._lock:
-                self._trees[sha] = tree
-            return tree
-
-    def _build(self, sha: str) -> BaseTree:
-        root = self.run_root / f"base-{sha[:12]}"
-        tree = BaseTree(root / "checkout", root / "template", root / "template" / ".git")
-        try:
-            root.mkdir(mode=0o700)
-            # the one pristine base: the template, the volume and collect's /base are all made from it
-            workroots.note_repository(self.run_root, self.repo)  # a gc after a kill prunes its registration
-            gitops.checkout_base(self.repo, tree.checkout, sha, self.leave_out)
-            tree.template.mkdir(mode=0o755)
-            subprocess.run(  # the trusted checkout's tree, without its worktree .git file
-                ["cp", "-a", "--reflink=auto", "--", *_entries(tree.checkout), str(tree.template)],
-                check=True,
-                capture_output=True,
-            )
-            gitops.init_snapshot_repo(tree.template, _COLLECT_CONFIG)
-            # one pack instead of a loose object per file: collect's `rm -rf /verify/.git` on the overlay
-            # writes a whiteout per entry, and the agent's git, teardown and the copy fallback walk them
-            gitops.git(["repack", "-a", "-d", "-q", "--window=0"], cwd=tree.template, env=_git_dir(tree.template))
-            agent_config = str(tree.template / ".git" / "config")
-            gitops.git(["config", "--file", agent_config, "user.name", "agent"])
-            gitops.git(["config", "--file", agent_config, "user.email", "agent@sandbox"])
-            if os.getuid() == 0:
-                _chown_tree(tree.template, *self.owner)
-            if self.kind == "volume":
-                tree = self._to_volume(tree, sha)
-        except (OSError, subprocess.CalledProcessError) as e:
-            self._remove(tree)
-            detail = e.stderr.decode("utf-8", "replace")[-300:] if isinstance(e, subprocess.CalledProcessError) else e
-            raise InfraError(f"preparing the base tree of {sha[:12]} failed: {detail}") from e
-        except BaseException:
-            self._remove(tree)
-            raise
-        return tree
-
-    def _to_volume(self, tree: BaseTree, sha: str) -> BaseTree:
-        """The template, copied once into a volume of the engine (one archive stream)."""
-        assert self.side is not None
-        volume = names.run_object(self.side.run_id, f"base-{sha[:12]}")
-        uid, gid = self.owner
-        volumes.make(
-            self.side.runtime,
-            volume,
-            volumes.tar_tree(tree.template, uid=uid, gid=gid),
-            image=self.side.image,
-            labels=self.side.labels,
-        )
-        volumes.probe_overlay(self.side.runtime, volume, image=self.side.image, labels=self.side.labels)
-        return BaseTree(tree.checkout, tree.template, tree.index, volume, census(tree.template).depth)
-
-    def _remove(self, tree: BaseTree) -> None:
-        if tree.volume is not None and self.side is not None:
-            self.side.runtime.remove_objects([DockerObject("volume", tree.volume)])
-        if tree.checkout.exists():
-            gitops.remove_worktree(self.repo, tree.checkout)
-        remove_tree(tree.checkout.parent)
-
-    def close(self) -> None:
-        """Remove every base tree (worktree admin entry in the user's repo included). Idempotent."""
-        with self._lock:
-            trees, self._trees = list(self._trees.values()), {}
-        for tree in trees:
-            self._remove(tree)
-
-
-def _git_dir(tree: Path) -> dict[str, str]:
-    return {"GIT_DIR": str(tree / ".git"), "GIT_WORK_TREE": str(tree)}
-
-
-def _entries(directory: Path) -> list[str]:
-    return [str(directory / name) for name in sorted(os.listdir(directory)) if name != ".git"]
-
-
-def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceKind) -> TrialDirs:
+def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: HostKind) -> TrialDirs:
     """Create every directory of a trial on ``base``. On failure, whatever was made is removed again.
     ``owner`` is the uid:gid the untrusted containers run as."""
     dirs = TrialDirs.at(root, kind)
@@ -383,18 +163,17 @@ def prepare(base: BaseTree, root: Path, owner: tuple[int, int], kind: WorkspaceK
 def prepare_volumes(
     side: EngineSide,
     base: BaseTree,
-    root: Path,
     volumes_: TrialVolumes,
     labels: Mapping[str, str],
     owner: tuple[int, int],
     mountpoint: tuple[str, ...] = (),
-) -> TrialDirs:
+) -> None:
     """A volume workspace on ``base`` (see the module docstring): the scratch volume, filled once with its
     directories (the upper ones owned by ``owner`` with the template root's mode, which the merged root
     takes), and the two overlay volumes over it. ``mountpoint``: directories to make in the workspace
     (the installed delivery's ``.claude/skills/<name>``, checked against the base: a file or symlink on
-    the way is refused). ``root``: the trial's directory, which a volume workspace never makes. What is
-    made carries ``labels``: teardown removes it by name or label."""
+    the way is refused). Nothing of it is a path of this machine. What is made carries ``labels``:
+    teardown removes it by name or label."""
     if base.volume is None:
         raise InfraError("a volume workspace needs its base tree in a volume")
     uid, gid = owner
@@ -431,8 +210,9 @@ def prepare_volumes(
             upper=VolumeDir(volumes_.scratch, upper),
             work=VolumeDir(volumes_.scratch, work),
         )
-    return TrialDirs.at(root, "volume", volumes_)  # ``root`` is never made: nothing of the trial is here
 
+
+COLLECT_DEADLINE_S = 300
 
 OUT_FILES = {
     "status": 4096,
@@ -573,3 +353,225 @@ def read_capped(path: Path, cap: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+# ----------------------------------------------------------------- one trial's workspace, by its kind
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one trial's workspace containers (its watchdog in the engine, collect) run and what they carry:
+    the engine, the hardening profile, the attempt's names and labels, and the run's start gate."""
+
+    runtime: ContainerRuntime
+    profile: roles.Profile
+    names: TrialNames
+    labels: Mapping[str, str]
+    gate: Gate
+
+
+class TrialWorkspace(Protocol):
+    """One trial's workspace, of its kind: everything a trial does differently by where its trees are
+    (directories of this machine, or volumes of the engine's). Named before it exists (:func:`for_trial`);
+    :meth:`make` makes it on a base tree, and teardown removes :meth:`objects` by name and calls
+    :meth:`remove`, on every path."""
+
+    kind: WorkspaceKind
+
+    def make(self, base: BaseTree, mountpoint: tuple[str, ...] = ()) -> None:
+        """Make the workspace on ``base`` (with the empty directories ``mountpoint`` inside, where the installed
+        delivery mounts its skill); on failure, what was made is removed again. Raises InfraError."""
+        ...
+
+    @property
+    def agent_tree(self) -> Path | str:
+        """The agent's /workspace: a directory of this machine, or a volume's name."""
+        ...
+
+    @property
+    def verify_tree(self) -> Path | str:
+        """Verify's /workspace (base + patch, made by collect): a directory, or a volume's name."""
+        ...
+
+    def watchdog(
+        self, limit: watchdog.WorkspaceLimit, timeout_s: int, kill_agent: Callable[[watchdog.Trip], None]
+    ) -> watchdog.Watchdog | watchdog.EngineWatchdog:
+        """The bound on what the agent writes into it (walked here, or in the engine); a trip kills the agent."""
+        ...
+
+    def collect(self, protected: Sequence[str], patch_cap: int) -> tuple[ExitInfo, Mapping[str, bytes]]:
+        """collect.sh in a ``--network none`` container: the patch, its stats and scans, and verify's tree.
+        Returns its exit and its outputs (:data:`OUT_FILES`, read capped, links never followed)."""
+        ...
+
+    def objects(self) -> list[DockerObject]:
+        """What of it the engine holds, by name (for a teardown that cannot list by label)."""
+        ...
+
+    def remove(self) -> None:
+        """Remove what of it is on this machine. Idempotent; raises InfraError when something is left."""
+        ...
+
+
+def for_trial(bases: BaseTrees, root: Path, place: Place) -> TrialWorkspace:
+    """The workspace of the run's kind for the trial whose directory is ``root`` (named, not made)."""
+    if bases.kind == "volume":
+        assert bases.side is not None
+        return VolumeWorkspace(place, bases.side, root)
+    return HostWorkspace(place, bases.kind, root)
+
+
+class HostWorkspace:
+    """An overlay (over the base's template) or a copy of it: directories of this machine, bind-mounted."""
+
+    def __init__(self, place: Place, kind: Literal["overlay", "copy"], root: Path) -> None:
+        self.place = place
+        self.kind: WorkspaceKind = kind
+        self.dirs = TrialDirs.at(root, kind)
+        self._base: BaseTree | None = None
+
+    def make(self, base: BaseTree, mountpoint: tuple[str, ...] = ()) -> None:
+        self.dirs = prepare(base, self.dirs.root, parse_user(self.place.profile.user), self.dirs.kind)
+        self._base = base
+        if mountpoint:
+            make_mountpoint(self.dirs.workspace, mountpoint)
+
+    @property
+    def agent_tree(self) -> Path:
+        return self.dirs.workspace
+
+    @property
+    def verify_tree(self) -> Path:
+        return self.dirs.verify
+
+    def watchdog(
+        self, limit: watchdog.WorkspaceLimit, timeout_s: int, kill_agent: Callable[[watchdog.Trip], None]
+    ) -> watchdog.Watchdog:
+        return watchdog.Watchdog(self.dirs.watched, limit, on_trip=kill_agent)
+
+    def collect(self, protected: Sequence[str], patch_cap: int) -> tuple[ExitInfo, Mapping[str, bytes]]:
+        assert self._base is not None, "collect before make"
+        overlay = self.dirs.kind == "overlay"
+        if overlay:  # what the agent wrote, from the overlay's upper directory (lstat only)
+            write_changes(self.dirs)
+        p = self.place
+        run = p.runtime.run(
+            roles.collect_spec(
+                p.profile,
+                name=p.names.container("collect"),
+                labels=p.labels,
+                base=self._base.checkout,
+                workspace=self.dirs.workspace,
+                out=self.dirs.out,
+                verify_tree=self.dirs.verify,
+                protected=protected,
+                patch_cap=patch_cap,
+                incremental=(self.dirs.changes, self._base.index) if overlay else None,
+            ),
+            deadline_s=COLLECT_DEADLINE_S,
+            gate=p.gate,
+        )
+        caps = {name: cap or patch_cap + 1 for name, cap in OUT_FILES.items()}
+        return run, {name: read_capped(self.dirs.out / name, cap) for name, cap in caps.items()}
+
+    def objects(self) -> list[DockerObject]:
+        return []
+
+    def remove(self) -> None:
+        remove(self.dirs)
+
+
+class VolumeWorkspace:
+    """Overlay volumes the engine makes and mounts (a remote engine, or ``HARNESS_WORKSPACE=volume``):
+    nothing of the trial is a path of this machine, so its watchdog and its collect's listing run in the
+    engine, and collect's outputs come back as one archive."""
+
+    kind: WorkspaceKind = "volume"
+
+    def __init__(self, place: Place, side: EngineSide, root: Path) -> None:
+        self.place = place
+        self.side = side
+        self.volumes = TrialVolumes.of(place.names)
+        self.root = root
+        """The trial's directory, which a volume workspace never makes (nothing of it is here)."""
+        self._base: BaseTree | None = None
+
+    def make(self, base: BaseTree, mountpoint: tuple[str, ...] = ()) -> None:
+        owner = parse_user(self.place.profile.user)
+        prepare_volumes(self.side, base, self.volumes, self.place.labels, owner, mountpoint)
+        self._base = base
+
+    @property
+    def agent_tree(self) -> str:
+        return self.volumes.workspace
+
+    @property
+    def verify_tree(self) -> str:
+        return self.volumes.verify
+
+    def watchdog(
+        self, limit: watchdog.WorkspaceLimit, timeout_s: int, kill_agent: Callable[[watchdog.Trip], None]
+    ) -> watchdog.EngineWatchdog:
+        assert self._base is not None, "a watchdog before make"
+        p, depth = self.place, self._base.depth
+        return watchdog.EngineWatchdog(
+            p.runtime,
+            roles.watch_spec(
+                p.profile,
+                name=p.names.container("watch"),
+                labels=p.labels,
+                scratch_volume=self.volumes.scratch,
+                command=watchdog.engine_command(f"{roles.SCRATCH_MOUNT}/upper", limit, depth),
+            ),
+            limit,
+            depth,
+            kill_agent,
+            deadline_s=host_deadline_s(timeout_s) + 60,
+            gate=p.gate,
+        )
+
+    def collect(self, protected: Sequence[str], patch_cap: int) -> tuple[ExitInfo, Mapping[str, bytes]]:
+        """Collect lists the upper directory itself; its outputs come back as one archive of ``out/``."""
+        assert self._base is not None and self._base.volume is not None, "collect before make"
+        p = self.place
+        run = p.runtime.run(
+            roles.collect_volume_spec(
+                p.profile,
+                name=p.names.container("collect"),
+                labels=p.labels,
+                base_volume=self._base.volume,
+                workspace_volume=self.volumes.workspace,
+                scratch_volume=self.volumes.scratch,
+                verify_volume=self.volumes.verify,
+                protected=protected,
+                patch_cap=patch_cap,
+            ),
+            deadline_s=COLLECT_DEADLINE_S,
+            gate=p.gate,
+            archive=f"{roles.SCRATCH_MOUNT}/out",
+            archive_cap=patch_cap + (10 << 20),
+        )
+        return run, read_out_archive(run.archive, patch_cap)
+
+    def objects(self) -> list[DockerObject]:
+        """Its volumes, and the filler of its scratch volume in case that outlived its fill."""
+        return [DockerObject("container", names.filler(self.volumes.scratch)), *self.volumes.objects()]
+
+    def remove(self) -> None:
+        remove(TrialDirs.at(self.root))  # never made: nothing to do unless something else made it
+
+
+def make_mountpoint(tree: Path, parts: Sequence[str]) -> None:
+    """Make the directories ``parts`` (one inside the other) in a tree no container has started on yet: empty
+    directories for a read-only mount. Refuses a symlink or a file on the way (the repository's content is
+    data)."""
+    path = tree
+    for part in parts:
+        path = path / part
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            os.mkdir(path, 0o755)
+            continue
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise InfraError(f"cannot mount the skill: {path} exists and is not a directory")

@@ -33,7 +33,8 @@ from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, DockerObject, ExitInfo, VolumeMount
 from harness.study.config import Resources
 from harness.trial import workspace
-from harness.trial.workspace import BaseTree, BaseTrees, EngineSide, TrialDirs, TrialVolumes
+from harness.trial.basetrees import BaseTree, BaseTrees, EngineSide, parse_user
+from harness.trial.workspace import TrialVolumes
 from tests.factories import init_repo, run_git
 from tests.integration.helpers import volume_probe_spec
 from tests.integration.test_workspaces import BASE, _edits, _tree, assert_patch_holds_the_edits
@@ -54,11 +55,10 @@ class Rig:
     labels: dict[str, str]
     run_root: Path
 
-    def trial(self, name: str) -> TrialDirs:
+    def trial(self, name: str) -> TrialVolumes:
         vols = TrialVolumes.of(TrialNames(RUN_ID, name))
-        return workspace.prepare_volumes(
-            self.side, self.base, self.run_root / name, vols, self.labels, workspace.parse_user(self.profile.user)
-        )
+        workspace.prepare_volumes(self.side, self.base, vols, self.labels, parse_user(self.profile.user))
+        return vols
 
     def container(self, name: str, command: tuple[str, ...], *mounts: VolumeMount) -> ContainerSpec:
         return volume_probe_spec(self.profile, f"hx-{RUN_ID}-{name}", self.labels, command, *mounts)
@@ -110,35 +110,31 @@ def rig(tmp_path: Path, engine: Engine, images: ImageSet) -> Iterator[Rig]:
         bases.close()
 
 
-def _edit(rig: Rig, dirs: TrialDirs) -> None:
+def _edit(rig: Rig, vols: TrialVolumes) -> None:
     """``_edits`` run inside the engine, as the agent, on the trial's /workspace volume."""
-    assert dirs.volumes is not None
     source = (
         "import os, shutil\nfrom pathlib import Path\n" + inspect.getsource(_edits) + "\n_edits(Path('/workspace'))\n"
     )
-    spec = rig.container(
-        "edit", ("python3", "-c", source), VolumeMount(dirs.volumes.workspace, "/workspace", read_only=False)
-    )
+    spec = rig.container("edit", ("python3", "-c", source), VolumeMount(vols.workspace, "/workspace", read_only=False))
     run = rig.engine.run(spec, deadline_s=120)
     assert run.exit_code == 0, run.stderr[-800:]
 
 
 def _collect(
-    rig: Rig, name: str, dirs: TrialDirs, *, workspace_of: TrialDirs | None = None, status: bytes = b"ok\n"
+    rig: Rig, name: str, vols: TrialVolumes, *, workspace_of: TrialVolumes | None = None, status: bytes = b"ok\n"
 ) -> dict[str, bytes]:
-    """collect.sh on ``dirs`` (its scratch's out/ and its verify volume), in volume mode; with
+    """collect.sh on ``vols`` (its scratch's out/ and its verify volume), in volume mode; with
     ``workspace_of``, in full mode over that trial's workspace (COLLECT_UPPER unset)."""
-    assert dirs.volumes is not None and rig.base.volume is not None
-    source = workspace_of if workspace_of is not None else dirs
-    assert source.volumes is not None
+    assert rig.base.volume is not None
+    source = workspace_of if workspace_of is not None else vols
     spec = roles.collect_volume_spec(
         rig.profile,
         name=f"hx-{RUN_ID}-{name}",
         labels=rig.labels,
         base_volume=rig.base.volume,
-        workspace_volume=source.volumes.workspace,
-        scratch_volume=dirs.volumes.scratch,
-        verify_volume=dirs.volumes.verify,
+        workspace_volume=source.workspace,
+        scratch_volume=vols.scratch,
+        verify_volume=vols.verify,
         protected=PROTECTED,
         patch_cap=1 << 20,
     )
@@ -153,13 +149,12 @@ def _collect(
 
 def test_volume_extraction_is_byte_identical_to_the_full_one(rig: Rig) -> None:
     edited, reference = rig.trial("edited"), rig.trial("reference")
-    assert edited.kind == "volume" and edited.volumes is not None and reference.volumes is not None
     base_before = rig.tree(rig.base.volume or "", "base-before")
-    assert rig.tree(edited.volumes.workspace, "ws-before") == base_before, "a fresh workspace is the base"
+    assert rig.tree(edited.workspace, "ws-before") == base_before, "a fresh workspace is the base"
     _edit(rig, edited)
-    after = rig.tree(edited.volumes.workspace, "ws-after")
+    after = rig.tree(edited.workspace, "ws-after")
     assert after != base_before and "src/new.py" in after, "positive control: the edits landed"
-    upper = rig.names(edited.volumes.scratch, "scratch")
+    upper = rig.names(edited.scratch, "scratch")
     assert "upper/src/new.py" in upper and "upper/.gitignore" not in upper, "the upper layer holds only changes"
     assert upper["upper/src/util.py"], "a deletion is a whiteout (a character device) in the upper layer"
 
@@ -169,8 +164,8 @@ def test_volume_extraction_is_byte_identical_to_the_full_one(rig: Rig) -> None:
     assert inc["numstat"] == full["numstat"] and inc["raw"] == full["raw"]
     assert inc["nested"] == full["nested"] == b""
     assert_patch_holds_the_edits(inc["patch.diff"])
-    inc_verify = rig.tree(edited.volumes.verify, "verify-inc")
-    full_verify = rig.tree(reference.volumes.verify, "verify-full")
+    inc_verify = rig.tree(edited.verify, "verify-inc")
+    full_verify = rig.tree(reference.verify, "verify-full")
     assert inc_verify == full_verify, "verify trees: base + patch, protected path restored"
     assert inc_verify["docs/guide.md"][0] == oct(0), "the protected path is the base's (not executable)"
     assert rig.tree(rig.base.volume or "", "base-after") == base_before, "the base volume was never written"
@@ -179,17 +174,16 @@ def test_volume_extraction_is_byte_identical_to_the_full_one(rig: Rig) -> None:
 def test_a_stopped_volume_extraction_still_lists_the_agents_links(rig: Rig) -> None:
     """Issue 24 item 10, on a volume workspace (collect lists the upper layer itself): a FIFO named
     .gitignore stops extraction before git; the links the agent made are listed all the same."""
-    dirs = rig.trial("stopped")
-    assert dirs.volumes is not None
-    _edit(rig, dirs)
+    vols = rig.trial("stopped")
+    _edit(rig, vols)
     fifo = rig.container(
         "fifo",
         ("sh", "-c", "rm /workspace/.gitignore && mkfifo /workspace/.gitignore"),
-        VolumeMount(dirs.volumes.workspace, "/workspace", read_only=False),
+        VolumeMount(vols.workspace, "/workspace", read_only=False),
     )
     assert rig.engine.run(fifo, deadline_s=60).exit_code == 0
     stopped = b"special file named .git* in the workspace (not opened; git would block on it)\n"
-    out = _collect(rig, "stopped-collect", dirs, status=stopped)
+    out = _collect(rig, "stopped-collect", vols, status=stopped)
     parts = out["links"].split(b"\0")
     listed = {(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)}
     assert listed == {(b"/workspace/README.md", b"docs/guide.md"), (b"/workspace/escape-link", b"/etc/passwd")}
@@ -197,12 +191,11 @@ def test_a_stopped_volume_extraction_still_lists_the_agents_links(rig: Rig) -> N
 
 
 def test_a_trial_s_volumes_go_with_teardown(rig: Rig) -> None:
-    dirs = rig.trial("gone")
-    assert dirs.volumes is not None
-    names = {v.name for v in dirs.volumes.objects()}
+    vols = rig.trial("gone")
+    names = {v.name for v in vols.objects()}
     listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
     assert names <= listed, "positive control: the trial's volumes exist and carry its labels"
-    removal = rig.engine.remove_objects(dirs.volumes.objects())
+    removal = rig.engine.remove_objects(vols.objects())
     assert not removal.errors
     listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
     assert not names & listed

@@ -24,7 +24,8 @@ from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
 from harness.study.config import Resources
 from harness.trial import workspace
-from harness.trial.workspace import BaseTrees, TrialDirs
+from harness.trial.basetrees import BaseTrees
+from harness.trial.workspace import TrialDirs
 from tests.factories import init_repo, run_git
 
 pytestmark = [

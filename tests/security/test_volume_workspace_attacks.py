@@ -53,8 +53,9 @@ from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, VolumeMount
 from harness.study.config import Resources
 from harness.trial import watchdog, workspace
+from harness.trial.basetrees import BaseTrees, EngineSide
 from harness.trial.watchdog import WorkspaceLimit
-from harness.trial.workspace import BaseTrees, EngineSide, TrialDirs, TrialVolumes
+from harness.trial.workspace import TrialVolumes
 from tests.factories import init_repo
 from tests.integration.helpers import latest, run_experiment, volume_probe_spec
 from tests.security.helpers import HostileTask, Inspector, bash, kv, probes, write_hostile
@@ -308,13 +309,13 @@ def attacked(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPath
     try:
         base = bases.get(sha)
         assert base.volume is not None
-        trials: dict[str, TrialDirs] = {}
+        trials: dict[str, TrialVolumes] = {}
         for key in ("a", "b"):
             labels = make_labels(run_id, role="trial", trial_id=key, ttl_s=900)
-            vols = TrialVolumes.of(TrialNames(run_id, key))
-            trials[key] = workspace.prepare_volumes(side, base, run_root / key, vols, labels, users.agent)
-        a, b = trials["a"].volumes, trials["b"].volumes
-        assert a is not None and b is not None and not list(run_root.glob("[ab]")), "no trial path here"
+            trials[key] = TrialVolumes.of(TrialNames(run_id, key))
+            workspace.prepare_volumes(side, base, trials[key], labels, users.agent)
+        a, b = trials["a"], trials["b"]
+        assert not list(run_root.glob("[ab]")), "no trial path here"
         control = volumes.make(
             engine,
             f"hx-{run_id}-control",
@@ -579,7 +580,7 @@ def test_the_in_engine_watcher_counts_what_the_agent_hides(
     try:
         base = bases.get(sha)
         vols = TrialVolumes.of(TrialNames(run_id, "t"))
-        workspace.prepare_volumes(side, base, run_root / "t", vols, labels, users.agent)
+        workspace.prepare_volumes(side, base, vols, labels, users.agent)
         rig = Rig(engine, profile, run_id, labels, base.volume or "", vols, vols, "")
         script = HIDE.format(chmod="chmod 000 /workspace/h && " if hide else "")
         code, _out, err = rig.run(rig.agent("agent", vols.workspace, ("sh", "-c", script)))

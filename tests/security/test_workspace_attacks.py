@@ -23,7 +23,8 @@ from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import BindMount, ContainerSpec, Limits
 from harness.trial import workspace
-from harness.trial.workspace import BaseTree, BaseTrees, TrialDirs
+from harness.trial.basetrees import BaseTree, BaseTrees
+from harness.trial.workspace import TrialDirs
 from tests.factories import init_repo
 
 pytestmark = [

@@ -25,6 +25,7 @@ from harness.sandbox.engineview import PROBE_ROLE
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import ContainerSpec
 from harness.sandbox.uids import RoleUsers
+from harness.study import prices
 from harness.study.config import Resources, load_study
 from harness.study.lock import lock
 from tests.fakes import FakeRuntime, Outcome, listening
@@ -253,7 +254,8 @@ def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[
         skill, (uid, _, mode) = runtime.volume_file(site.skill_volume, "SKILL.md")
         assert skill.startswith(b"#") and (uid, mode) == (0, 0o444), "root's, read-only"
         assert not list(site.root.rglob("api-key")), "the key is in its volume only, never in the run directory"
-        assert site.route_env == {} and site.route_mounts == ()
+        price_table = prices.gateway_env(prices.effective(s.study.prereg.execution))
+        assert site.gateway_env == price_table and site.route_mounts == (), "no route: only the price table"
         assert site.upstream == f"http://hx-{RUN_ID}-scripted:{roles.SCRIPTED_PORT}"
         assert site.upstream_network == NETWORK[1] and _objects(runtime) == SCRIPTED_UP
         left = roles.verify_spec(
@@ -323,8 +325,8 @@ def test_a_proxys_password_reaches_the_sidecars_as_a_file_of_theirs_never_an_env
         assert (proxy, uid, gid, mode) == (route.proxy.encode(), 1001, 1001, 0o400), "the sidecars' alone, as the key"
         _, (uid, _, mode) = runtime.volume_file(mount.volume, upstream.CA_MOUNT.rpartition("/")[2])
         assert (uid, mode) == (0, 0o444)
-        assert site.route_env["GATEWAY_PROXY_FILE"] == upstream.PROXY_FILE
-        assert "s3cret" not in repr(site.route_env)
+        assert site.gateway_env["GATEWAY_PROXY_FILE"] == upstream.PROXY_FILE
+        assert "s3cret" not in repr(site.gateway_env)
         # the preflight container got the file, not the password
         (preflight,) = seen
         assert "s3cret" not in repr(preflight.env) and mount in preflight.volumes

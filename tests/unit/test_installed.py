@@ -16,6 +16,7 @@ from harness.sidecars import scripted_api, skilltrace
 from harness.study.config import Execution
 from harness.study.skillname import listed_name
 from harness.trial import installed
+from harness.trial.workspace import make_mountpoint
 from tests.factories import provenance, trial_record
 
 LISTING = (
@@ -196,13 +197,13 @@ def test_skill_name_and_mountpoint(tmp_path: Path) -> None:
     assert listed_name(skill, "fallback") == "real-name"
     ws = tmp_path / "ws"
     ws.mkdir()
-    installed.prepare_mountpoint(ws, "real-name")
+    make_mountpoint(ws, installed.mountpoint("real-name"))
     assert (ws / ".claude" / "skills" / "real-name").is_dir()
     evil = tmp_path / "evil"
     (evil / ".claude").mkdir(parents=True)
     (evil / ".claude" / "skills").symlink_to("/etc")
     with pytest.raises(InfraError):
-        installed.prepare_mountpoint(evil, "x")
+        make_mountpoint(evil, installed.mountpoint("x"))
 
 
 # ------------------------------------------------------------------ reports

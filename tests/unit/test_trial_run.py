@@ -39,10 +39,11 @@ from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial import workspace
+from harness.trial.basetrees import BaseTrees, EngineSide, WorkspaceKind
 from harness.trial.reaper import TrialReaper
+from harness.trial.site import RunSite
 from harness.trial.trial import PATCH_CAP, StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit, engine_command
-from harness.trial.workspace import BaseTrees, WorkspaceKind
 from tests.factories import PROV, init_repo
 from tests.fakes import (
     FakeRuntime,
@@ -92,13 +93,15 @@ class Rig:
         run_own = [("network", UPSTREAM_NET), ("volume", KEY_VOLUME), ("volume", SKILL_VOLUME)]
         bases = [("volume", name) for kind, name in left if kind == "volume" and name.startswith(BASE_VOLUME)]
         assert left == sorted(run_own + bases), "only the run's own network and volumes may be left"
-        assert not bases or self.ctx.bases.kind == "volume", "a base volume is made for volume workspaces only"
+        assert not bases or self.ctx.site.bases.kind == "volume", "a base volume is made for volume workspaces only"
         # the run's own: its base trees, and the note of the repository they are worktrees of (for gc)
-        left_dirs = [p.name for p in self.ctx.run_root.iterdir() if p.name != REPOSITORIES_FILE]
+        left_dirs = [p.name for p in self.ctx.site.root.iterdir() if p.name != REPOSITORIES_FILE]
         assert all(name.startswith("base-") for name in left_dirs), f"the trial directory is removed: {left_dirs}"
-        assert not mounts_below(self.ctx.run_root), "no overlay of the trial is left mounted"
-        self.ctx.bases.close()  # the run's base trees go with the run (RunResources)
-        assert not [p for p in self.ctx.run_root.iterdir() if p.name != REPOSITORIES_FILE], "the base trees are removed"
+        assert not mounts_below(self.ctx.site.root), "no overlay of the trial is left mounted"
+        self.ctx.site.bases.close()  # the run's base trees go with the run (RunResources)
+        assert not [p for p in self.ctx.site.root.iterdir() if p.name != REPOSITORIES_FILE], (
+            "the base trees are removed"
+        )
         assert sorted((o.kind, o.name) for o in self.runtime.left()) == run_own, "the base volume goes with them"
         worktrees = subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "list", "--porcelain"], capture_output=True, text=True, check=True
@@ -145,6 +148,7 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
     ) -> Rig:
         """``workspace_kind`` None: chosen as a run chooses it (``remote``: an engine on another machine)."""
         ctx_fields = {k: roles_and_ctx.pop(k) for k in list(roles_and_ctx) if k in TrialContext.__dataclass_fields__}
+        site_fields = {k: roles_and_ctx.pop(k) for k in list(roles_and_ctx) if k in RunSite.__dataclass_fields__}
         root = tmp_path / f"rig{len(rigs)}"
         repo = root / "repo"
         sha = init_repo(repo, files)
@@ -158,27 +162,30 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         runtime.calls.clear()  # the run's set-up is not the trial's
         stop = threading.Event()
         user = f"{os.getuid()}:{os.getgid()}"
-        side = workspace.EngineSide(runtime, SIDECAR_IMAGE, run_labels, RUN_ID)
+        side = EngineSide(runtime, SIDECAR_IMAGE, run_labels, RUN_ID)
         ctx_fields.setdefault(
             "execution", Execution(model="sonnet", judge_model="haiku", budgets=Budgets(timeout_s=600))
         )
-        ctx = TrialContext(
+        site = RunSite(
             engine=runtime,
-            profile=roles.Profile(TRIAL_IMAGE, SIDECAR_IMAGE, Limits(), user=user, sidecar_user=user),
-            experiment_id="e1",
             run_id=RUN_ID,
-            run_root=root / "run",
-            repo=repo,
-            provenance=PROV.model_copy(update={"base_sha": sha}),
-            skill_volume=SKILL_VOLUME,
+            profile=roles.Profile(TRIAL_IMAGE, SIDECAR_IMAGE, Limits(), user=user, sidecar_user=user),
+            root=root / "run",
+            bases=BaseTrees(repo, root / "run", (os.getuid(), os.getgid()), kind=workspace_kind, side=side),
             key_volume=KEY_VOLUME,
+            skill_volume=SKILL_VOLUME,
             upstream=f"http://hx-{RUN_ID}-scripted:8080",
             upstream_network=UPSTREAM_NET,
+            **site_fields,
+        )
+        ctx = TrialContext(
+            site=site,
+            experiment_id="e1",
+            provenance=PROV.model_copy(update={"base_sha": sha}),
             artifacts=ArtifactStore(root / "artifacts", Redactor()),
             redactor=Redactor(["sk-ant-test-key"]),
             stop=stop,
             starts=StartGate(stop),
-            bases=BaseTrees(repo, root / "run", (os.getuid(), os.getgid()), kind=workspace_kind, side=side),
             **ctx_fields,
         )
         (root / "run").mkdir()
@@ -188,8 +195,8 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
 
     yield make
     for rig in rigs:
-        rig.ctx.bases.close()
-        assert not mounts_below(rig.ctx.run_root)
+        rig.ctx.site.bases.close()
+        assert not mounts_below(rig.ctx.site.root)
 
 
 # ------------------------------------------------------------------- success
@@ -506,7 +513,7 @@ def test_a_volume_trial_mounts_no_path_of_the_controller(make_rig: Callable[...,
     assert all(s.mounts == () for s in specs), [(s.name, s.mounts) for s in specs if s.mounts]
     assert [v for v in by_role["agent"].volumes if v.target == "/workspace"] == [VolumeMount(ws, "/workspace", False)]
     assert by_role["verify"].volumes == (VolumeMount(vf, "/workspace", read_only=False),)
-    base = rig.ctx.bases.get(rig.ctx.provenance.base_sha).volume
+    base = rig.ctx.site.bases.get(rig.ctx.provenance.base_sha).volume
     assert base is not None
     assert set(by_role["collect"].volumes) == {
         VolumeMount(base, "/base", read_only=True),
@@ -692,9 +699,9 @@ def test_the_watch_container_walks_the_upper_with_the_runs_limits(make_rig: Call
     specs = rig.specs()
     assert rig.run().status == "completed"
     (watch,) = [s for s in specs if s.labels.get(ROLE) == "watch"]
-    base = rig.ctx.bases.get(rig.ctx.provenance.base_sha)
+    base = rig.ctx.site.bases.get(rig.ctx.provenance.base_sha)
     assert watch.command == engine_command("/trial/upper", limit, base.depth)
-    assert watch.user == rig.ctx.profile.user and watch.network == "none"
+    assert watch.user == rig.ctx.site.profile.user and watch.network == "none"
     assert watch.name == f"hx-{RUN_ID}-{KEY}-watch"
     rig.assert_torn_down()
 
@@ -878,7 +885,7 @@ def test_leftovers_of_teardown_are_flagged_on_the_record(make_rig: Callable[...,
     assert gateway in flag and "network" in flag, "the gateway stayed, so its network could not go either"
     run_own = [UPSTREAM_NET, KEY_VOLUME, SKILL_VOLUME]
     assert sorted(o.name for o in rig.runtime.left()) == sorted([*run_own, gateway, f"hx-{RUN_ID}-fix-b0-a1-net"])
-    assert not (rig.ctx.run_root / "fix-b0-a1").exists(), "the host side is torn down all the same"
+    assert not (rig.ctx.site.root / "fix-b0-a1").exists(), "the host side is torn down all the same"
 
 
 def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[..., Rig]) -> None:
@@ -1044,7 +1051,7 @@ def test_the_reapers_leftovers_are_reported_to_the_run_not_on_the_record(make_ri
         rec = rig.run()
     assert rec.status == "completed" and not any(f.startswith("teardown_incomplete") for f in rec.flags)
     assert any(gateway in e and e.startswith(f"trial {rec.trial_id}: ") for e in events), events
-    assert not (rig.ctx.run_root / "fix-b0-a1").exists(), "the host side is torn down all the same"
+    assert not (rig.ctx.site.root / "fix-b0-a1").exists(), "the host side is torn down all the same"
 
 
 def test_the_reaper_removes_only_its_attempts_objects_not_the_next_attempts(make_rig: Callable[..., Rig]) -> None:

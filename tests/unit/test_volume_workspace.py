@@ -29,14 +29,13 @@ from harness.sandbox import roles, volumes
 from harness.sandbox.labels import RUN, make_labels
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
+from harness.trial.basetrees import KIND_VARIABLE, BaseTree, EngineSide, kind_from_env
 from harness.trial.watchdog import WATCH_SCRIPT, EngineWatchdog, Trip, WorkspaceLimit, engine_command
 from harness.trial.workspace import (
-    KIND_VARIABLE,
     OUT_FILES,
-    BaseTree,
-    EngineSide,
+    Place,
     TrialVolumes,
-    kind_from_env,
+    VolumeWorkspace,
     prepare_volumes,
     read_out_archive,
 )
@@ -173,8 +172,13 @@ class Side:
     root: Path
     vols: TrialVolumes
 
-    def prepare(self, mountpoint: tuple[str, ...] = (), owner: tuple[int, int] = (1234, 5678)) -> Any:
-        return prepare_volumes(self.side, self.base, self.root, self.vols, LABELS, owner, mountpoint)
+    def prepare(self, mountpoint: tuple[str, ...] = (), owner: tuple[int, int] = (1234, 5678)) -> VolumeWorkspace:
+        """The trial's workspace of the volume kind, made (its files owned by ``owner``)."""
+        profile = dataclasses.replace(PROFILE, user=f"{owner[0]}:{owner[1]}")
+        place = Place(self.runtime, profile, TrialNames(RUN_ID, "trial"), LABELS, contextlib.nullcontext)
+        ws = VolumeWorkspace(place, self.side, self.root)
+        ws.make(self.base, mountpoint)
+        return ws
 
     def trial_volumes(self) -> list[str]:
         return sorted(n for n in self.runtime.volumes if n != self.base.volume)
@@ -206,9 +210,9 @@ def side(tmp_path: Path) -> Iterator[Side]:
 
 
 def test_the_scratch_fill_makes_every_directory_with_its_owner_and_the_overlays_stand_on_it(side: Side) -> None:
-    dirs = side.prepare(mountpoint=(".claude", "skills", "careful"))
-    assert dirs.kind == "volume" and dirs.volumes == side.vols
-    assert dirs.workspace_tree == side.vols.workspace and dirs.verify_tree == side.vols.verify
+    ws = side.prepare(mountpoint=(".claude", "skills", "careful"))
+    assert ws.kind == "volume" and ws.volumes == side.vols
+    assert ws.agent_tree == side.vols.workspace and ws.verify_tree == side.vols.verify
     assert not side.root.exists(), "nothing of a volume trial is a path of the controller's"
     scratch = side.runtime.volumes[side.vols.scratch]
     owner, top = (1234, 5678), 0o750
@@ -275,7 +279,6 @@ def test_a_base_tree_without_a_volume_is_refused(side: Side) -> None:
         prepare_volumes(
             side.side,
             BaseTree(side.base.checkout, side.base.template, side.base.index),
-            side.root,
             side.vols,
             {},
             (1, 1),
