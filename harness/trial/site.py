@@ -82,12 +82,15 @@ class TrialSite:
         labels: Mapping[str, str],
         *,
         gateway_budget_usd: float,
+        gateway_env: Mapping[str, str] | None = None,
         gate: Gate | None = None,
         reaper: TrialReaper | None = None,
         trial_id: str,
         timed: Callable[[str], AbstractContextManager[None]] = lambda _phase: nullcontext(),
     ) -> None:
-        """``labels``: the attempt's (with its trial id); ``gate``: entered around every container start;
+        """``labels``: the attempt's (with its trial id); ``gateway_budget_usd``: what its gateway lets through;
+        ``gateway_env``: its gateway's settings beyond the run's (``RunSite.gateway_env``); ``gate``: entered
+        around every container start;
         ``reaper``: the run's, which ``__exit__`` hands the teardown to (None: done before it returns);
         ``timed``: the trial's phase timer, which ``__exit__`` times the ``teardown`` phase with."""
         self.run = run
@@ -105,6 +108,7 @@ class TrialSite:
         self.leftovers: list[str] = []
         """What teardown could not remove (empty when it was handed to the reaper, which reports its own)."""
         self._budget_usd = gateway_budget_usd
+        self._gateway_env = {**run.gateway_env, **(gateway_env or {})}
         self._reaper = reaper
         self._timed = timed
         self._gateway_up: _InBackground[str] | None = None
@@ -126,10 +130,13 @@ class TrialSite:
                 self.leftovers = self._tear_down()
 
     # -------------------------------------------------------------------- make
-    def make(self, base_sha: str, *, mountpoint: tuple[str, ...] = ()) -> BaseTree:
+    def make(self, base_sha: str | None, *, mountpoint: tuple[str, ...] = ()) -> BaseTree | None:
         """The trial's network and gateway on their own thread, and meanwhile its workspace on the base tree
-        of ``base_sha`` (returned), with the empty directories ``mountpoint`` inside it."""
+        of ``base_sha`` (returned), with the empty directories ``mountpoint`` inside it. ``base_sha`` None: an
+        attempt without a workspace (the gateway only)."""
         self._gateway_up = _InBackground("gateway-up", self._start_gateway)
+        if base_sha is None:
+            return None
         base = self.run.bases.get(base_sha)
         self.workspace.make(base, mountpoint)
         return base
@@ -160,7 +167,7 @@ class TrialSite:
             upstream=run.upstream,
             key_volume=run.key_volume,
             budget_usd=self._budget_usd,
-            route_env=run.gateway_env,
+            route_env=self._gateway_env,
             route_volumes=run.route_mounts,
         )
         run.engine.create(spec, extra_networks=[self.network])
