@@ -13,6 +13,7 @@ masked arm's :func:`library_prefix`, which names the skills :mod:`harness.trial.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 from collections.abc import Sequence
@@ -84,10 +85,18 @@ class TrialSpec:
     order: int
     skills: tuple[str, ...] = ()
     """Library experiments, masked arm: the skills of this (task, sample) pair's mask, in delivery order."""
+    treatment: Arm | None = None
+    """The arm whose treatment the agent gets (its prompt, what is mounted), when it is not its own: an A/A
+    calibration's skill trials are given the baseline's (:func:`aa_plan`) and recorded as the skill arm's."""
+
+    @property
+    def treated_as(self) -> Arm:
+        """The arm whose treatment the agent gets: :attr:`treatment`, else its own."""
+        return self.treatment or self.arm
 
     @property
     def prompt(self) -> str:
-        return prompt_for(self.arm, self.task.prompt, self.skills)
+        return prompt_for(self.treated_as, self.task.prompt, self.skills)
 
 
 def trial_id(task_id: str, arm: Arm, run_index: int) -> str:
@@ -106,6 +115,12 @@ def plan_trials(tasks: Sequence[Task], runs_per_arm: int, seed: int) -> tuple[Tr
             for arm in arms:
                 specs.append(TrialSpec(trial_id(task.id, arm, rnd), task, arm, rnd, rnd, len(specs)))
     return tuple(specs)
+
+
+def aa_plan(specs: Sequence[TrialSpec]) -> tuple[TrialSpec, ...]:
+    """An A/A calibration's plan: the same trials, every skill trial given the baseline's treatment (same
+    prompt, no skill mounted), so the usual analysis compares the baseline with itself."""
+    return tuple(dataclasses.replace(s, treatment="baseline") if s.arm == "skill" else s for s in specs)
 
 
 class ShardRef(NamedTuple):

@@ -24,7 +24,6 @@ trial starts, running ones finish, and every trial that did not run gets a
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import secrets
@@ -51,6 +50,7 @@ from harness.records import Provenance, TrialRecord
 from harness.redact import Redactor
 from harness.reporting.outputs import AB_OUTPUTS, CALIBRATION_OUTPUTS
 from harness.results.attempts import latest_by_trial, spent_usd, stops
+from harness.results.identity import RecordIdentity
 from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
 from harness.sandbox import reaper, uids
@@ -171,7 +171,8 @@ class Experiment:
     def plan_specs(self) -> tuple[TrialSpec, ...]:
         """Every planned trial of the experiment (all shards)."""
         ex = self.study.prereg.execution
-        return plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed)
+        specs = plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed)
+        return plan.aa_plan(specs) if self.options.aa else specs
 
     def prompt_template_sha256(self) -> str:
         return plan.prompt_template_sha256()
@@ -223,6 +224,7 @@ class Experiment:
             images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
             provenance = self._provenance(lock, images)
             fingerprints = self._fingerprints(provenance, images, compiled)
+            identity = RecordIdentity.of_run(provenance, shard=self.shard_text, baseline_fingerprints=fingerprints)
             # a reused baseline that cannot serve the plan is refused here, naming why, before any container
             self.check_reuse(specs, latest, fingerprints, provenance)
             base_outcomes = self._preflight(store, images, lock.base_sha)
@@ -237,7 +239,7 @@ class Experiment:
             self._record_baseline_inputs(store)
             if base_outcomes is not None:
                 preflight.write_record(store.root, base_outcomes)
-            reused = self._reuse(store, specs, latest, fingerprints, provenance, lock_hash)
+            reused = self._reuse(store, specs, latest, identity)
             so_far = store.results.read().records
             self.preflight(specs, so_far, provenance)
             left = plan_remaining(specs, so_far, ex.max_infra_retries)
@@ -247,7 +249,7 @@ class Experiment:
                 self.events.message(note)
             ran = 0
             if left.todo:
-                ran = self._run_trials(left, store, images, provenance, lock_hash, compiled, fingerprints)
+                ran = self._run_trials(left, store, images, identity, compiled)
             records = store.results.read().records
         budget_stopped, early_stopped = stops(records)
         return ExperimentResult(
@@ -469,15 +471,11 @@ class Experiment:
         store: ExperimentDir,
         specs: Sequence[TrialSpec],
         latest: Mapping[str, TrialRecord],
-        fingerprints: Mapping[str, str],
-        provenance: Provenance,
-        lock_hash: str,
+        identity: RecordIdentity,
     ) -> int:
         if not self.options.reuse_from:
             return 0
-        wanted = {
-            s.trial_id: fingerprints[s.task.id] for s in specs if s.arm == "baseline" and s.trial_id not in latest
-        }
+        wanted = {s.trial_id: fp for s in specs if (fp := identity.fingerprint(s)) and s.trial_id not in latest}
         sources = reuse.experiment_dirs(self.options.reuse_from)
         if not wanted or not sources:
             if not sources:
@@ -486,13 +484,13 @@ class Experiment:
                     + ", ".join(str(p) for p in self.options.reuse_from)
                 )
             return 0
-        chosen = reuse.select(wanted, sources, provenance, exclude=store.root, inputs=self.baseline_inputs)
+        chosen = reuse.select(wanted, sources, identity.provenance, exclude=store.root, inputs=self.baseline_inputs)
         found = chosen.found
         order = {s.trial_id: i for i, s in enumerate(specs)}
         for trial_id in sorted(found, key=order.__getitem__):
             match = found[trial_id]
             reuse.copy_artifacts(match.record, match.directory, store.root)
-            store.results.append(reuse.adopt(match, experiment_id=lock_hash[:12], lock_hash=lock_hash))
+            store.results.append(identity.adopt(match.record, str(match.directory)))
         self.events.message(
             f"baseline reuse: {len(found)} of {len(wanted)} baseline trial(s) copied from "
             f"{len({m.directory for m in found.values()})} earlier experiment(s); {len(wanted) - len(found)} to run"
@@ -502,14 +500,7 @@ class Experiment:
 
     # ------------------------------------------------------------------ the trials
     def _run_trials(
-        self,
-        left: Remaining,
-        store: ExperimentDir,
-        images: ImageSet,
-        provenance: Provenance,
-        lock_hash: str,
-        compiled: bytes | None,
-        fingerprints: Mapping[str, str],
+        self, left: Remaining, store: ExperimentDir, images: ImageSet, identity: RecordIdentity, compiled: bytes | None
     ) -> int:
         """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
         many trials ran to a final record."""
@@ -536,7 +527,7 @@ class Experiment:
             TrialLoop,
             append=store.results.append,
             policy=policy,
-            skipped=SkippedRecords(lock_hash[:12], provenance, self.shard_text, fingerprints),
+            skipped=SkippedRecords(identity),
             prior=left.latest,
             finals=left.finals,
             spent=spent,
@@ -548,14 +539,12 @@ class Experiment:
         if stop_before_start(policy, left.finals, spent) is not None:
             # no trial may start, so no run set-up at all: the loop only writes the skipped lines
             return loop(_nothing_starts).run(left.todo).ran
-        setup = self._run_setup(images, left.todo, compiled, provenance.base_sha)
+        setup = self._run_setup(images, left.todo, compiled, identity.provenance.base_sha)
         store.redactor.add(setup.key)
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
         with RunResources(self.engine, setup, store, self.events) as site, TrialReaper(self._cleanup) as reaper:
-            context = self._trial_context(
-                site, store, images, provenance, lock_hash, fingerprints, reaper, on_api_pause=pause.hold
-            )
-            run_one = functools.partial(run_as_planned, self.trial_runner, context, aa=self.options.aa)
+            context = self._trial_context(site, store, images, identity, reaper, on_api_pause=pause.hold)
+            run_one = functools.partial(self.trial_runner, context)
             return loop(run_one).run(left.todo).ran
 
     def _run_setup(
@@ -584,9 +573,7 @@ class Experiment:
         site: RunSite,
         store: ExperimentDir,
         images: ImageSet,
-        provenance: Provenance,
-        lock_hash: str,
-        fingerprints: Mapping[str, str],
+        identity: RecordIdentity,
         reaper: TrialReaper | None = None,
         *,
         on_api_pause: Callable[[float], None] = lambda _seconds: None,
@@ -595,18 +582,15 @@ class Experiment:
         return TrialContext(
             site=site,
             execution=self.study.prereg.execution,
-            experiment_id=lock_hash[:12],
-            provenance=provenance,
+            identity=identity,
             artifacts=store.artifacts,
             redactor=store.redactor,
             stop=self.stop,
             on_phase=self.events.phase,
-            shard=self.shard_text,
             workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
             starts=self.starts,
-            same_patch=self._same_patch(store, provenance, images),
+            same_patch=self._same_patch(store, identity.provenance, images),
             skill_name=listed_name(self.study.skill_dir, self.study.prereg.skill),
-            baseline_fingerprints=fingerprints,
             reaper=reaper,
             on_api_pause=on_api_pause,
         )
@@ -667,26 +651,3 @@ class Experiment:
 
 def _nothing_starts(spec: TrialSpec, attempt: int) -> TrialRecord:
     raise AssertionError("unreachable: a stop applies before any trial starts")
-
-
-def run_as_planned(
-    runner: Callable[[TrialContext, TrialSpec, int], TrialRecord],
-    ctx: TrialContext,
-    spec: TrialSpec,
-    attempt: int,
-    *,
-    aa: bool = False,
-) -> TrialRecord:
-    """Run one trial; in A/A mode a ``skill`` trial runs as a baseline trial and keeps its own id and arm."""
-    if not aa or spec.arm != "skill":
-        return runner(ctx, spec, attempt)
-    # The trial's container and directory names come from (task, arm, run): an offset run index keeps
-    # the A/A twin from colliding with the baseline trial of the same task and run.
-    twin = dataclasses.replace(spec, arm="baseline", run_index=spec.run_index + AA_RUN_OFFSET)
-    record = runner(ctx, twin, attempt)
-    return record.model_copy(
-        update={"arm": "skill", "trial_id": spec.trial_id, "run_index": spec.run_index, "baseline_fingerprint": None}
-    )
-
-
-AA_RUN_OFFSET = 100_000

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ResumeError
 from harness.plan import TrialSpec
-from harness.records import Provenance, StopReason, TrialRecord
+from harness.records import StopReason, TrialRecord
 from harness.results.attempts import is_final, latest_by_trial
+from harness.results.identity import RecordIdentity
 from harness.results.meta import ExperimentMeta, Mode
 
 
@@ -85,27 +86,15 @@ class SkippedRecords:
     """Makes the ``skipped`` record of a planned trial that a stop kept from running (the loop's
     :data:`~harness.experiment.loop.SkippedFactory`)."""
 
-    experiment_id: str
-    provenance: Provenance
-    shard: str | None
-    baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
-    """Task id -> baseline fingerprint: a skipped baseline record carries it like a run one."""
+    identity: RecordIdentity
 
     def __call__(self, spec: TrialSpec, attempt: int, kind: StopReason, why: str) -> TrialRecord:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         return TrialRecord(
-            experiment_id=self.experiment_id,
-            trial_id=spec.trial_id,
-            task_id=spec.task.id,
-            arm=spec.arm,
-            run_index=spec.run_index,
-            attempt=attempt,
-            provenance=self.provenance,
+            **self.identity.of(spec, attempt),
             status="skipped",
             error=why,
             started_at=now,
             finished_at=now,
-            shard=self.shard,
             stopped_by=kind,
-            baseline_fingerprint=self.baseline_fingerprints.get(spec.task.id) if spec.arm == "baseline" else None,
         )

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from harness import plan
 from harness.errors import ConfigError
 from harness.host.files import atomic_write
-from harness.records import RESULTS, Provenance, ReusedFrom, TrialRecord
+from harness.records import RESULTS, Provenance, TrialRecord
 from harness.results.attempts import latest_by_trial
 from harness.results.meta import read_meta
 from harness.results.store import read_results
@@ -368,21 +368,6 @@ def recorded_inputs(directory: Path) -> BaselineInputs | None:
     except ConfigError:
         return None
     return BaselineInputs.from_json(meta.baseline_inputs) if meta is not None else None
-
-
-def adopt(match: Match, *, experiment_id: str, lock_hash: str) -> TrialRecord:
-    """The copy that joins the new experiment: its lock, and where it first ran."""
-    rec = match.record
-    origin = rec.reused_from or ReusedFrom(
-        experiment_id=rec.experiment_id, lock_hash=rec.provenance.lock_hash, directory=str(match.directory)
-    )
-    return rec.model_copy(
-        update={
-            "experiment_id": experiment_id,
-            "provenance": rec.provenance.model_copy(update={"lock_hash": lock_hash}),
-            "reused_from": origin,
-        }
-    )
 
 
 def copy_artifacts(record: TrialRecord, source: Path, target: Path) -> int:

@@ -32,13 +32,13 @@ from harness.records import (
     JudgeResult,
     MountedSkill,
     PatchInfo,
-    Provenance,
     SkillUse,
     TrialRecord,
     TrialStatus,
     VerifyResult,
 )
 from harness.redact import Redactor
+from harness.results.identity import RecordIdentity
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
@@ -97,13 +97,12 @@ class TrialContext:
     site: RunSite
     """What the run's set-up made: the engine, the profile, the base trees, volumes, the upstream."""
     execution: Execution
-    experiment_id: str
-    provenance: Provenance
+    identity: RecordIdentity
+    """What every record of the run says it belongs to and ran on (its provenance, its baseline fingerprints)."""
     artifacts: ArtifactStore
     redactor: Redactor
     stop: threading.Event
     on_phase: Callable[[str, str], None] = lambda _trial, _phase: None
-    shard: str | None = None
     workspace_limit: watchdog.WorkspaceLimit = field(default_factory=watchdog.WorkspaceLimit)
     """Bounds on the bind-mounted /workspace (no Docker flag bounds a bind mount)."""
     starts: StartGate = field(default_factory=lambda: StartGate(threading.Event()))
@@ -112,9 +111,6 @@ class TrialContext:
     """Verify (and, if preregistered, judge) results shared between identical patches of one run."""
     skill_name: str = ""
     """The name the CLI lists the skill under (installed delivery: its mount's directory name)."""
-    baseline_fingerprints: Mapping[str, str] = field(default_factory=dict)
-    """Task id -> the baseline fingerprint of this run's settings (:mod:`harness.experiment.reuse`): every
-    baseline record carries its task's from birth, so a later experiment can reuse it."""
     reaper: TrialReaper | None = None
     """The run's reaper: teardown is handed to it, off the next trial's critical path
     (:mod:`harness.trial.reaper`); None: each trial tears itself down before its record is returned."""
@@ -170,7 +166,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         with site:  # removed on every path, or handed to the run's reaper
             with phase("workspace"):  # the gateway's network and container come up on their own thread meanwhile
                 mountpoint = installed.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
-                site.make(ctx.provenance.base_sha, mountpoint=mountpoint)
+                site.make(ctx.identity.provenance.base_sha, mountpoint=mountpoint)
                 done.workspace_kind = site.workspace.kind
 
             with phase("gateway"):  # the run learns of the API's retry-after when the gateway sees it
@@ -189,9 +185,11 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                     network=site.network,
                     gateway_ip=gateway_ip,
                     workspace=site.workspace.agent_tree,
-                    skill_volume=ctx.site.skill_volume if spec.arm == "skill" else None,
+                    skill_volume=ctx.site.skill_volume if spec.treated_as == "skill" else None,
                     command=command,
-                    skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies) if spec.arm == "masked" else (),
+                    skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies)
+                    if spec.treated_as == "masked"
+                    else (),
                     skill_target=skill_target,
                 )
                 if ctx.site.library_copies:  # what the container is given, read from its spec: not the plan's
@@ -238,13 +236,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     if site.leftovers:
         done.flags.append("teardown_incomplete: " + "; ".join(site.leftovers)[:500])
     return TrialRecord(
-        experiment_id=ctx.experiment_id,
-        trial_id=spec.trial_id,
-        task_id=spec.task.id,
-        arm=spec.arm,
-        run_index=spec.run_index,
-        attempt=attempt,
-        provenance=ctx.provenance.model_copy(update=done.provenance),
+        **ctx.identity.of(spec, attempt, observed=done.provenance),
         status=done.status,
         error=ctx.redactor.text(done.error) if done.error else None,
         started_at=started,
@@ -258,10 +250,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         artifacts=done.artifacts,
         flags=tuple(done.flags),
         oom_killed=done.oom,
-        shard=ctx.shard,
         skills_mounted=done.skills_mounted,
         skill=done.skill,
-        baseline_fingerprint=ctx.baseline_fingerprints.get(spec.task.id) if spec.arm == "baseline" else None,
         workspace=done.workspace_kind,
     )
 
@@ -280,7 +270,7 @@ def _agent_done(
     transcript, and the agent phase's status and flags. A watchdog trip skips the rest of the trial."""
     done.meter = apihealth.annotate(gateway.meter(events), events)
     done.skill, done.provenance, skill_flags = installed.observe(
-        events, skill=ctx.skill_name, arm=spec.arm, delivery=ctx.execution.delivery
+        events, skill=ctx.skill_name, arm=spec.treated_as, delivery=ctx.execution.delivery
     )
     done.flags.extend(skill_flags)
     listing = installed.listing_text(events) if ctx.execution.delivery == "installed" else None
@@ -339,7 +329,7 @@ def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:
 
 def _installs_skill(ctx: TrialContext, spec: TrialSpec) -> bool:
     """The installed delivery's skill arm: the skill copy is mounted inside the workspace."""
-    return ctx.execution.delivery == "installed" and spec.arm == "skill"
+    return ctx.execution.delivery == "installed" and spec.treated_as == "skill"
 
 
 def _agent_command(ctx: TrialContext, spec: TrialSpec, timeout_s: int) -> tuple[tuple[str, ...], str]:
@@ -477,7 +467,9 @@ def _verify(ctx: TrialContext, spec: TrialSpec, site: TrialSite, info: PatchInfo
             oom_killed=run.oom_killed,
         )
 
-    key = samepatch.verify_key(task, ctx.provenance.base_sha, ctx.site.profile.trial_image, info.sha256, timeout_s)
+    key = samepatch.verify_key(
+        task, ctx.identity.provenance.base_sha, ctx.site.profile.trial_image, info.sha256, timeout_s
+    )
     result, source = ctx.same_patch.verify.get(key, spec.trial_id, run_verify)
     return result if source is None else result.model_copy(update={"reused_from": source})
 

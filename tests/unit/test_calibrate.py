@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -12,10 +11,10 @@ import pytest
 
 from harness import cli
 from harness.experiment import calibrate
-from harness.experiment.experiment import run_as_planned
-from harness.plan import plan_trials
+from harness.plan import aa_plan, plan_trials
 from harness.reporting import ledger
-from tests.factories import TASKS, make_record, outcome_records, write_experiment
+from harness.results.identity import RecordIdentity
+from tests.factories import PROV, TASKS, outcome_records, write_experiment
 
 AA = {f"t{i}": ("PPF", "PFP") for i in range(6)} | {"t6": ("FFF", "FFF"), "t7": ("PPP", "PPP")}
 
@@ -80,21 +79,20 @@ def test_judge_disagreement_is_measured() -> None:
     assert calibrate.judge_agreement(flipped)["agreement"] == pytest.approx(2 / 3)
 
 
-def test_the_aa_wrapper_runs_the_skill_arm_as_the_baseline() -> None:
-    seen: list[str] = []
-
-    def runner(ctx: Any, spec: Any, attempt: int) -> Any:
-        seen.append(f"{spec.arm}:{spec.prompt[:20]}")
-        return make_record(spec, attempt)
-
-    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "skill")
-    rec = run_as_planned(runner, None, spec, 1, aa=True)  # type: ignore[arg-type]
-    assert seen == [f"baseline:{dataclasses.replace(spec, arm='baseline').prompt[:20]}"]
-    assert rec.arm == "skill" and rec.trial_id == spec.trial_id and rec.baseline_fingerprint is None
-    assert rec.run_index == spec.run_index
-    # positive control: without A/A the skill arm runs as the skill arm
-    run_as_planned(runner, None, spec, 1)  # type: ignore[arg-type]
-    assert seen[-1].startswith("skill:")
+def test_the_aa_plan_gives_the_skill_arm_the_baseline_treatment_and_records_it_as_the_skill_arm() -> None:
+    planned = plan_trials(TASKS, 1, seed=1)
+    twins = aa_plan(planned)
+    assert [s.trial_id for s in twins] == [s.trial_id for s in planned], "the same trials, in the same order"
+    spec = next(s for s in twins if s.arm == "skill")
+    baseline = next(s for s in twins if s.arm == "baseline" and s.task == spec.task)
+    assert spec.treated_as == "baseline" and spec.prompt == baseline.prompt, "no SKILL.md in the A/A arm's prompt"
+    identity = RecordIdentity.of_run(PROV, baseline_fingerprints={t.id: "fp" for t in TASKS})
+    got = identity.of(spec, 1)
+    assert (got["arm"], got["trial_id"], got["run_index"]) == ("skill", spec.trial_id, spec.run_index)
+    assert got["baseline_fingerprint"] is None, "an A/A skill record is never reused as a baseline"
+    # positive control: without A/A the skill arm is treated as the skill arm
+    own = next(s for s in planned if s.trial_id == spec.trial_id)
+    assert own.treated_as == "skill" and own.prompt != baseline.prompt
 
 
 def test_calibrations_are_kept_in_the_ledger_and_reuse_warns_without_a_recent_one(

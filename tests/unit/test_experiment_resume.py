@@ -16,6 +16,7 @@ from harness.host.workroots import OWNER_FILE
 from harness.plan import ShardRef, plan_trials
 from harness.records import ReusedFrom
 from harness.results.attempts import DuplicateAttemptError, is_final, latest_by_trial, spent_usd, stops
+from harness.results.identity import RecordIdentity
 from harness.sandbox.reaper import sweep_work_root
 from harness.study.config import load_study
 from harness.study.lock import lock
@@ -159,7 +160,7 @@ def test_what_is_left_is_every_planned_trial_without_a_final_record() -> None:
 def test_a_skipped_baseline_record_carries_its_fingerprint_from_birth() -> None:
     specs = plan_trials(TASKS, 1, seed=1)
     fingerprints = {t.id: f"fp-{t.id}" for t in TASKS}
-    make = SkippedRecords("e1", PROV, None, fingerprints)
+    make = SkippedRecords(RecordIdentity("e1", PROV, None, fingerprints))
     for spec in specs:
         rec = make(spec, 1, "budget", "the budget is reached")
         assert rec.status == "skipped" and rec.stopped_by == "budget" and rec.error == "the budget is reached"

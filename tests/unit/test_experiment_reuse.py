@@ -15,6 +15,7 @@ from harness.analysis.observations import context_from_records, observations_fro
 from harness.experiment import reuse
 from harness.plan import plan_trials
 from harness.records import ReusedFrom, TrialRecord
+from harness.results.identity import RecordIdentity
 from harness.study.config import DecisionSettings, Execution, Task
 from tests.factories import PROV, TASKS, make_record
 
@@ -228,15 +229,20 @@ def test_difference_names_the_first_input_in_order(
     assert (found is None) if named is None else (found is not None and found.startswith(named)), found
 
 
+def _identity(experiment_id: str, lock_hash: str) -> RecordIdentity:
+    """A run's record identity under another lock (everything else of its provenance is PROV's)."""
+    return RecordIdentity(experiment_id, PROV.model_copy(update={"lock_hash": lock_hash}))
+
+
 def test_adopted_copy_joins_the_new_lock_and_names_its_origin() -> None:
     spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
     rec = make_record(spec, 2).model_copy(update={"baseline_fingerprint": "f" * 64})
-    copy = reuse.adopt(reuse.Match(rec, Path("/src")), experiment_id="new", lock_hash="N" * 64)
+    copy = _identity("new", "N" * 64).adopt(rec, "/src")
     assert copy.provenance.lock_hash == "N" * 64 and copy.experiment_id == "new"
     assert copy.reused_from == ReusedFrom(experiment_id="e", lock_hash=PROV.lock_hash, directory="/src")
     assert copy.provenance.model_dump(exclude={"lock_hash"}) == rec.provenance.model_dump(exclude={"lock_hash"})
     assert (copy.attempt, copy.status, copy.agent_cost_usd) == (2, "completed", rec.agent_cost_usd)
-    again = reuse.adopt(reuse.Match(copy, Path("/mid")), experiment_id="third", lock_hash="T" * 64)
+    again = _identity("third", "T" * 64).adopt(copy, "/mid")
     assert again.reused_from == copy.reused_from, "a copy of a copy still names where the trial ran"
 
 
@@ -253,7 +259,7 @@ def test_reuse_does_not_make_the_decision_invalid_but_real_provenance_difference
     for spec in plan_trials(six, 1, seed=1):
         rec = make_record(spec, 1, passed=spec.arm == "skill" or spec.task.id == "t0")
         if spec.arm == "baseline":
-            rec = reuse.adopt(reuse.Match(rec, Path("/src")), experiment_id="new", lock_hash=new_lock)
+            rec = _identity("new", new_lock).adopt(rec, "/src")
         else:
             rec = rec.model_copy(update={"provenance": rec.provenance.model_copy(update={"lock_hash": new_lock})})
         records.append(rec)
@@ -333,7 +339,8 @@ def test_an_ab_run_says_why_each_baseline_trial_was_not_reused(make_study: Any, 
     run = Experiment(load_study(files.prereg), FakeRuntime(), options, heard)
     here = PROV.model_copy(update={"base_sha": "1a2b3c4" + "0" * 33})
     store = ExperimentDir(tmp_path / "o", Redactor([]))
-    assert run._reuse(store, specs, {}, {s.task.id: "f" * 64 for s in specs}, here, "l" * 64) == 0
+    identity = RecordIdentity.of_run(here, baseline_fingerprints={s.task.id: "f" * 64 for s in specs})
+    assert run._reuse(store, specs, {}, identity) == 0
     assert len(specs) == 3
     assert heard.lines == [
         "baseline reuse: 0 of 3 baseline trial(s) copied from 0 earlier experiment(s); 3 to run (not reused: "

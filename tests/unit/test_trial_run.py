@@ -31,6 +31,7 @@ from harness.host.workroots import REPOSITORIES_FILE
 from harness.plan import TrialSpec, plan_trials
 from harness.records import TrialRecord
 from harness.redact import Redactor
+from harness.results.identity import RecordIdentity
 from harness.results.store import ArtifactStore
 from harness.sandbox import roles, volumes
 from harness.sandbox.deadline import host_deadline_s
@@ -180,8 +181,7 @@ def make_rig(tmp_path: Path) -> Iterator[Callable[..., Rig]]:
         )
         ctx = TrialContext(
             site=site,
-            experiment_id="e1",
-            provenance=PROV.model_copy(update={"base_sha": sha}),
+            identity=RecordIdentity("e1", PROV.model_copy(update={"base_sha": sha}), None, {TASK.id: "fp-fix"}),
             artifacts=ArtifactStore(root / "artifacts", Redactor()),
             redactor=Redactor(["sk-ant-test-key"]),
             stop=stop,
@@ -221,7 +221,7 @@ def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[
     watch = ["watch"] if kind == "volume" else []  # the in-engine watchdog, next to the agent
     assert rig.created() == ["gateway", "agent", *watch, "collect", "verify", "judge"]
     assert rig.fills() == ([f"hx-{RUN_ID}-{KEY}-scratch"] if kind == "volume" else [])
-    base_volume = ("volume", f"{BASE_VOLUME}{rig.ctx.provenance.base_sha[:12]}")
+    base_volume = ("volume", f"{BASE_VOLUME}{rig.ctx.identity.provenance.base_sha[:12]}")
     assert (base_volume in [(o.kind, o.name) for o in rig.runtime.left()]) == (kind == "volume")
     assert rec.patch is not None and rec.patch.files_changed == 1 and rec.patch.rejected is None
     assert rec.verify is not None and rec.verify.exit_code == 0
@@ -233,6 +233,27 @@ def test_a_passing_trial_runs_every_phase_and_leaves_nothing(make_rig: Callable[
     assert rec.flags == ()
     assert b"return a + b" in rig.ctx.artifacts.get(rec.artifacts["patch.diff"])
     rig.assert_torn_down()
+
+
+def test_an_aa_skill_trial_runs_as_the_baseline_and_is_recorded_as_the_skill_arm(make_rig: Callable[..., Rig]) -> None:
+    seen: list[ContainerSpec] = []
+
+    def watching(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        seen.append(spec)
+        return agent(FIXED)(spec, runtime)
+
+    rig = make_rig("skill", agent=watching)
+    rig.spec = replace(rig.spec, treatment="baseline")  # an A/A calibration's skill trial (plan.aa_plan)
+    rec = rig.run()
+    assert rec.status == "completed" and (rec.arm, rec.trial_id) == ("skill", rig.spec.trial_id)
+    assert rec.baseline_fingerprint is None, "only a baseline record carries a fingerprint"
+    assert not [m for m in seen[0].volumes if m.target == "/skill"], "no skill is mounted"
+    assert "SKILL.md" not in " ".join(seen[0].command), "the baseline's prompt"
+    rig.assert_torn_down()
+
+
+def test_a_baseline_trial_records_its_tasks_fingerprint(make_rig: Callable[..., Rig]) -> None:
+    assert make_rig("baseline", agent=agent(FIXED)).run().baseline_fingerprint == "fp-fix"
 
 
 def test_the_skill_arm_mounts_the_skill_copy_read_only(make_rig: Callable[..., Rig]) -> None:
@@ -513,7 +534,7 @@ def test_a_volume_trial_mounts_no_path_of_the_controller(make_rig: Callable[...,
     assert all(s.mounts == () for s in specs), [(s.name, s.mounts) for s in specs if s.mounts]
     assert [v for v in by_role["agent"].volumes if v.target == "/workspace"] == [VolumeMount(ws, "/workspace", False)]
     assert by_role["verify"].volumes == (VolumeMount(vf, "/workspace", read_only=False),)
-    base = rig.ctx.site.bases.get(rig.ctx.provenance.base_sha).volume
+    base = rig.ctx.site.bases.get(rig.ctx.identity.provenance.base_sha).volume
     assert base is not None
     assert set(by_role["collect"].volumes) == {
         VolumeMount(base, "/base", read_only=True),
@@ -699,7 +720,7 @@ def test_the_watch_container_walks_the_upper_with_the_runs_limits(make_rig: Call
     specs = rig.specs()
     assert rig.run().status == "completed"
     (watch,) = [s for s in specs if s.labels.get(ROLE) == "watch"]
-    base = rig.ctx.site.bases.get(rig.ctx.provenance.base_sha)
+    base = rig.ctx.site.bases.get(rig.ctx.identity.provenance.base_sha)
     assert watch.command == engine_command("/trial/upper", limit, base.depth)
     assert watch.user == rig.ctx.site.profile.user and watch.network == "none"
     assert watch.name == f"hx-{RUN_ID}-{KEY}-watch"
@@ -890,7 +911,8 @@ def test_leftovers_of_teardown_are_flagged_on_the_record(make_rig: Callable[...,
 
 def test_teardown_runs_when_the_workspace_cannot_be_made(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig()
-    bad = replace(rig.ctx, provenance=rig.ctx.provenance.model_copy(update={"base_sha": "0" * 40}))
+    elsewhere = rig.ctx.identity.provenance.model_copy(update={"base_sha": "0" * 40})
+    bad = replace(rig.ctx, identity=replace(rig.ctx.identity, provenance=elsewhere))
     rec = run_trial(bad, rig.spec, 1)
     assert rec.status == "infra_error"
     assert rig.created() in ([], ["gateway"]), "the gateway may have come up meanwhile; nothing else"
