@@ -63,6 +63,16 @@ class Provenance(FrozenModel):
     """Installed delivery: ``ok`` when the arm saw what it should (skill arm: its skill listed; baseline: not
     listed); anything else makes the comparison invalid (a skill arm without its listing is not a miss)."""
 
+    def of_run(self) -> Provenance:
+        """What the run knew of this before any trial: without what a trial observes of itself
+        (:data:`OBSERVED_PROVENANCE`). A record and the run it belongs to are compared on this."""
+        return self.model_copy(update=dict.fromkeys(OBSERVED_PROVENANCE))
+
+
+OBSERVED_PROVENANCE = ("listing_sha256", "delivery_check")
+"""Provenance fields a trial observes of itself (the installed delivery's skill listing, in its first request),
+unknown to the run before it: the decision compares them between the arms, never a record with a run."""
+
 
 class AgentResult(FrozenModel):
     """What the CLI's ``--output-format json`` result said (absent fields stay None)."""

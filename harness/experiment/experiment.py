@@ -605,7 +605,7 @@ class Experiment:
         timeout_s = self.study.prereg.execution.budgets.verify_timeout_s
         for rec in store.results.read().records:
             task = tasks.get(rec.task_id)
-            if task is None or rec.patch is None or rec.verify is None or rec.provenance != provenance:
+            if task is None or rec.patch is None or rec.verify is None or rec.provenance.of_run() != provenance:
                 continue
             key = samepatch.verify_key(task, provenance.base_sha, images.trial, rec.patch.sha256, timeout_s)
             same.verify.seed(key, rec.verify, rec.trial_id)

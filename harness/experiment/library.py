@@ -118,7 +118,7 @@ class LibraryExperiment(Experiment):
                 problems.append(f"{spec.trial_id}: not in the baseline (or its fingerprint or provenance differ)")
             elif outcome(rec, rule) not in ("pass", "fail"):
                 problems.append(f"{spec.trial_id}: the bare trial is not final and scorable ({outcome(rec, rule)})")
-            elif rec.provenance != provenance:
+            elif rec.provenance.of_run() != provenance:
                 problems.append(f"{spec.trial_id}: provenance differs from this experiment's")
         library._refuse(problems, f"before any model call, the reused baseline {baseline_dir(self.study)}")
 

@@ -14,7 +14,9 @@ one baseline trial of one task:
     baseline behaviour for this task).
 
 A record is reused only when its fingerprint equals the new trial's, its
-provenance (everything but the lock hash) equals the new experiment's, its
+provenance equals the new experiment's (everything but the lock hash and what
+its trial observed of itself, the installed delivery's skill listing, which
+the decision compares between the arms instead), its
 final attempt produced an outcome (not an infrastructure failure, not skipped),
 and it pairs by the same trial id (task, arm, run index). The copy is admitted
 into the new experiment under its lock (so the provenance check of the
@@ -206,8 +208,9 @@ def difference(then: Mapping[str, Any], now: Mapping[str, Any], keys: Iterable[s
 
 
 def provenance_inputs(p: Provenance) -> dict[str, Any]:
-    """A provenance as reuse compares it: every field but the lock hash (which covers the skill)."""
-    return p.model_dump(exclude={"lock_hash"})
+    """A provenance as reuse compares it: what the run knew before any trial (:meth:`Provenance.of_run`), but
+    the lock hash (which covers the skill)."""
+    return p.of_run().model_dump(exclude={"lock_hash"})
 
 
 class ScriptedViews(NamedTuple):
@@ -256,11 +259,6 @@ def experiment_dirs(paths: Iterable[Path]) -> list[Path]:
             seen.add(key)
             unique.append(p)
     return unique
-
-
-def same_provenance(a: Provenance, b: Provenance) -> bool:
-    """Equal in every field the decision compares, except the lock hash (which covers the skill)."""
-    return provenance_inputs(a) == provenance_inputs(b)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,43 @@ def test_what_is_left_is_every_planned_trial_without_a_final_record() -> None:
     assert plan_remaining(specs, [], 2).note(len(specs)) is None, "a fresh directory does not resume"
 
 
+def test_a_resumed_installed_delivery_run_shares_the_verify_results_it_already_has(
+    make_study: Any, tmp_path: Path
+) -> None:
+    """The identical-patch cache is seeded from the directory's records of this run's provenance; an
+    installed-delivery record's carries what its trial observed of the skill listing, which the run's does
+    not know before any trial: it is still this run's record."""
+    from harness.records import PatchInfo
+    from harness.redact import Redactor
+    from harness.results.store import ExperimentDir
+    from harness.sandbox.images import ImageSet
+    from harness.study.config import load_study
+    from harness.study.lock import lock
+    from harness.trial import samepatch
+
+    files = make_study()
+    lock(files.prereg)
+    study = load_study(files.prereg)
+    run = PROV.model_copy(update={"delivery": "installed"})
+    spec = plan_trials(study.target_tasks(), 1, seed=1)[0]
+    seen = RecordIdentity.of_run(run).of(spec, 1, observed={"listing_sha256": "a" * 64, "delivery_check": "ok"})
+    patch = PatchInfo(sha256="p" * 64, bytes=1, files_changed=1, insertions=1, deletions=0)
+    rec = make_record(spec, 1).model_copy(update={"provenance": seen["provenance"], "patch": patch})
+    store = ExperimentDir(tmp_path / "o", Redactor([]))
+    store.results.append(rec)
+    images = ImageSet("b", "r", "s", "harness-trial:x", "sha256:t", "sha256:s", "2.1.332")
+    experiment = Experiment(study, FakeRuntime(), RunOptions(out=tmp_path / "o", jobs=1))
+    same = experiment._same_patch(store, run, images)
+    key = samepatch.verify_key(
+        spec.task, run.base_sha, images.trial, patch.sha256, study.prereg.execution.budgets.verify_timeout_s
+    )
+
+    def not_again() -> Any:
+        raise AssertionError("verified again: the record's result was not seeded")
+
+    assert same.verify.get(key, "t.other.0", not_again).source == rec.trial_id
+
+
 def test_a_skipped_baseline_record_carries_its_fingerprint_from_birth() -> None:
     specs = plan_trials(TASKS, 1, seed=1)
     fingerprints = {t.id: f"fp-{t.id}" for t in TASKS}

@@ -165,6 +165,25 @@ def test_select_refuses_other_provenance_even_with_the_same_fingerprint(tmp_path
     assert reuse.select({spec.trial_id: "f" * 64}, [tmp_path / "a"], PROV.model_copy(update={"lock_hash": "z"})).found
 
 
+def test_an_installed_delivery_baseline_is_reused_although_its_trial_observed_the_listing(tmp_path: Path) -> None:
+    """An installed-delivery record carries what its trial saw of the skill listing in its provenance
+    (``listing_sha256``, ``delivery_check``); the run's provenance, made before any trial, cannot know it.
+    Reuse compares what the runs share; the decision still compares the listing between the arms."""
+    run = PROV.model_copy(update={"delivery": "installed"})
+    spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
+    fp = "f" * 64
+    identity = RecordIdentity.of_run(run, baseline_fingerprints={spec.task.id: fp})
+    seen = identity.of(spec, 1, observed={"listing_sha256": "a" * 64, "delivery_check": "ok"})
+    rec = make_record(spec, 1).model_copy(update={"provenance": seen["provenance"], "baseline_fingerprint": fp})
+    _source(tmp_path, "a", [rec])
+    chosen = reuse.select({spec.trial_id: fp}, [tmp_path / "a"], run)
+    assert set(chosen.found) == {spec.trial_id}, chosen.missed
+    copy = RecordIdentity.of_run(run.model_copy(update={"lock_hash": "N" * 64})).adopt(rec, "a")
+    assert copy.provenance.listing_sha256 == "a" * 64, "the copy keeps what its trial observed"
+    other = reuse.select({spec.trial_id: fp}, [tmp_path / "a"], run.model_copy(update={"cli_version": "9.9.9"}))
+    assert other.missed == {spec.trial_id: "Claude Code version 2.1.332 -> 9.9.9"}, "what the runs share still counts"
+
+
 def test_select_uses_the_last_attempt_and_the_first_source(tmp_path: Path) -> None:
     spec = next(s for s in plan_trials(TASKS, 1, seed=1) if s.arm == "baseline")
     fp = "f" * 64
