@@ -145,6 +145,7 @@ class FakeContainer:
     state: Literal["created", "running", "exited"] = "created"
     outcome: Outcome = Outcome()
     started_at: float = 0.0
+    finished_at: float | None = None
     exit_code: int | None = None
     killed: threading.Event = field(default_factory=threading.Event)
     chunks: list[tuple[Literal["stdout", "stderr"], bytes]] = field(default_factory=list)
@@ -506,6 +507,12 @@ class FakeRuntime:
         """A running container whose hold is over has exited."""
         if c.state == "running" and time.monotonic() - c.started_at >= c.outcome.hold_s:
             c.state, c.exit_code = "exited", c.outcome.exit_code
+            c.finished_at = c.started_at + c.outcome.hold_s
+
+    @staticmethod
+    def _killed(c: FakeContainer) -> None:
+        c.state, c.exit_code, c.finished_at = "exited", KILLED, time.monotonic()
+        c.killed.set()
 
     def _behaviour(self, spec: ContainerSpec) -> Behaviour:
         for key in (spec.name, spec.labels.get(ROLE, "")):
@@ -581,7 +588,6 @@ class FakeRuntime:
         archive_cap: int = 32 << 20,
     ) -> ExitInfo:
         """The engine's sequence: create, start through the gate, wait, read, remove in ``finally``."""
-        t0 = time.monotonic()
         self.create(spec)
         try:
             with gate() if gate is not None else contextlib.nullcontext():
@@ -598,7 +604,9 @@ class FakeRuntime:
                     there = self._container_dir(spec.name, archive)
                 if there.exists() or there.is_symlink():  # a missing path is None, as the engine's
                     tar, tar_cut = self.get_archive(spec.name, archive, cap=archive_cap)
-            seconds = time.monotonic() - t0
+            with self._lock:
+                c = self._get(spec.name)
+                seconds = (c.finished_at or time.monotonic()) - c.started_at  # from its start to its exit
             if outcome.seconds is not None:  # simulated: the deadline when it overran, else its own
                 seconds = deadline_s if timed_out else outcome.seconds
             return ExitInfo(
@@ -646,8 +654,7 @@ class FakeRuntime:
                 return
             self._refresh(c)
             if c.state == "running":
-                c.state, c.exit_code = "exited", KILLED
-                c.killed.set()
+                self._killed(c)
 
     def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
         self._call("logs", name, self._role(name))
@@ -731,7 +738,7 @@ class FakeRuntime:
             if c is not None:
                 self._refresh(c)
                 if c.state == "running":
-                    c.state, c.exit_code = "exited", KILLED
+                    self._killed(c)
                 c.killed.set()
 
     def remove_network(self, name: str) -> None:

@@ -28,6 +28,7 @@ Deadlines are enforced twice: inside the container by the caller's command
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import ipaddress
 import json
 import os
@@ -104,6 +105,18 @@ def _read_timed_out(e: BaseException) -> bool:
         or isinstance(getattr(a, "reason", None), urllib3.exceptions.ReadTimeoutError)
         for a in e.args
     )
+
+
+def ran_s(state: Mapping[str, Any]) -> float | None:
+    """How long a container ran, from its start to its exit as the engine recorded them (``State`` of an
+    inspect); None when it does not say (never started, not exited, an unreadable time)."""
+    try:
+        started = dt.datetime.fromisoformat(str(state["StartedAt"]))
+        finished = dt.datetime.fromisoformat(str(state["FinishedAt"]))
+    except (KeyError, ValueError):
+        return None
+    seconds = (finished - started).total_seconds()
+    return seconds if seconds >= 0 else None  # FinishedAt is the year 1 until the container exits
 
 
 def removal_order(obj: DockerObject) -> int:
@@ -416,7 +429,7 @@ class Engine:
                 stdout=stdout,
                 stderr=stderr,
                 stdout_truncated=truncated,
-                seconds=time.monotonic() - t0,
+                seconds=ran_s(state) or time.monotonic() - t0,
                 archive=tar,
                 archive_truncated=tar_cut,
             )

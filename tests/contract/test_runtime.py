@@ -55,6 +55,7 @@ EXIT_3 = Program(("sh", "-c", "echo out; echo err >&2; exit 3"), Outcome(exit_co
 SLEEP = Program(("sleep", "30"), Outcome(seconds=30, hold_s=30))
 LOUD = Program(("sh", "-c", "head -c 5000 /dev/zero | tr '\\0' a; printf END"), Outcome(stdout=b"a" * 5000 + b"END"))
 TRUE = Program(("true",), Outcome())
+TWO_SECONDS = Program(("sleep", "2"), Outcome(hold_s=2.0))
 
 
 @dataclass
@@ -155,6 +156,22 @@ def test_a_deadline_gives_timed_out_and_the_container_is_removed(subject: Subjec
     assert res.timed_out and res.exit_code is None
     assert time.monotonic() - t0 < 25, "killed at the deadline, not left to finish"
     assert subject.names() == []
+
+
+def test_seconds_are_how_long_the_container_ran_not_how_long_the_call_took(subject: Subject) -> None:
+    """``ExitInfo.seconds`` is the container's own run, from its start to its exit as the engine recorded them:
+    what the call spent before the start (a create, the gate) or after the exit (logs, an archive) is not the
+    agent's (an exit long before the deadline is read from it: ``trial.integrity_flags``)."""
+
+    @contextlib.contextmanager
+    def slow_gate() -> Iterator[None]:
+        time.sleep(1.5)
+        yield
+
+    quick = subject.runtime.run(subject.spec("quick", TRUE), deadline_s=60, gate=slow_gate)
+    assert quick.exit_code == 0 and 0 <= quick.seconds < 1.2, quick.seconds
+    slow = subject.runtime.run(subject.spec("slow", TWO_SECONDS), deadline_s=60)
+    assert 1.9 <= slow.seconds < 12, f"positive control: a run that takes time says so ({slow.seconds})"
 
 
 def test_output_is_capped_and_its_tail_kept(subject: Subject) -> None:
