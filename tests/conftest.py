@@ -26,6 +26,7 @@ import pytest
 
 from harness import retry
 from harness.demo import DemoSetup
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from tests.remote.dind import DindEngine, RemoteEngine
@@ -202,7 +203,7 @@ def _nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     if leaked:
         from harness.sandbox.runtime import DockerObject
 
-        eng.remove_objects([DockerObject(kind, name) for kind, name in leaked])
+        lifecycle.remove_objects(eng, [DockerObject(kind, name) for kind, name in leaked])
         pytest.fail(f"test left Docker objects behind: {leaked}")
 
 

@@ -1,10 +1,11 @@
 """FakeRuntime: an in-memory :class:`harness.sandbox.runtime.Runtime` for unit tests (no Docker).
 
-It keeps the contract the Docker engine keeps (``tests/contract/test_runtime.py`` runs one suite against
-both): ``run`` removes its container on every path, a deadline gives ``timed_out``, output is capped
-with its tail kept, ``labelled`` lists the owner-labelled objects with their labels, removal takes
-containers before networks and goes on past a failure, a missing image is a ``PrerequisiteError``, and a
-broken engine call is an ``InfraError``, never a timeout.
+It implements the runtime's primitives only; a container's whole run and the removal of many objects are
+:mod:`harness.sandbox.lifecycle`'s, over this runtime as over the Docker engine. It keeps the contract the
+engine keeps (``tests/contract/test_runtime.py`` runs one suite against both): a wait past its deadline
+kills and gives ``timed_out``, the run time is the container's own (simulated with ``Outcome.seconds``),
+output is capped with its tail kept, ``labelled`` lists the owner-labelled objects with their labels, a
+missing image is a ``PrerequisiteError``, and a broken engine call is an ``InfraError``, never a timeout.
 
 What a container does is scripted by its role (the ``harness.role`` label) or its name: a
 :data:`Behaviour` is an :class:`Outcome`, or a callable given the spec and the runtime that returns one.
@@ -53,15 +54,13 @@ from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
 from harness.sandbox.engineview import PROBE_ROLE, TOKEN_FILE
 from harness.sandbox.labels import OWNER, OWNER_VALUE, ROLE, TRIAL
 from harness.sandbox.runtime import (
+    Archive,
     ContainerSpec,
     DanglingImage,
     DockerObject,
     Endpoint,
     EngineInfo,
-    ExitInfo,
-    Gate,
     Logs,
-    Removal,
     Runtime,
     VolumeDir,
     Waited,
@@ -576,53 +575,6 @@ class FakeRuntime:
             c.chunks.extend([("stdout", outcome.stdout), ("stderr", outcome.stderr)])
             self._refresh(c)
 
-    def run(
-        self,
-        spec: ContainerSpec,
-        *,
-        deadline_s: float,
-        output_cap: int = 4 << 20,
-        on_started: Callable[[str], None] | None = None,
-        gate: Gate | None = None,
-        archive: str | None = None,
-        archive_cap: int = 32 << 20,
-    ) -> ExitInfo:
-        """The engine's sequence: create, start through the gate, wait, read, remove in ``finally``."""
-        self.create(spec)
-        try:
-            with gate() if gate is not None else contextlib.nullcontext():
-                self.start(spec.name)
-            if on_started is not None:
-                on_started(spec.name)
-            exit_code, timed_out = self.wait(spec.name, deadline_s)
-            stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
-            stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
-            outcome = self._get(spec.name).outcome
-            tar, tar_cut = None, False
-            if archive is not None:
-                with self._lock:
-                    there = self._container_dir(spec.name, archive)
-                if there.exists() or there.is_symlink():  # a missing path is None, as the engine's
-                    tar, tar_cut = self.get_archive(spec.name, archive, cap=archive_cap)
-            with self._lock:
-                c = self._get(spec.name)
-                seconds = (c.finished_at or time.monotonic()) - c.started_at  # from its start to its exit
-            if outcome.seconds is not None:  # simulated: the deadline when it overran, else its own
-                seconds = deadline_s if timed_out else outcome.seconds
-            return ExitInfo(
-                exit_code=None if timed_out else exit_code,
-                timed_out=timed_out,
-                oom_killed=outcome.oom_killed,
-                stdout=stdout,
-                stderr=stderr,
-                stdout_truncated=truncated,
-                seconds=seconds,
-                archive=tar,
-                archive_truncated=tar_cut,
-            )
-        finally:
-            self.remove_container(spec.name)
-
     def wait(self, name: str, deadline_s: float) -> Waited:
         self._call("wait", name, self._role(name))
         with self._lock:
@@ -630,20 +582,25 @@ class FakeRuntime:
             if c.state == "created":
                 raise InfraError(f"waiting for container {name} failed: it was never started")
             self._refresh(c)
-            if c.killed.is_set():  # by someone else: a result
-                return Waited(c.exit_code, timed_out=False)
             outcome = c.outcome
             left = outcome.hold_s - (time.monotonic() - c.started_at)
-        if outcome.seconds is not None and outcome.seconds > deadline_s:
-            self.kill(name)
-            return Waited(None, timed_out=True)
-        running = c.state == "running" and left > 0
-        if running and not c.killed.wait(min(left, deadline_s)) and left > deadline_s:
-            self.kill(name)
-            return Waited(None, timed_out=True)
+        if not c.killed.is_set():  # a kill by someone else is a result
+            if outcome.seconds is not None and outcome.seconds > deadline_s:  # a simulated overrun: at once
+                self.kill(name)
+                return Waited(None, timed_out=True, oom_killed=outcome.oom_killed, ran_s=deadline_s)
+            running = c.state == "running" and left > 0
+            if running and not c.killed.wait(min(left, deadline_s)) and left > deadline_s:
+                self.kill(name)
+                return Waited(None, timed_out=True, oom_killed=outcome.oom_killed, ran_s=self._ran_s(c))
         with self._lock:
             self._refresh(c)
-            return Waited(c.exit_code, timed_out=False)
+            ran = outcome.seconds if outcome.seconds is not None else self._ran_s(c)
+            return Waited(c.exit_code, timed_out=False, oom_killed=outcome.oom_killed, ran_s=ran)
+
+    @staticmethod
+    def _ran_s(c: FakeContainer) -> float:
+        """From its start to its exit (now, while it runs): real time, or the simulated ``Outcome.seconds``."""
+        return (c.finished_at or time.monotonic()) - c.started_at
 
     def kill(self, name: str) -> None:
         with contextlib.suppress(Exception):  # never raises, like the engine's
@@ -822,12 +779,12 @@ class FakeRuntime:
                     return (vol if vol.overlay is None else None), path[len(v.target) :].strip("/"), v.read_only
         return None, "", False
 
-    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+    def get_archive(self, name: str, path: str, *, cap: int) -> Archive | None:
         self._call("get_archive", name, self._role(name))
         with self._lock:
             src = self._container_dir(name, path)
         if not (src.exists() or src.is_symlink()):
-            raise InfraError(f"copying {name}:{path} out failed: no such file or directory")
+            return None
         vol, inner, _ = self._volume_at(name, path)
 
         def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -840,23 +797,12 @@ class FakeRuntime:
         with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
             tf.add(src, arcname=path.rstrip("/").rsplit("/", 1)[-1] or ".", filter=owned)  # named as inside
         data = bio.getvalue()
-        return (data[:cap], True) if len(data) > cap else (data, False)
+        return Archive(data[:cap], True) if len(data) > cap else Archive(data, False)
 
-    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        done = Removal(removed=[], errors=[])
-        order = {"container": 0, "network": 1, "volume": 2}
-        for obj in sorted(objects, key=lambda o: order[o.kind]):
-            try:
-                remove = {"container": self.remove_container, "network": self.remove_network}.get(obj.kind)
-                (remove or self.remove_volume)(obj.name)
-            except InfraError as e:
-                done.errors.append(str(e))
-                continue
-            done.removed.append(obj)
-        return done
-
-    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
-        return self.remove_objects(self.labelled(selector))
+    def remove(self, obj: DockerObject) -> None:
+        {"container": self.remove_container, "network": self.remove_network, "volume": self.remove_volume}[obj.kind](
+            obj.name
+        )
 
     # ------------------------------------------------------------- ImageStore
     def image_id(self, ref: str) -> str | None:

@@ -42,7 +42,7 @@ from harness.host.files import atomic_write
 from harness.host.trees import remove_tree
 from harness.redact import Redactor
 from harness.results.load import PREFLIGHT_JSON
-from harness.sandbox import names, volumes
+from harness.sandbox import lifecycle, names, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import DockerObject
@@ -244,7 +244,8 @@ class Preflight:
                 labels=labels,
             )
             t0 = time.monotonic()
-            run = self.engine.run(
+            run = lifecycle.run(
+                self.engine,
                 sandbox.verify_spec(
                     self.profile,
                     name=own.container("verify"),
@@ -258,7 +259,7 @@ class Preflight:
             )
             seconds = time.monotonic() - t0
         finally:
-            self.engine.remove_objects([DockerObject("volume", tree)])
+            lifecycle.remove_objects(self.engine, [DockerObject("volume", tree)])
         tail = self.redactor.text((run.stdout + run.stderr)[-TAIL:].decode("utf-8", "replace"))
         return BaseOutcome(
             task_id=task.id,

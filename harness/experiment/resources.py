@@ -49,7 +49,7 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
-from harness.sandbox import engineview, names, roles, subnets, volumes
+from harness.sandbox import engineview, lifecycle, names, roles, subnets, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study import prices
@@ -258,9 +258,9 @@ class RunResources:
             self._save_scripted_log()
         # everything the run made carries its label: the trials' leftovers, the scripted API, the network
         try:
-            _, errors = self.engine.remove_labelled({RUN: self.setup.run_id})
+            _, errors = lifecycle.remove_labelled(self.engine, {RUN: self.setup.run_id})
         except HarnessError:  # cannot list: what this run made, by name (never the user's network)
-            _, errors = self.engine.remove_objects(self._made)
+            _, errors = lifecycle.remove_objects(self.engine, self._made)
         for error in errors:
             self.events.message(f"cleanup: {error}")
         if self._bases is not None:

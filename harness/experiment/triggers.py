@@ -49,8 +49,8 @@ from harness.host import workroots
 from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
+from harness.sandbox import lifecycle, subnets, volumes
 from harness.sandbox import roles as sandbox
-from harness.sandbox import subnets, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
@@ -281,7 +281,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
                 (options.out / "scripted-api.log").write_bytes(data)
             except HarnessError:
                 pass
-        engine.remove_labelled({RUN: run_id})
+        lifecycle.remove_labelled(engine, {RUN: run_id})
         remove_tree(work)
     analysis = analyze(prereg, records)
     (options.out / "triggers.json").write_text(json.dumps(analysis, indent=2, sort_keys=True) + "\n")
@@ -378,7 +378,7 @@ def _one_run(
             skill_target=installed.skill_target(prereg.skill),
             command=command,
         )
-        engine.run(agent, deadline_s=host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
+        lifecycle.run(engine, agent, deadline_s=host_deadline_s(ex.budgets.timeout_s), output_cap=1 << 20)
         evts = gateway.events(engine, gw.name)
         meter = gateway.meter(evts)
         outcome, reason, extra = verdict(evts, prereg.skill)
@@ -403,7 +403,7 @@ def _one_run(
             seconds=(dt.datetime.now(dt.UTC) - t0).total_seconds(),
         )
     finally:
-        engine.remove_labelled({RUN: run_id, TRIAL: spec.run_id})
+        lifecycle.remove_labelled(engine, {RUN: run_id, TRIAL: spec.run_id})
 
 
 # ======================================================================== analysis

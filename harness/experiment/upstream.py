@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, InfraError, PrerequisiteError
-from harness.sandbox import volumes
+from harness.sandbox import lifecycle, volumes
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Limits, VolumeMount
 from harness.sidecars.upstream_link import bypass_proxy
@@ -174,7 +174,7 @@ def preflight(
         tmpfs=("/tmp",),
         workdir="/tmp",
     )
-    run = engine.run(spec, deadline_s=60, output_cap=65536)
+    run = lifecycle.run(engine, spec, deadline_s=60, output_cap=65536)
     verdict: dict[str, object] = {}
     for line in run.stdout.decode("utf-8", "replace").splitlines():
         try:

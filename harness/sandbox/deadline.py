@@ -3,7 +3,7 @@
 Every command with a time limit runs under ``timeout -k`` inside its container (:func:`deadline_argv`), so
 it is stopped by a timer the container's own init reaps; the controller's wait (:func:`host_deadline_s`)
 is later still and fires only when that timer was stopped or killed, and then kills the container.
-Pure values: the engine applies the host deadline (``ContainerRuntime.run(deadline_s=...)``).
+Pure values: the engine applies the host deadline (``harness.sandbox.lifecycle.run(deadline_s=...)``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from harness.host.capacity import capacity
 from harness.host.paths import HostPaths
 from harness.host.slots import machine_capacity, machine_memory
 from harness.host.trees import overlay_available
-from harness.sandbox import engineview, images, names, pool, roles, subnets, uids, volumes
+from harness.sandbox import engineview, images, lifecycle, names, pool, roles, subnets, uids, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import make_labels
@@ -121,7 +121,7 @@ def gvisor_check(engine: Engine, image: str | None) -> Check:
         runtime="runsc",
     )
     try:
-        result = engine.run(spec, deadline_s=60)
+        result = lifecycle.run(engine, spec, deadline_s=60)
     except HarnessError as e:
         return Check("warn", "gVisor (runsc)", f"registered but a test container failed: {e}")
     if result.exit_code == 0:
@@ -347,9 +347,9 @@ def free_disk_in_engine(runtime: ContainerRuntime, image: str, *, prefix: str) -
     )
     try:
         runtime.create_volume(volume, labels)
-        result = runtime.run(spec, deadline_s=60)
+        result = lifecycle.run(runtime, spec, deadline_s=60)
     finally:
-        runtime.remove_objects([DockerObject("container", name), DockerObject("volume", volume)])
+        lifecycle.remove_objects(runtime, [DockerObject("container", name), DockerObject("volume", volume)])
     if result.exit_code != 0:
         raise HarnessError(f"the disk probe exited {result.exit_code}: {result.stderr[-200:]!r}")
     return int(result.stdout.strip())
@@ -365,7 +365,7 @@ def overlay_check(runtime: ContainerRuntime, image: str, *, prefix: str) -> Chec
     except HarnessError as e:
         return Check("fail", "overlay volumes", str(e).splitlines()[0])
     finally:
-        runtime.remove_objects([DockerObject("volume", lower)])
+        lifecycle.remove_objects(runtime, [DockerObject("volume", lower)])
     return Check("ok", "overlay volumes", "a container mounted one (volume workspaces work here)")
 
 

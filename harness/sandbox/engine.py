@@ -53,16 +53,14 @@ from harness.retry import call_with_retry
 from harness.sandbox import labels as L
 from harness.sandbox import subnets
 from harness.sandbox.runtime import (
+    Archive,
     ContainerSpec,
     DanglingImage,
     DockerObject,
     Endpoint,
     EngineInfo,
-    ExitInfo,
-    Gate,
     Logs,
     LogStream,
-    Removal,
     VolumeDir,
     Waited,
 )
@@ -117,11 +115,6 @@ def ran_s(state: Mapping[str, Any]) -> float | None:
         return None
     seconds = (finished - started).total_seconds()
     return seconds if seconds >= 0 else None  # FinishedAt is the year 1 until the container exits
-
-
-def removal_order(obj: DockerObject) -> int:
-    """Containers first (a network or a volume a container uses cannot go), then networks, then volumes."""
-    return {"container": 0, "network": 1, "volume": 2}[obj.kind]
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -394,77 +387,33 @@ class Engine:
         except DOCKER_ERRORS as e:
             raise InfraError(f"starting container {name} failed: {e}") from e
 
-    def run(
-        self,
-        spec: ContainerSpec,
-        *,
-        deadline_s: float,
-        output_cap: int = 4 << 20,
-        on_started: Callable[[str], None] | None = None,
-        gate: Gate | None = None,
-        archive: str | None = None,
-        archive_cap: int = 32 << 20,
-    ) -> ExitInfo:
-        """Create, start, wait (host deadline), collect output (and ``archive``), remove: the container
-        never outlives this call.
-
-        ``gate``, when given, is entered around the start: it may refuse (raise) to start the container,
-        which is then removed like on any other path (see :class:`harness.trial.trial.StartGate`)."""
-        t0 = time.monotonic()
-        self.create(spec)
-        try:
-            with gate() if gate is not None else contextlib.nullcontext():
-                self.start(spec.name)
-            if on_started is not None:
-                on_started(spec.name)
-            exit_code, timed_out = self.wait(spec.name, deadline_s)
-            state = self.inspect(spec.name).get("State", {})
-            stdout, truncated = self.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
-            stderr, _ = self.logs(spec.name, stdout=False, stderr=True, cap=256 << 10)
-            tar, tar_cut = self._archive_if(spec.name, archive, archive_cap)
-            return ExitInfo(
-                exit_code=None if timed_out else exit_code,
-                timed_out=timed_out,
-                oom_killed=bool(state.get("OOMKilled")),
-                stdout=stdout,
-                stderr=stderr,
-                stdout_truncated=truncated,
-                seconds=ran_s(state) or time.monotonic() - t0,
-                archive=tar,
-                archive_truncated=tar_cut,
-            )
-        finally:
-            self.remove_container(spec.name)
-
-    def _archive_if(self, name: str, path: str | None, cap: int) -> tuple[bytes | None, bool]:
-        if path is None:
-            return None, False
-        try:
-            return self.get_archive(name, path, cap=cap)
-        except InfraError as e:
-            if isinstance(e.__cause__, docker.errors.NotFound):
-                return None, False
-            raise
-
     def wait(self, name: str, deadline_s: float) -> Waited:
-        """Wait for exit; on overrun kill the container."""
+        """Wait for exit; on overrun kill the container. Then read how it ended (OOM, its run time) from its
+        state."""
+        t0 = time.monotonic()
         try:
             container = self.client.containers.get(name)
         except DOCKER_ERRORS as e:
             raise InfraError(f"container {name} vanished: {e}") from e
         try:
             result = container.wait(timeout=max(1.0, deadline_s))
-            return Waited(int(result.get("StatusCode", -1)), timed_out=False)
+            exit_code, timed_out = int(result.get("StatusCode", -1)), False
         except DOCKER_ERRORS as e:
             if not _read_timed_out(e):
                 # A dropped engine connection is the environment's failure, not the agent's overrun.
                 raise InfraError(f"waiting for container {name} failed: {e}") from e
-        self.kill(name)
-        try:
-            container.wait(timeout=30)
-        except DOCKER_ERRORS:
-            pass
-        return Waited(None, timed_out=True)
+            self.kill(name)
+            with contextlib.suppress(*DOCKER_ERRORS):
+                container.wait(timeout=30)
+            exit_code, timed_out = None, True
+        state = self.inspect(name).get("State", {})
+        ran = ran_s(state)
+        return Waited(
+            exit_code,
+            timed_out,
+            oom_killed=bool(state.get("OOMKilled")),
+            ran_s=ran if ran is not None else time.monotonic() - t0,
+        )
 
     def kill(self, name: str) -> None:
         with contextlib.suppress(*DOCKER_ERRORS):
@@ -732,7 +681,7 @@ class Engine:
         if not ok:
             raise InfraError(f"copying into {name}:{path} failed")
 
-    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+    def get_archive(self, name: str, path: str, *, cap: int) -> Archive | None:
         chunks: list[bytes] = []
         size = 0
         try:
@@ -743,10 +692,12 @@ class Engine:
                     size += len(chunk)
                     if size > cap:
                         break
+        except docker.errors.NotFound:
+            return None
         except DOCKER_ERRORS as e:
             raise InfraError(f"copying {name}:{path} out failed: {e}") from e
         data = b"".join(chunks)
-        return (data[:cap], True) if size > cap else (data, False)
+        return Archive(data[:cap], True) if size > cap else Archive(data, False)
 
     # ------------------------------------------------------------ labelled objects
     def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
@@ -766,27 +717,13 @@ class Engine:
             raise InfraError(f"listing harness objects failed: {e}") from e
         return out
 
-    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        """Remove the objects, containers first, then networks, then volumes (:func:`removal_order`),
-        going on past failures: one error text per failure."""
-        done = Removal(removed=[], errors=[])
-        for obj in sorted(objects, key=removal_order):
-            try:
-                if obj.kind == "container":
-                    self.remove_container(obj.name)
-                elif obj.kind == "volume":
-                    self.remove_volume(obj.name)
-                else:
-                    self.remove_network(obj.name)
-            except InfraError as e:
-                done.errors.append(str(e))
-                continue
-            done.removed.append(obj)
-        return done
-
-    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
-        """Remove every container, then every network, matching the selector (see :meth:`remove_objects`)."""
-        return self.remove_objects(self.labelled(selector))
+    def remove(self, obj: DockerObject) -> None:
+        if obj.kind == "container":
+            self.remove_container(obj.name)
+        elif obj.kind == "volume":
+            self.remove_volume(obj.name)
+        else:
+            self.remove_network(obj.name)
 
     # ------------------------------------------------------------------ images
     def image_id(self, ref: str) -> str | None:

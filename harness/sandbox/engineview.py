@@ -25,6 +25,7 @@ from pathlib import Path
 
 from harness.errors import InfraError
 from harness.host.trees import mount_overlay, remove_tree
+from harness.sandbox import lifecycle
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import BindMount, ContainerRuntime, ContainerSpec, Limits
 
@@ -73,7 +74,7 @@ def probe(
             workdir="/tmp",
         )
         try:
-            run = engine.run(spec, deadline_s=60, output_cap=4096)
+            run = lifecycle.run(engine, spec, deadline_s=60, output_cap=4096)
         except InfraError as e:  # e.g. "bind source path does not exist": the engine has no such directory
             raise _cannot_see(tree, f"a container with it mounted did not run: {e}") from e
     finally:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from harness.sandbox import lifecycle
 from harness.sandbox.runtime import ContainerRuntime, DockerObject
 
 OWNER = "harness.owner"
@@ -108,5 +109,5 @@ def reap_orphans(runtime: ContainerRuntime, *, own_pid: int | None = None, now: 
         if reason is not None:
             reasons[(obj.kind, obj.name)] = reason
             orphans.append(obj)
-    removal = runtime.remove_objects(orphans)
+    removal = lifecycle.remove_objects(runtime, orphans)
     return [Reaped(obj, reasons[(obj.kind, obj.name)]) for obj in removal.removed]

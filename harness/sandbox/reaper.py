@@ -23,6 +23,7 @@ from harness.host import gitops, workroots
 from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
+from harness.sandbox import lifecycle
 from harness.sandbox.labels import OWNER, OWNER_VALUE, Reaped, pid_alive, reap_orphans
 from harness.sandbox.runtime import Removal, Runtime
 
@@ -42,7 +43,7 @@ def reap(engine: Runtime, paths: HostPaths, *, own_pid: int | None = None) -> Cl
 
 def remove_everything(engine: Runtime) -> Removal:
     """Every harness object on the engine, live runs' included (``skilltrial gc --all``): (removed, errors)."""
-    return engine.remove_labelled({OWNER: OWNER_VALUE})
+    return lifecycle.remove_labelled(engine, {OWNER: OWNER_VALUE})
 
 
 def sweep_work_root(work: Path, *, host: str | None = None, alive: Callable[[int], bool] = pid_alive) -> int:

@@ -3,16 +3,19 @@ values it speaks. No implementation here, and no ``import docker``.
 
 Two Protocols, split by resource the way docker-py splits its API client:
 
-    ContainerRuntime  containers (create, start, run with a deadline and a start gate, wait, kill, logs and
-                      their live stream, is_running, container_ip), networks, volumes (plain and overlay, their
-                      mountpoints) and archives in and out of them, the harness's labelled objects and
-                      their removal, engine info
+    ContainerRuntime  containers (create, start, wait with a deadline, kill, logs and their live stream,
+                      is_running, container_ip), networks, volumes (plain and overlay, their mountpoints)
+                      and archives in and out of them, the harness's labelled objects and the removal of
+                      one, engine info
     ImageStore        local images: look up, list, tag, build, import, pull, remove, save and load
     Runtime           both, and closing the connection: what an experiment run needs
 
-:class:`harness.sandbox.engine.Engine` implements them over docker-py (and applies the hardening profile to
-every container it creates); ``tests.fakes.FakeRuntime`` implements them in memory. One contract suite,
-``tests/contract/test_runtime.py``, holds both to what these docstrings promise.
+These are primitives. What is made of them is written once, over any runtime, in
+:mod:`harness.sandbox.lifecycle`: a container's whole run (create, gate, start, wait, logs, archive, remove)
+and the removal of many objects. :class:`harness.sandbox.engine.Engine` implements the primitives over
+docker-py (and applies the hardening profile to every container it creates); ``tests.fakes.FakeRuntime``
+implements them in memory. One contract suite, ``tests/contract/test_runtime.py``, holds both, and the
+composites over both, to what these docstrings promise.
 
 What a method raises is part of its contract:
 
@@ -20,8 +23,8 @@ What a method raises is part of its contract:
                        Above this layer it becomes an ``infra_error`` trial (excluded, retried), never a
                        verdict against an arm.
     PrerequisiteError  something that must exist before a run is missing (an image): fix it and run again.
-    (the gate's own)   ``run``'s start gate may refuse to start a container (``Interrupted`` when the run
-                       is stopping); ``run`` removes the container and lets it through.
+    (the gate's own)   a run's start gate may refuse to start a container (``Interrupted`` when the run
+                       is stopping); the run removes the container and lets it through.
 
 A container that exits non-zero, is killed by the OOM killer or overruns its deadline is a *result*
 (:class:`ExitInfo`), never an exception.
@@ -30,7 +33,7 @@ Volumes and archives (what lets a trial's workspace, extraction and verify do wi
 controller path): named volumes carrying the harness's labels, overlay volumes whose lower and upper
 directories are other volumes' directories (:meth:`ContainerRuntime.create_overlay_volume`), each
 volume's ``Mountpoint`` on the engine's host, and tar archives copied into and out of a container's volume
-mounts (``put_archive`` / ``get_archive``, and ``run``'s ``archive``), so content crosses to a remote
+mounts (``put_archive`` / ``get_archive``, and a run's ``archive``), so content crosses to a remote
 engine as one stream. Not here: a container's filesystem diff and a commit of it (on engine 20.10
 ``docker diff`` is O(files in the image), see issue 17).
 
@@ -126,7 +129,7 @@ class ExitInfo:
     stdout_truncated: bool
     seconds: float
     archive: bytes | None = None
-    """``run(archive=PATH)``: a tar of PATH taken after the container exited (None when PATH was not asked
+    """``lifecycle.run(archive=PATH)``: a tar of PATH taken after the container exited (None when PATH was not asked
     for, or is missing); at most the cap's bytes (then ``archive_truncated``)."""
     archive_truncated: bool = False
 
@@ -185,17 +188,31 @@ class DockerObject(NamedTuple):
 
 
 class Removal(NamedTuple):
-    """What :meth:`ContainerRuntime.remove_objects` removed, and one error text per object it could not."""
+    """What :func:`harness.sandbox.lifecycle.remove_objects` removed, and one error text per object it could not."""
 
     removed: list[DockerObject]
     errors: list[str]
 
 
 class Waited(NamedTuple):
-    """How a wait ended: the exit code, or ``timed_out`` (the container was killed; no code)."""
+    """How a container's run ended (:meth:`ContainerRuntime.wait`)."""
 
     exit_code: int | None
+    """Its exit code (None when it ``timed_out``)."""
     timed_out: bool
+    """The wait's deadline passed first and the container was killed."""
+    oom_killed: bool = False
+    """The kernel's OOM killer ended it."""
+    ran_s: float = 0.0
+    """How long it ran, from its start to its exit as the engine recorded them (not the wait's own time)."""
+
+
+class Archive(NamedTuple):
+    """A tar copied out of a container (:meth:`ContainerRuntime.get_archive`), at most the cap's bytes."""
+
+    data: bytes
+    truncated: bool
+    """Cut at the cap."""
 
 
 class Logs(NamedTuple):
@@ -255,34 +272,11 @@ class ContainerRuntime(Protocol):
         """Start a created container. Raises InfraError."""
         ...
 
-    def run(
-        self,
-        spec: ContainerSpec,
-        *,
-        deadline_s: float,
-        output_cap: int = 4 << 20,
-        on_started: Callable[[str], None] | None = None,
-        gate: Gate | None = None,
-        archive: str | None = None,
-        archive_cap: int = 32 << 20,
-    ) -> ExitInfo:
-        """Create, start, wait at most ``deadline_s`` (then kill: ``timed_out``), read the output (stdout
-        capped at ``output_cap``, its tail kept), remove. The container never outlives this call, on any
-        path: a deadline, a refused gate, a failed create or start, an exception from ``on_started``.
-
-        ``archive``: a path inside one of the spec's volume mounts, copied out as a tar after the
-        container exited and before it is removed (``ExitInfo.archive``, at most ``archive_cap`` bytes).
-
-        ``gate`` is entered around the start and may refuse it by raising (the exception passes
-        through); ``on_started`` is called with the name once the container runs. Raises
-        PrerequisiteError (image missing) and InfraError (the runtime broke, a dropped connection
-        while waiting included: that is never reported as a timeout)."""
-        ...
-
     def wait(self, name: str, deadline_s: float) -> Waited:
         """Wait for the container to exit; when ``deadline_s`` passes first, kill it and report
-        ``timed_out``. Raises InfraError when the container is gone or the engine stops answering
-        before the deadline (a dropped connection is the environment's failure, not an overrun)."""
+        ``timed_out``. Says how its run ended: the exit code, an OOM kill, how long it ran. Raises InfraError
+        when the container is gone or the engine stops answering before the deadline (a dropped connection
+        is the environment's failure, not an overrun)."""
         ...
 
     def kill(self, name: str) -> None:
@@ -339,9 +333,9 @@ class ContainerRuntime(Protocol):
         read-only). Owners and modes are the tar's. Raises InfraError."""
         ...
 
-    def get_archive(self, name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+    def get_archive(self, name: str, path: str, *, cap: int) -> Archive | None:
         """A tar of ``path`` (inside a volume mount) of a created or stopped container, at most ``cap``
-        bytes, and whether it was cut there. Raises InfraError (a missing path included)."""
+        bytes, and whether it was cut there; None when ``path`` does not exist. Raises InfraError."""
         ...
 
     def labelled(self, selector: Mapping[str, str] | None = None) -> list[DockerObject]:
@@ -349,16 +343,10 @@ class ContainerRuntime(Protocol):
         every label of ``selector``, with all its labels. Raises InfraError when the engine cannot list them."""
         ...
 
-    def remove_objects(self, objects: Iterable[DockerObject]) -> Removal:
-        """Remove the objects, containers before networks and volumes (a network with a container
-        attached, or a volume a container uses, cannot go), going on past failures. Idempotent: an object
-        already gone counts as removed. Never raises for one object's failure: each is reported in
-        ``Removal.errors``."""
-        ...
-
-    def remove_labelled(self, selector: Mapping[str, str]) -> Removal:
-        """:meth:`remove_objects` of everything :meth:`labelled` lists for ``selector``. Raises InfraError
-        when the listing fails (then nothing was removed)."""
+    def remove(self, obj: DockerObject) -> None:
+        """Remove one container (force: a running one is killed first, with its anonymous volumes), network
+        or volume, and make sure it is gone. Idempotent: one already gone is removed. Raises InfraError (a
+        network a container is attached to, or a volume a container uses, cannot go: remove those first)."""
         ...
 
 

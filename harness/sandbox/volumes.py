@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from harness.errors import HarnessError, PrerequisiteError
-from harness.sandbox import names
+from harness.sandbox import lifecycle, names
 from harness.sandbox.labels import ROLE
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
 from harness.sandbox.uids import FREE_RANGE_END
@@ -137,7 +137,7 @@ def fill(
     try:
         runtime.put_archive(spec.name, f"{FILL_MOUNT}/{path}".rstrip("/"), data)
     finally:
-        runtime.remove_objects([DockerObject("container", spec.name)])
+        lifecycle.remove_objects(runtime, [DockerObject("container", spec.name)])
 
 
 def make(
@@ -190,7 +190,7 @@ def probe_overlay(runtime: ContainerRuntime, lower: str, *, image: str, labels: 
         runtime.create_overlay_volume(
             overlay, labels, lower=VolumeDir(lower), upper=VolumeDir(scratch, "upper"), work=VolumeDir(scratch, "work")
         )
-        run = runtime.run(spec, deadline_s=60)
+        run = lifecycle.run(runtime, spec, deadline_s=60)
         if run.exit_code != 0:
             raise PrerequisiteError(f"the overlay volume probe exited {run.exit_code}: {run.stderr[-300:]!r}")
     except PrerequisiteError:
@@ -202,4 +202,4 @@ def probe_overlay(runtime: ContainerRuntime, lower: str, *, image: str, labels: 
             "upper layer (not on overlayfs itself); on a local engine, unset HARNESS_WORKSPACE",
         ) from e
     finally:
-        runtime.remove_objects(made)
+        lifecycle.remove_objects(runtime, made)

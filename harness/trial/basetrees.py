@@ -36,7 +36,7 @@ from typing import Literal, get_args
 from harness.errors import ConfigError, InfraError
 from harness.host import gitops, workroots
 from harness.host.trees import overlay_available, remove_tree
-from harness.sandbox import names, volumes
+from harness.sandbox import lifecycle, names, volumes
 from harness.sandbox.runtime import ContainerRuntime, DockerObject
 from harness.trial import watchdog
 
@@ -221,7 +221,7 @@ class BaseTrees:
 
     def _remove(self, tree: BaseTree) -> None:
         if tree.volume is not None and self.side is not None:
-            self.side.runtime.remove_objects([DockerObject("volume", tree.volume)])
+            lifecycle.remove_objects(self.side.runtime, [DockerObject("volume", tree.volume)])
         if tree.checkout.exists():
             gitops.remove_worktree(self.repo, tree.checkout)
         remove_tree(tree.checkout.parent)

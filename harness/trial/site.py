@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar, cast
 
 from harness.errors import HarnessError
-from harness.sandbox import roles
+from harness.sandbox import lifecycle, roles
 from harness.sandbox.labels import RUN, TRIAL
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, Gate, VolumeMount
@@ -205,11 +205,11 @@ class TrialSite:
                 if this_attempt:
                     mine = {(o.kind, o.name) for o in named}
                     listed = engine.labelled(selector)
-                    _, failed = engine.remove_objects(o for o in listed if (o.kind, o.name) in mine)
+                    _, failed = lifecycle.remove_objects(engine, [o for o in listed if (o.kind, o.name) in mine])
                 else:
-                    _, failed = engine.remove_labelled(selector)
+                    _, failed = lifecycle.remove_labelled(engine, selector)
             except HarnessError:  # cannot list: try every role's name, the network and the volumes
-                _, failed = engine.remove_objects(named)
+                _, failed = lifecycle.remove_objects(engine, named)
             errors.extend(failed)
         finally:
             host_side.join()

@@ -40,6 +40,7 @@ from harness.records import (
 from harness.redact import Redactor
 from harness.results.identity import RecordIdentity
 from harness.results.store import ArtifactStore
+from harness.sandbox import lifecycle
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
@@ -195,7 +196,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
                 if ctx.site.library_copies:  # what the container is given, read from its spec: not the plan's
                     done.skills_mounted = delivery.mounted_skills(agent, ctx.site.library_copies)
                 with dog:
-                    run = ctx.engine.run(
+                    run = lifecycle.run(
+                        ctx.engine,
                         agent,
                         deadline_s=host_deadline_s(timeout_s),
                         output_cap=AGENT_OUTPUT_CAP,
@@ -444,7 +446,8 @@ def _verify(ctx: TrialContext, spec: TrialSpec, site: TrialSite, info: PatchInfo
     timeout_s = ctx.execution.budgets.verify_timeout_s
 
     def run_verify() -> VerifyResult:
-        run = ctx.engine.run(
+        run = lifecycle.run(
+            ctx.engine,
             sandbox.verify_spec(
                 ctx.site.profile,
                 name=site.names.container("verify"),
@@ -488,7 +491,8 @@ def _judge(ctx: TrialContext, spec: TrialSpec, site: TrialSite, done: _TrialStat
             max_budget_usd=ctx.execution.budgets.judge_usd,
             timeout_s=timeout_s,
         )
-        run = ctx.engine.run(
+        run = lifecycle.run(
+            ctx.engine,
             sandbox.judge_spec(
                 ctx.site.profile,
                 name=site.names.container("judge"),

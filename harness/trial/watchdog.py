@@ -41,6 +41,7 @@ from pathlib import Path
 
 from harness.errors import ConfigError
 from harness.host.trees import walk_nofollow
+from harness.sandbox import lifecycle
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, Gate
 from harness.study.config import is_size, parse_size
 
@@ -309,7 +310,7 @@ class EngineWatchdog:
 
     def _run(self) -> None:
         try:
-            run = self.runtime.run(self.spec, deadline_s=self.deadline_s, output_cap=4096, gate=self._gate)
+            run = lifecycle.run(self.runtime, self.spec, deadline_s=self.deadline_s, output_cap=4096, gate=self._gate)
         except _Stopped:
             return
         except Exception as e:  # any failure: the trial goes on, and records that it was unwatched

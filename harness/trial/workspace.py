@@ -52,7 +52,7 @@ from typing import Literal, NamedTuple, Protocol
 
 from harness.errors import InfraError
 from harness.host.trees import Seen, mount_overlay, remove_tree, walk_nofollow
-from harness.sandbox import names, roles, volumes
+from harness.sandbox import lifecycle, names, roles, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, ExitInfo, Gate, VolumeDir
@@ -227,7 +227,7 @@ OUT_FILES = {
 
 
 def read_out_archive(tar: bytes | None, patch_cap: int) -> dict[str, bytes]:
-    """collect's outputs from the archive of a volume workspace's ``out/`` (``run(archive=...)``): regular
+    """collect's outputs from the archive of a volume workspace's ``out/`` (``lifecycle.run(archive=...)``): regular
     files of :data:`OUT_FILES` only, each capped; links, directories and anything else are ignored, and a
     cut archive yields the members that arrived whole."""
     found: dict[str, bytes] = {}
@@ -455,7 +455,8 @@ class HostWorkspace:
         if overlay:  # what the agent wrote, from the overlay's upper directory (lstat only)
             write_changes(self.dirs)
         p = self.place
-        run = p.runtime.run(
+        run = lifecycle.run(
+            p.runtime,
             roles.collect_spec(
                 p.profile,
                 name=p.names.container("collect"),
@@ -534,7 +535,8 @@ class VolumeWorkspace:
         """Collect lists the upper directory itself; its outputs come back as one archive of ``out/``."""
         assert self._base is not None and self._base.volume is not None, "collect before make"
         p = self.place
-        run = p.runtime.run(
+        run = lifecycle.run(
+            p.runtime,
             roles.collect_volume_spec(
                 p.profile,
                 name=p.names.container("collect"),

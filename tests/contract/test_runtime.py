@@ -24,9 +24,10 @@ from typing import cast
 import pytest
 
 from harness.errors import InfraError, Interrupted, PrerequisiteError
-from harness.sandbox import volumes
+from harness.sandbox import lifecycle, volumes
 from harness.sandbox.labels import RUN, make_labels
 from harness.sandbox.runtime import (
+    Archive,
     ContainerRuntime,
     ContainerSpec,
     DockerObject,
@@ -137,14 +138,14 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]
         try:
             yield s
         finally:
-            s.runtime.remove_labelled({RUN: s.run_id})
+            lifecycle.remove_labelled(s.runtime, {RUN: s.run_id})
 
 
 # ------------------------------------------------------------------- run
 
 
 def test_a_non_zero_exit_is_a_result_with_its_output(subject: Subject) -> None:
-    res = subject.runtime.run(subject.spec("exit3", EXIT_3), deadline_s=60)
+    res = lifecycle.run(subject.runtime, subject.spec("exit3", EXIT_3), deadline_s=60)
     assert (res.exit_code, res.timed_out, res.oom_killed) == (3, False, False)
     assert (res.stdout, res.stderr, res.stdout_truncated) == (b"out\n", b"err\n", False)
     assert subject.names() == [], "run removes its container"
@@ -152,7 +153,7 @@ def test_a_non_zero_exit_is_a_result_with_its_output(subject: Subject) -> None:
 
 def test_a_deadline_gives_timed_out_and_the_container_is_removed(subject: Subject) -> None:
     t0 = time.monotonic()
-    res = subject.runtime.run(subject.spec("sleeper", SLEEP), deadline_s=1)
+    res = lifecycle.run(subject.runtime, subject.spec("sleeper", SLEEP), deadline_s=1)
     assert res.timed_out and res.exit_code is None
     assert time.monotonic() - t0 < 25, "killed at the deadline, not left to finish"
     assert subject.names() == []
@@ -168,17 +169,17 @@ def test_seconds_are_how_long_the_container_ran_not_how_long_the_call_took(subje
         time.sleep(1.5)
         yield
 
-    quick = subject.runtime.run(subject.spec("quick", TRUE), deadline_s=60, gate=slow_gate)
+    quick = lifecycle.run(subject.runtime, subject.spec("quick", TRUE), deadline_s=60, gate=slow_gate)
     assert quick.exit_code == 0 and 0 <= quick.seconds < 1.2, quick.seconds
-    slow = subject.runtime.run(subject.spec("slow", TWO_SECONDS), deadline_s=60)
+    slow = lifecycle.run(subject.runtime, subject.spec("slow", TWO_SECONDS), deadline_s=60)
     assert 1.9 <= slow.seconds < 12, f"positive control: a run that takes time says so ({slow.seconds})"
 
 
 def test_output_is_capped_and_its_tail_kept(subject: Subject) -> None:
-    capped = subject.runtime.run(subject.spec("loud", LOUD), deadline_s=60, output_cap=1000)
+    capped = lifecycle.run(subject.runtime, subject.spec("loud", LOUD), deadline_s=60, output_cap=1000)
     assert len(capped.stdout) == 1000 and capped.stdout_truncated
     assert capped.stdout.endswith(b"aaaEND"), "the tail is kept (a CLI's result comes last)"
-    whole = subject.runtime.run(subject.spec("loud2", LOUD), deadline_s=60)
+    whole = lifecycle.run(subject.runtime, subject.spec("loud2", LOUD), deadline_s=60)
     assert whole.stdout == b"a" * 5000 + b"END" and not whole.stdout_truncated
 
 
@@ -191,7 +192,9 @@ def test_a_refused_start_gate_removes_the_container_unstarted(subject: Subject) 
         yield
 
     with pytest.raises(Interrupted):
-        subject.runtime.run(subject.spec("gated", TRUE), deadline_s=60, gate=refuse, on_started=started.append)
+        lifecycle.run(
+            subject.runtime, subject.spec("gated", TRUE), deadline_s=60, gate=refuse, on_started=started.append
+        )
     assert started == []
     assert subject.names() == []
 
@@ -205,7 +208,7 @@ def test_an_open_start_gate_is_entered_around_the_start(subject: Subject) -> Non
         yield
         events.append("exit")
 
-    res = subject.runtime.run(subject.spec("open", TRUE), deadline_s=60, gate=gate, on_started=events.append)
+    res = lifecycle.run(subject.runtime, subject.spec("open", TRUE), deadline_s=60, gate=gate, on_started=events.append)
     assert res.exit_code == 0
     assert events == ["enter", "exit", f"hx-{subject.run_id}-open"]
 
@@ -215,13 +218,13 @@ def test_a_failing_on_started_still_removes_the_container(subject: Subject) -> N
         raise InfraError("the watchdog could not start")
 
     with pytest.raises(InfraError, match="watchdog"):
-        subject.runtime.run(subject.spec("boom", SLEEP), deadline_s=60, on_started=boom)
+        lifecycle.run(subject.runtime, subject.spec("boom", SLEEP), deadline_s=60, on_started=boom)
     assert subject.names() == []
 
 
 def test_run_removes_what_a_failed_create_made(subject: Subject) -> None:
     with pytest.raises(InfraError):
-        subject.runtime.run(subject.spec("nonet", TRUE, network=subject.net("missing")), deadline_s=60)
+        lifecycle.run(subject.runtime, subject.spec("nonet", TRUE, network=subject.net("missing")), deadline_s=60)
     assert subject.names() == []
 
 
@@ -238,7 +241,7 @@ def test_a_missing_image_is_a_prerequisite_error(subject: Subject) -> None:
     spec = subject.spec("noimage", TRUE)
     missing = dataclasses.replace(spec, image="harness-contract-missing:0000000000000000")
     with pytest.raises(PrerequisiteError, match="not present"):
-        subject.runtime.run(missing, deadline_s=60)
+        lifecycle.run(subject.runtime, missing, deadline_s=60)
     with pytest.raises(PrerequisiteError):
         subject.runtime.create(missing)
     assert subject.names() == []
@@ -249,7 +252,9 @@ def test_a_dropped_engine_connection_while_waiting_is_infra_not_a_timeout(subjec
     timeout (which would be excluded as truncated and blamed on the agent's pace)."""
     t0 = time.monotonic()
     with pytest.raises(InfraError, match="waiting for container"):
-        subject.runtime.run(subject.spec("dropped", SLEEP), deadline_s=20, on_started=subject.cut_during_wait)
+        lifecycle.run(
+            subject.runtime, subject.spec("dropped", SLEEP), deadline_s=20, on_started=subject.cut_during_wait
+        )
     assert time.monotonic() - t0 < 15, "reported when the connection dropped, not at the deadline"
     assert subject.names() == [], "the container is removed once the engine answers again"
 
@@ -275,11 +280,11 @@ def test_a_started_container_runs_has_an_address_and_a_kill_stops_it(subject: Su
     while rt.is_running(spec.name) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not rt.is_running(spec.name)
-    exit_code, timed_out = rt.wait(spec.name, 10)
-    assert (exit_code, timed_out) == (137, False), "killed by someone else: a result, not a timeout"
+    waited = rt.wait(spec.name, 10)
+    assert (waited.exit_code, waited.timed_out) == (137, False), "killed by someone else: a result, not a timeout"
     logs = rt.logs(spec.name, stdout=True, stderr=True, cap=100)
     assert logs == (b"", False)
-    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert lifecycle.remove_labelled(rt, {RUN: subject.run_id}).errors == []
     assert not rt.is_running(spec.name), "gone: not running, and no exception"
     rt.kill(spec.name)  # a kill of what is gone does not raise
     with pytest.raises(InfraError):
@@ -356,7 +361,7 @@ def test_labelled_lists_what_was_created_with_its_labels(subject: Subject) -> No
         assert net_labels.items() <= listed[1].labels.items()
         assert other.name in [o.name for o in rt.labelled()], "no selector: every object of the harness"
     finally:
-        assert rt.remove_objects([DockerObject("container", other.name)]).errors == []
+        assert lifecycle.remove_objects(rt, [DockerObject("container", other.name)]).errors == []
 
 
 def test_removal_takes_containers_first_and_goes_on_past_a_failure(subject: Subject) -> None:
@@ -371,13 +376,13 @@ def test_removal_takes_containers_first_and_goes_on_past_a_failure(subject: Subj
         rt.start(spec.name)
     # networks listed first: removed in that order, net_a would still have on_a attached
     asked = [DockerObject("network", net_a), DockerObject("network", net_b), DockerObject("container", on_a.name)]
-    removed, errors = rt.remove_objects(asked)
+    removed, errors = lifecycle.remove_objects(rt, asked)
     assert [(o.kind, o.name) for o in removed] == [("container", on_a.name), ("network", net_a)]
     assert len(errors) == 1 and net_b in errors[0], "on_b keeps net_b: reported, and the rest still went"
     assert sorted(subject.names()) == sorted([("container", on_b.name), ("network", net_b)])
-    again = rt.remove_objects([DockerObject("container", on_a.name), DockerObject("network", net_a)])
+    again = lifecycle.remove_objects(rt, [DockerObject("container", on_a.name), DockerObject("network", net_a)])
     assert again.errors == [] and len(again.removed) == 2, "what is gone already counts as removed"
-    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert lifecycle.remove_labelled(rt, {RUN: subject.run_id}).errors == []
     assert subject.names() == []
 
 
@@ -418,6 +423,11 @@ def _volume_spec(subject: Subject, what: str, program: Program, volumes: dict[st
     return dataclasses.replace(spec, volumes=mounts)
 
 
+def _got(archive: Archive | None) -> Archive:
+    assert archive is not None, "the path is there"
+    return archive
+
+
 def test_a_volume_takes_an_archive_gives_it_back_and_is_listed_and_removed(subject: Subject) -> None:
     rt = subject.runtime
     vol = f"hx-{subject.run_id}-vol"
@@ -427,22 +437,21 @@ def test_a_volume_takes_an_archive_gives_it_back_and_is_listed_and_removed(subje
     helper = _volume_spec(subject, "helper", TRUE, {"/v": (vol, False)})
     rt.create(helper)  # never started: archives go in and out of a created container
     rt.put_archive(helper.name, "/v", _tar({"d": None, "d/a.txt": b"hello\n"}))
-    data, cut = rt.get_archive(helper.name, "/v/d", cap=1 << 20)
+    data, cut = _got(rt.get_archive(helper.name, "/v/d", cap=1 << 20))
     assert not cut and _untar(data) == {"d": None, "d/a.txt": b"hello\n"}
-    small, cut = rt.get_archive(helper.name, "/v/d", cap=100)
+    small, cut = _got(rt.get_archive(helper.name, "/v/d", cap=100))
     assert cut and len(small) == 100, "capped"
-    with pytest.raises(InfraError):
-        rt.get_archive(helper.name, "/v/missing", cap=1 << 20)
+    assert rt.get_archive(helper.name, "/v/missing", cap=1 << 20) is None, "a missing path is no archive"
     with pytest.raises(InfraError):
         rt.put_archive(helper.name, "/etc", _tar({"x": b""}))  # the root filesystem is read-only
     listed = [o for o in rt.labelled({RUN: subject.run_id}) if o.kind == "volume"]
     assert [o.name for o in listed] == [vol] and labels.items() <= listed[0].labels.items()
-    in_use = rt.remove_objects([DockerObject("volume", vol)])
+    in_use = lifecycle.remove_objects(rt, [DockerObject("volume", vol)])
     assert in_use.removed == [] and len(in_use.errors) == 1, "a volume a container uses cannot go"
-    removed = rt.remove_objects([DockerObject("volume", vol), DockerObject("container", helper.name)])
+    removed = lifecycle.remove_objects(rt, [DockerObject("volume", vol), DockerObject("container", helper.name)])
     assert removed.errors == [] and [o.kind for o in removed.removed] == ["container", "volume"]
     assert subject.names() == []
-    assert rt.remove_objects([DockerObject("volume", vol)]).errors == [], "what is gone counts as removed"
+    assert lifecycle.remove_objects(rt, [DockerObject("volume", vol)]).errors == [], "what is gone counts as removed"
 
 
 def _writes_through_the_overlay(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
@@ -466,7 +475,7 @@ def test_an_overlay_volume_writes_to_its_upper_and_leaves_the_lower_alone(subjec
     rt.create(helper)
     rt.put_archive(helper.name, "/b", _tar({"tree": None, "tree/base.txt": b"base\n", "tree/keep.txt": b"keep\n"}))
     rt.put_archive(helper.name, "/u", _tar({"upper": None, "work": None}))
-    rt.remove_objects([DockerObject("container", helper.name)])
+    lifecycle.remove_objects(rt, [DockerObject("container", helper.name)])
     rt.create_overlay_volume(
         ov,
         subject.labels("vol"),
@@ -474,18 +483,18 @@ def test_an_overlay_volume_writes_to_its_upper_and_leaves_the_lower_alone(subjec
         upper=VolumeDir(up, "upper"),
         work=VolumeDir(up, "work"),
     )
-    res = rt.run(_volume_spec(subject, "writer", WRITES, {"/w": (ov, False)}), deadline_s=60)
+    res = lifecycle.run(rt, _volume_spec(subject, "writer", WRITES, {"/w": (ov, False)}), deadline_s=60)
     assert res.exit_code == 0, res.stderr
     reader = _volume_spec(subject, "reader", TRUE, {"/b": (base, True), "/u": (up, True)})
     rt.create(reader)
-    upper, _ = rt.get_archive(reader.name, "/u/upper", cap=1 << 20)
-    lower, _ = rt.get_archive(reader.name, "/b/tree", cap=1 << 20)
+    upper, _ = _got(rt.get_archive(reader.name, "/u/upper", cap=1 << 20))
+    lower, _ = _got(rt.get_archive(reader.name, "/b/tree", cap=1 << 20))
     assert {k: v for k, v in _untar(upper).items() if v is not None} == {
         "upper/new.txt": b"new\n",
         "upper/base.txt": b"changed\n",
     }, "the upper holds exactly what the container changed"
     assert _untar(lower)["tree/base.txt"] == b"base\n"
-    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert lifecycle.remove_labelled(rt, {RUN: subject.run_id}).errors == []
     assert subject.names() == []
 
 
@@ -496,13 +505,13 @@ def test_run_copies_a_path_out_before_it_removes_the_container(subject: Subject)
     helper = _volume_spec(subject, "mk", TRUE, {"/o": (vol, False)})
     rt.create(helper)
     rt.put_archive(helper.name, "/o", _tar({"out": None, "out/status": b"ok\n"}))
-    rt.remove_objects([DockerObject("container", helper.name)])
+    lifecycle.remove_objects(rt, [DockerObject("container", helper.name)])
     spec = _volume_spec(subject, "arch", TRUE, {"/o": (vol, False)})
-    res = rt.run(spec, deadline_s=60, archive="/o/out")
+    res = lifecycle.run(rt, spec, deadline_s=60, archive="/o/out")
     assert res.archive is not None and _untar(res.archive)["out/status"] == b"ok\n" and not res.archive_truncated
-    missing = rt.run(dataclasses.replace(spec, name=spec.name + "2"), deadline_s=60, archive="/o/nothing")
+    missing = lifecycle.run(rt, dataclasses.replace(spec, name=spec.name + "2"), deadline_s=60, archive="/o/nothing")
     assert missing.archive is None
-    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert lifecycle.remove_labelled(rt, {RUN: subject.run_id}).errors == []
     assert subject.names() == []
 
 
@@ -517,13 +526,13 @@ def test_a_volume_filled_through_a_created_container_keeps_the_tars_owners_and_m
     assert subject.names() == [("volume", vol)], "the filler container is gone"
     reader = _volume_spec(subject, "reader", TRUE, {"/data": (vol, True)})
     rt.create(reader)
-    data, cut = rt.get_archive(reader.name, "/data", cap=1 << 20)
+    data, cut = _got(rt.get_archive(reader.name, "/data", cap=1 << 20))
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         files = {m.name: (m.mode & 0o7777, m.uid) for m in tar.getmembers() if m.isreg()}
     assert not cut and files == {"data/api-key": (0o400, 2100000002), "data/note": (0o444, 0)}
     with pytest.raises(InfraError):
         rt.put_archive(reader.name, "/data", tar_entries([Entry("x", b"", 0o644)]))
-    assert rt.remove_labelled({RUN: subject.run_id}).errors == []
+    assert lifecycle.remove_labelled(rt, {RUN: subject.run_id}).errors == []
 
 
 def test_saved_images_load_back_with_their_ids_and_tags(subject: Subject) -> None:

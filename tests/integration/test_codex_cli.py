@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.sandbox import roles, volumes
+from harness.sandbox import lifecycle, roles, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import CodexImage, ImageBuilder, ImageSet
 from harness.sandbox.labels import make_labels
@@ -120,7 +120,7 @@ def run_codex(engine: Engine, images: ImageSet, codex_image: CodexImage) -> Iter
             workdir="/workspace",
             dns=(ip,),
         )
-        exit = engine.run(agent, deadline_s=180)
+        exit = lifecycle.run(engine, agent, deadline_s=180)
         out, _ = engine.logs(api.name, cap=4 << 20)
         api_log = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
         return Session(exit, codex.events(exit.stdout), api_log)

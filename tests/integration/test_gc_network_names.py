@@ -5,6 +5,7 @@ from __future__ import annotations
 import docker
 import pytest
 
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.labels import make_labels
 from harness.sandbox.runtime import DockerObject
@@ -21,7 +22,7 @@ def test_a_network_named_with_a_trailing_newline_is_removed_by_id_and_verified_g
         with pytest.raises(docker.errors.NotFound):
             client.api.remove_network(name)
         assert client.api.inspect_network(net_id)["Name"] == name
-        removed, errors = engine.remove_objects([DockerObject("network", name)])
+        removed, errors = lifecycle.remove_objects(engine, [DockerObject("network", name)])
         assert errors == []
         assert removed == [DockerObject("network", name)]
         with pytest.raises(docker.errors.NotFound):

@@ -39,6 +39,7 @@ import pytest
 from harness.errors import InfraError
 from harness.experiment import experiment, resources, reuse, upstream
 from harness.reporting.model import analyze_records
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
@@ -217,7 +218,7 @@ def net(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPathFacto
             wait_listening(engine, name)
         yield n
     finally:
-        engine.remove_objects(made)
+        lifecycle.remove_objects(engine, made)
 
 
 def logged(engine: Engine, name: str) -> list[dict[str, Any]]:
@@ -351,7 +352,7 @@ def test_a_real_run_through_a_proxy_to_an_https_api_completes(
         engine.create(planted)
         assert secrets_in_env(inspected, needles) == [(planted.name, "PLANTED")]
     finally:
-        engine.remove_objects([DockerObject("container", planted.name)])
+        lifecycle.remove_objects(engine, [DockerObject("container", planted.name)])
     # the agent's environment has neither the key nor the proxy settings
     probes = [e for e in api_log if e.get("event") == "probe" and e.get("name") == "env"]
     assert probes, "the env probe ran in the agent container"
@@ -370,7 +371,7 @@ def test_positive_control_the_api_refuses_any_other_key(engine: Engine, net: Net
     spec = _container(
         f"hx-realpath-{net.token}-probe", images.sidecar, ("python3", "-c", code, net.api, str(API_PORT)), net.inner
     )
-    assert engine.run(spec, deadline_s=60).stdout.decode().strip() == "401"
+    assert lifecycle.run(engine, spec, deadline_s=60).stdout.decode().strip() == "401"
 
 
 def test_a_wrong_ca_fails_the_run_before_any_trial_naming_the_certificate(

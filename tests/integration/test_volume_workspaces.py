@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import roles
+from harness.sandbox import lifecycle, roles
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import RUN, make_labels
@@ -65,7 +65,8 @@ class Rig:
 
     def archive(self, volume: str, name: str) -> bytes:
         """A tar of what a container sees of ``volume`` (its entries under ``v/``), through the archive API."""
-        run = self.engine.run(
+        run = lifecycle.run(
+            self.engine,
             self.container(name, ("true",), VolumeMount(volume, "/v", read_only=True)),
             deadline_s=120,
             archive="/v",
@@ -106,7 +107,7 @@ def rig(tmp_path: Path, engine: Engine, images: ImageSet) -> Iterator[Rig]:
     try:
         yield Rig(engine, profile, side, bases, bases.get(sha), labels, run_root)
     finally:
-        engine.remove_labelled({RUN: RUN_ID})
+        lifecycle.remove_labelled(engine, {RUN: RUN_ID})
         bases.close()
 
 
@@ -116,7 +117,7 @@ def _edit(rig: Rig, vols: TrialVolumes) -> None:
         "import os, shutil\nfrom pathlib import Path\n" + inspect.getsource(_edits) + "\n_edits(Path('/workspace'))\n"
     )
     spec = rig.container("edit", ("python3", "-c", source), VolumeMount(vols.workspace, "/workspace", read_only=False))
-    run = rig.engine.run(spec, deadline_s=120)
+    run = lifecycle.run(rig.engine, spec, deadline_s=120)
     assert run.exit_code == 0, run.stderr[-800:]
 
 
@@ -141,7 +142,9 @@ def _collect(
     if workspace_of is not None:
         env = {k: v for k, v in spec.env.items() if k != "COLLECT_UPPER"}
         spec = dataclasses.replace(spec, env=env)
-    run: ExitInfo = rig.engine.run(spec, deadline_s=120, archive=f"{roles.SCRATCH_MOUNT}/out", archive_cap=16 << 20)
+    run: ExitInfo = lifecycle.run(
+        rig.engine, spec, deadline_s=120, archive=f"{roles.SCRATCH_MOUNT}/out", archive_cap=16 << 20
+    )
     out = workspace.read_out_archive(run.archive, 1 << 20)
     assert out.get("status") == status, (name, out.get("status"), run.stderr[-800:])
     return out
@@ -181,7 +184,7 @@ def test_a_stopped_volume_extraction_still_lists_the_agents_links(rig: Rig) -> N
         ("sh", "-c", "rm /workspace/.gitignore && mkfifo /workspace/.gitignore"),
         VolumeMount(vols.workspace, "/workspace", read_only=False),
     )
-    assert rig.engine.run(fifo, deadline_s=60).exit_code == 0
+    assert lifecycle.run(rig.engine, fifo, deadline_s=60).exit_code == 0
     stopped = b"special file named .git* in the workspace (not opened; git would block on it)\n"
     out = _collect(rig, "stopped-collect", vols, status=stopped)
     parts = out["links"].split(b"\0")
@@ -195,9 +198,9 @@ def test_a_trial_s_volumes_go_with_teardown(rig: Rig) -> None:
     names = {v.name for v in vols.objects()}
     listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
     assert names <= listed, "positive control: the trial's volumes exist and carry its labels"
-    removal = rig.engine.remove_objects(vols.objects())
+    removal = lifecycle.remove_objects(rig.engine, vols.objects())
     assert not removal.errors
     listed = {o.name for o in rig.engine.labelled({RUN: RUN_ID}) if o.kind == "volume"}
     assert not names & listed
     assert rig.base.volume in listed, "the run's base volume stays until the run ends"
-    rig.engine.remove_objects([DockerObject("volume", rig.base.volume or "")])
+    lifecycle.remove_objects(rig.engine, [DockerObject("volume", rig.base.volume or "")])

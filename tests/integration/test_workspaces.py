@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.host.trees import mounts_below, overlay_available
-from harness.sandbox import roles
+from harness.sandbox import lifecycle, roles
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
@@ -130,7 +130,7 @@ def _collect(
         patch_cap=1 << 20,
         incremental=(dirs.changes, base.index) if dirs.kind == "overlay" else None,
     )
-    run = engine.run(spec, deadline_s=120)
+    run = lifecycle.run(engine, spec, deadline_s=120)
     names = ("status", "patch.diff", "numstat", "raw", "special", "nested", "links")
     out = {n: (dirs.out / n).read_bytes() for n in names if (dirs.out / n).exists()}
     assert out["status"] == status, (dirs.kind, out["status"], run.stderr[-800:])

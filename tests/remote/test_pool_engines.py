@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageMismatch, ImageSet, sync_images
 from harness.sandbox.labels import make_labels
@@ -50,7 +51,7 @@ def test_each_engine_runs_a_hardened_container_and_holds_the_machines_image_ids(
             user="65534:65534",
             limits=Limits(memory="64m", pids=16, tmpfs_size="1m"),
         )
-        result = inner.run(spec, deadline_s=120)
+        result = lifecycle.run(inner, spec, deadline_s=120)
         assert result.exit_code == 0, (mode, result.stderr)
         assert result.stdout.split() == [b"65534", b"CapEff:", b"0000000000000000", b"NoNewPrivs:", b"1"], mode
         assert inner.labelled() == [], f"{mode}: run() removed its container"

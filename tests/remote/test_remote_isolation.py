@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import roles, volumes
+from harness.sandbox import lifecycle, roles, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import RUN, make_labels
@@ -96,7 +96,7 @@ def run(engine: Engine, images: ImageSet) -> Iterator[dict[str, str]]:
             "sidecar_uid": str(users.sidecar[0]),
         }
     finally:
-        engine.remove_labelled({RUN: run_id})
+        lifecycle.remove_labelled(engine, {RUN: run_id})
 
 
 def test_the_key_and_the_skill_copy_hold_on_this_engine(engine: Engine, images: ImageSet, run: dict[str, str]) -> None:
@@ -119,7 +119,9 @@ def test_the_key_and_the_skill_copy_hold_on_this_engine(engine: Engine, images: 
     engine.create(gw, extra_networks=[net])
     engine.start(gw.name)
     gateway.wait_listening(engine, gw.name)  # positive control: it read its key
-    key_tar, _ = engine.get_archive(gw.name, roles.GATEWAY_KEY_PATH, cap=65536)
+    archive = engine.get_archive(gw.name, roles.GATEWAY_KEY_PATH, cap=65536)
+    assert archive is not None
+    key_tar = archive.data
     with tarfile.open(fileobj=io.BytesIO(key_tar)) as tar:
         (member,) = tar.getmembers()
         assert (member.mode & 0o7777, member.uid) == (0o400, int(run["sidecar_uid"])), "the gateway's alone"
@@ -136,7 +138,7 @@ def test_the_key_and_the_skill_copy_hold_on_this_engine(engine: Engine, images: 
         command=("python3", "-c", PROBE, run["key"], gateway_ip, upstream_ip),
     )
     assert all(v.read_only for v in agent.volumes) and not agent.mounts
-    res = engine.run(replace(agent, env={**agent.env, "HOME": "/home/agent"}), deadline_s=120)
+    res = lifecycle.run(engine, replace(agent, env={**agent.env, "HOME": "/home/agent"}), deadline_s=120)
     assert res.exit_code == 0, res.stderr[-2000:]
     seen = json.loads(res.stdout.decode().strip().splitlines()[-1])
     assert seen["key_found_at"] == [] and not seen["run_harness_exists"], seen

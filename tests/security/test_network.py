@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
@@ -171,7 +172,7 @@ def _probe_container(engine: Engine, image: str, network: str, code: str) -> str
         network=network,
         limits=Limits(memory="256m", pids=64),
     )
-    return engine.run(spec, deadline_s=60).stdout.decode(errors="replace")
+    return lifecycle.run(engine, spec, deadline_s=60).stdout.decode(errors="replace")
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ from typing import Any
 
 import pytest
 
-from harness.sandbox import roles, volumes
+from harness.sandbox import lifecycle, roles, volumes
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import PID, RUN, make_labels
@@ -240,7 +240,7 @@ class Rig:
         return dataclasses.replace(spec, dns=(), volumes=(*spec.volumes, *extra))
 
     def run(self, spec: ContainerSpec) -> tuple[int | None, str, str]:
-        res = self.engine.run(spec, deadline_s=180)
+        res = lifecycle.run(self.engine, spec, deadline_s=180)
         return res.exit_code, res.stdout.decode("utf-8", "replace"), res.stderr.decode("utf-8", "replace")
 
     def probe(self, what: str, workspace_volume: str, cfg: Mapping[str, Any], *extra: VolumeMount) -> dict[str, Any]:
@@ -255,7 +255,7 @@ class Rig:
         """What a fresh container sees of each volume (mounted read-only at /v/<key>), through the
         archive API: key -> {path: (type, mode, uid, gid, mtime, link target, device, sha256 of content)}."""
         mounts = [VolumeMount(volume, f"/v/{key}", read_only=True) for key, volume in named.items()]
-        run = self.engine.run(self.container("snap", ("true",), *mounts), deadline_s=180, archive="/v")
+        run = lifecycle.run(self.engine, self.container("snap", ("true",), *mounts), deadline_s=180, archive="/v")
         assert run.archive is not None and not run.archive_truncated
         found: dict[str, dict[str, tuple[Any, ...]]] = {key: {} for key in named}
         with tarfile.open(fileobj=io.BytesIO(run.archive)) as tar:
@@ -367,7 +367,7 @@ def attacked(engine: Engine, images: ImageSet, tmp_path_factory: pytest.TempPath
         result["control_after"] = rig.snapshot(control=control)["control"]
         yield result
     finally:
-        engine.remove_labelled({RUN: run_id})
+        lifecycle.remove_labelled(engine, {RUN: run_id})
         bases.close()
         assert not engine.labelled({RUN: run_id}), "nothing of the run is left on the engine"
 
@@ -594,9 +594,9 @@ def test_the_in_engine_watcher_counts_what_the_agent_hides(
             scratch_volume=vols.scratch,
             command=watchdog.engine_command(upper, limit, base.depth),
         )
-        run = engine.run(watch, deadline_s=6)  # a watcher that sees nothing over a limit polls until killed
+        run = lifecycle.run(engine, watch, deadline_s=6)  # a watcher that sees nothing over a limit polls until killed
         expected = (b"hidden",) if hide else (b"files", b"bytes")
         assert run.exit_code == 3 and run.stdout.strip() in expected, (run.exit_code, run.stdout)
     finally:
-        engine.remove_labelled({RUN: run_id})
+        lifecycle.remove_labelled(engine, {RUN: run_id})
         bases.close()

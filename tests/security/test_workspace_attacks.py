@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.host.trees import mounts_below, overlay_available
-from harness.sandbox import roles
+from harness.sandbox import lifecycle, roles
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import make_labels
@@ -86,7 +86,7 @@ def _run(engine: Engine, image: str, user: tuple[int, int], name: str, script: s
         limits=Limits(memory="256m", cpus=1.0, pids=64),
         workdir="/",
     )
-    run = engine.run(spec, deadline_s=120)
+    run = lifecycle.run(engine, spec, deadline_s=120)
     return (run.stdout + run.stderr).decode("utf-8", "replace")
 
 

@@ -9,6 +9,7 @@ import types
 
 import docker
 
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.labels import make_labels, reap_orphans
 from harness.sandbox.runtime import ContainerSpec, DockerObject
@@ -75,7 +76,7 @@ def fake_engine(api: FakeNetworkAPI) -> Engine:
 
 def test_a_network_the_api_cannot_name_is_removed_by_id() -> None:
     api = FakeNetworkAPI({"id-newline": "harness-t1\n", "id-other": "other"})
-    removed, errors = fake_engine(api).remove_objects([DockerObject("network", "harness-t1\n")])
+    removed, errors = lifecycle.remove_objects(fake_engine(api), [DockerObject("network", "harness-t1\n")])
     assert errors == []
     assert removed == [DockerObject("network", "harness-t1\n")]
     assert api.networks == {"id-other": "other"}
@@ -84,7 +85,7 @@ def test_a_network_the_api_cannot_name_is_removed_by_id() -> None:
 
 def test_a_network_still_there_after_removal_is_an_error_not_success() -> None:
     api = FakeNetworkAPI({"id-newline": "harness-t1\n"}, sticky={"id-newline"})
-    removed, errors = fake_engine(api).remove_objects([DockerObject("network", "harness-t1\n")])
+    removed, errors = lifecycle.remove_objects(fake_engine(api), [DockerObject("network", "harness-t1\n")])
     assert removed == []
     assert len(errors) == 1 and "still there" in errors[0]
 

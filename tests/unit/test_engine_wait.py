@@ -35,6 +35,10 @@ class _Client:
     def kill(self, name: str) -> None:
         self.killed.append(name)
 
+    def inspect_container(self, name: str) -> dict[str, object]:
+        """How it ended, as the engine records it: 2.5 s from its start to its exit."""
+        return {"State": {"StartedAt": "2026-12-04T10:00:00.25Z", "FinishedAt": "2026-12-04T10:00:02.75Z"}}
+
 
 def _engine(first: BaseException | None) -> tuple[Engine, _Client]:
     engine = Engine.__new__(Engine)
@@ -57,7 +61,8 @@ def _read_timeout() -> urllib3.exceptions.ReadTimeoutError:
 )
 def test_the_deadline_passing_is_a_timeout_and_kills_the_container(overrun: BaseException) -> None:
     engine, client = _engine(overrun)
-    assert engine.wait("agent", 5) == (None, True)
+    waited = engine.wait("agent", 5)
+    assert (waited.exit_code, waited.timed_out) == (None, True)
     assert client.killed == ["agent"]
 
 
@@ -77,7 +82,8 @@ def test_a_dropped_engine_connection_is_infra_not_a_timeout(lost: BaseException)
     assert client.killed == []
 
 
-def test_a_normal_exit_returns_its_code() -> None:
+def test_a_normal_exit_returns_its_code_and_the_engines_run_time() -> None:
     engine, client = _engine(None)
-    assert engine.wait("agent", 5) == (137, False)
+    waited = engine.wait("agent", 5)
+    assert (waited.exit_code, waited.timed_out, waited.oom_killed, waited.ran_s) == (137, False, False, 2.5)
     assert client.killed == []

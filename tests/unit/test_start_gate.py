@@ -1,8 +1,8 @@
 """StartGate: no container starts once a stop is under way, and a stop waits for starts in flight.
 
-The engine below is the real :class:`~harness.sandbox.engine.Engine` with its Docker calls replaced, not
-tests.fakes.FakeRuntime: what is under test is ``Engine.run``'s own order of create, gate, start and remove
-(FakeRuntime.run copies that order; the contract suite holds the two alike).
+The engine below is the real :class:`~harness.sandbox.engine.Engine` with its Docker calls replaced, under
+:func:`harness.sandbox.lifecycle.run`, whose order of create, gate, start and remove is what is under test
+(it is the one order every runtime runs a container in).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import pytest
 
 from harness.errors import Interrupted
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
 from harness.sandbox.runtime import ContainerSpec, Waited
 from harness.trial.trial import StartGate
@@ -56,10 +57,10 @@ def test_the_stop_waits_for_a_start_in_flight() -> None:
 
 
 class _SlowCreateEngine(Engine):
-    """Engine.run's own create/start/remove sequence with the Docker calls replaced: create blocks
-    until released, so a stop can land exactly between create and start (the flaky test's window)."""
+    """The engine's primitives with the Docker calls replaced: create blocks until released, so a stop can
+    land exactly between create and start (the flaky test's window)."""
 
-    def __init__(self) -> None:  # no Docker client: every call Engine.run makes is replaced below
+    def __init__(self) -> None:  # no Docker client: every call a run makes is replaced below
         self.created, self.release = threading.Event(), threading.Event()
         self.calls: list[str] = []
 
@@ -87,7 +88,7 @@ def _run_in_window(gated: bool) -> list[str]:
 
     def trial() -> None:
         try:
-            engine.run(spec, deadline_s=60, gate=gate.starting if gated else None)
+            lifecycle.run(engine, spec, deadline_s=60, gate=gate.starting if gated else None)
         except BaseException as e:
             errors.append(e)
 

@@ -37,7 +37,7 @@ from harness.sandbox import roles, volumes
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import ROLE, RUN, TRIAL, make_labels
 from harness.sandbox.names import TrialNames
-from harness.sandbox.runtime import ContainerSpec, Limits, VolumeMount
+from harness.sandbox.runtime import Archive, ContainerSpec, DockerObject, Limits, VolumeMount
 from harness.study.config import Budgets, Execution, Task
 from harness.trial import workspace
 from harness.trial.basetrees import BaseTrees, EngineSide, WorkspaceKind
@@ -521,7 +521,7 @@ def test_a_volume_trial_mounts_no_path_of_the_controller(make_rig: Callable[...,
     archives: list[tuple[str, str]] = []
     real = rig.runtime.get_archive
 
-    def get_archive(name: str, path: str, *, cap: int) -> tuple[bytes, bool]:
+    def get_archive(name: str, path: str, *, cap: int) -> Archive | None:
         archives.append((name, path))
         return real(name, path, cap=cap)
 
@@ -1030,13 +1030,13 @@ def test_with_the_runs_reaper_the_record_comes_before_the_teardown_and_nothing_i
     rig = make_rig(agent=agent(FIXED))
     events: list[str] = []
     hold = threading.Event()
-    real = rig.runtime.remove_objects
+    real = rig.runtime.labelled
 
-    def remove_objects(objects: Any) -> Any:
+    def labelled(selector: Any = None) -> list[DockerObject]:  # the teardown's first step: it lists what to remove
         assert hold.wait(10)
-        return real(objects)
+        return real(selector)
 
-    rig.runtime.remove_objects = remove_objects  # type: ignore[method-assign]
+    rig.runtime.labelled = labelled  # type: ignore[method-assign]
     with _reaped(rig, events):
         rec = rig.run()
         assert rec.status == "completed" and "teardown" in rec.durations_s

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ConfigError, InfraError, Interrupted
-from harness.sandbox import roles, volumes
+from harness.sandbox import lifecycle, roles, volumes
 from harness.sandbox.labels import RUN, make_labels
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerSpec, DockerObject, Limits, VolumeDir, VolumeMount
@@ -206,7 +206,7 @@ def side(tmp_path: Path) -> Iterator[Side]:
         tmp_path / "run" / "trial",
         TrialVolumes.of(TrialNames(RUN_ID, "trial")),
     )
-    runtime.remove_labelled({RUN: RUN_ID})
+    lifecycle.remove_labelled(runtime, {RUN: RUN_ID})
 
 
 def test_the_scratch_fill_makes_every_directory_with_its_owner_and_the_overlays_stand_on_it(side: Side) -> None:
@@ -315,7 +315,9 @@ def test_an_agents_writes_land_in_the_scratch_upper_and_collect_makes_verify_bas
         return Outcome()
 
     side.runtime.behave(f"hx-{RUN_ID}-agent", edits)
-    side.runtime.run(_container("agent", VolumeMount(vols.workspace, "/workspace", read_only=False)), deadline_s=60)
+    lifecycle.run(
+        side.runtime, _container("agent", VolumeMount(vols.workspace, "/workspace", read_only=False)), deadline_s=60
+    )
     upper = side.runtime.volumes[vols.scratch].path / "upper"
     assert sorted(p.relative_to(upper).as_posix() for p in upper.rglob("*")) == ["NEW.md", "src", "src/calc.py"]
 
@@ -331,7 +333,7 @@ def test_an_agents_writes_land_in_the_scratch_upper_and_collect_makes_verify_bas
         patch_cap=1 << 20,
     )
     side.runtime.behave("collect", collect)
-    run = side.runtime.run(spec, deadline_s=60, archive="/trial/out", archive_cap=16 << 20)
+    run = lifecycle.run(side.runtime, spec, deadline_s=60, archive="/trial/out", archive_cap=16 << 20)
     out = read_out_archive(run.archive, 1 << 20)
     assert run.exit_code == 0 and out["status"] == b"ok\n"
     assert b"+    return a + b" in out["patch.diff"] and b"NEW.md" in out["patch.diff"]
@@ -362,8 +364,8 @@ def test_collect_with_its_scratch_read_only_writes_no_status(side: Side) -> None
     )
     ro = tuple(VolumeMount(v.volume, v.target, read_only=True) if v.target == "/trial" else v for v in spec.volumes)
     side.runtime.behave("collect", collect)
-    run = side.runtime.run(
-        dataclasses.replace(spec, volumes=ro), deadline_s=60, archive="/trial/out", archive_cap=1 << 20
+    run = lifecycle.run(
+        side.runtime, dataclasses.replace(spec, volumes=ro), deadline_s=60, archive="/trial/out", archive_cap=1 << 20
     )
     assert run.exit_code == 3 and b"not a writable directory" in run.stderr
     assert "status" not in read_out_archive(run.archive, 1 << 20)
@@ -375,14 +377,16 @@ def test_an_overlay_whose_upper_is_gone_does_not_start_and_a_volume_in_use_stays
     (side.runtime.volumes[vols.scratch].path / "upper").rmdir()
     spec = _container("agent", VolumeMount(vols.workspace, "/workspace", read_only=False))
     with pytest.raises(InfraError, match="error while mounting volume"):
-        side.runtime.run(spec, deadline_s=60)
+        lifecycle.run(side.runtime, spec, deadline_s=60)
     assert side.runtime.containers == {}, "run removes the container that did not start"
     holder = _container("holder", VolumeMount(vols.verify, "/workspace", read_only=False))
     side.runtime.create(holder)
-    removal = side.runtime.remove_objects(vols.objects())
+    removal = lifecycle.remove_objects(side.runtime, vols.objects())
     assert len(removal.errors) == 1 and "in use" in removal.errors[0] and vols.verify in removal.errors[0]
     assert side.trial_volumes() == [vols.verify]
-    side.runtime.remove_objects([DockerObject("container", holder.name), DockerObject("volume", vols.verify)])
+    lifecycle.remove_objects(
+        side.runtime, [DockerObject("container", holder.name), DockerObject("volume", vols.verify)]
+    )
     assert side.trial_volumes() == []
 
 
