@@ -38,14 +38,14 @@ from harness.records import (
     VerifyResult,
 )
 from harness.redact import Redactor
-from harness.results.identity import RecordIdentity
+from harness.results.identity import Identity, RecordIdentity
 from harness.results.store import ArtifactStore
 from harness.sandbox import lifecycle
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.sandbox.names import TrialNames, trial_key
-from harness.sandbox.runtime import ContainerRuntime, ExitInfo
+from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, ExitInfo
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog
 from harness.trial.basetrees import WorkspaceKind
@@ -142,7 +142,31 @@ class _TrialState:
     skills_mounted: tuple[MountedSkill, ...] | None = None
     skill: SkillUse | None = None
     provenance: dict[str, str | None] = field(default_factory=dict)
+    """What the trial observed of its own provenance (the installed delivery's skill listing)."""
     workspace_kind: WorkspaceKind | None = None
+    started_at: str = field(default_factory=lambda: _now())
+
+    def record(self, identity: Identity, redactor: Redactor) -> TrialRecord:
+        """The trial's record: whose it is (``identity``), then what it learned (its error redacted)."""
+        return TrialRecord(
+            **identity,
+            status=self.status,
+            error=redactor.text(self.error) if self.error else None,
+            started_at=self.started_at,
+            finished_at=_now(),
+            durations_s={k: round(v, 3) for k, v in self.durations.items()},
+            agent=self.agent,
+            gateway=self.meter,
+            patch=self.patch,
+            verify=self.verify,
+            judge=self.judge,
+            artifacts=self.artifacts,
+            flags=tuple(self.flags),
+            oom_killed=self.oom,
+            skills_mounted=self.skills_mounted,
+            skill=self.skill,
+            workspace=self.workspace_kind,
+        )
 
 
 def _now() -> str:
@@ -150,19 +174,9 @@ def _now() -> str:
 
 
 def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
-    started = _now()
     done = _TrialState()
     phase = _phases(ctx, spec, done)
-    site = TrialSite(
-        ctx.site,
-        TrialNames(ctx.site.run_id, trial_key(spec.task.id, spec.arm, spec.run_index, attempt)),
-        make_labels(ctx.site.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task)),
-        gateway_budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
-        gate=ctx.starts.starting,
-        reaper=ctx.reaper,
-        trial_id=spec.trial_id,
-        timed=phase,
-    )
+    site = _site(ctx, spec, attempt, phase)  # its names: nothing of it exists yet
     try:
         with site:  # removed on every path, or handed to the run's reaper
             with phase("workspace"):  # the gateway's network and container come up on their own thread meanwhile
@@ -175,26 +189,10 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
 
             with phase("agent"):
                 timeout_s = ctx.execution.agent_timeout_s(spec.task)
-                command, skill_target = _agent_command(ctx, spec, timeout_s)
-                dog = site.workspace.watchdog(
-                    ctx.workspace_limit, timeout_s, lambda _trip: ctx.engine.kill(site.names.container("agent"))
-                )
-                agent = sandbox.agent_spec(
-                    ctx.site.profile,
-                    name=site.names.container("agent"),
-                    labels=site.labels,
-                    network=site.network,
-                    gateway_ip=gateway_ip,
-                    workspace=site.workspace.agent_tree,
-                    skill_volume=ctx.site.skill_volume if spec.treated_as == "skill" else None,
-                    command=command,
-                    skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies)
-                    if spec.treated_as == "masked"
-                    else (),
-                    skill_target=skill_target,
-                )
+                agent = _agent_spec(ctx, spec, site, gateway_ip, timeout_s)
                 if ctx.site.library_copies:  # what the container is given, read from its spec: not the plan's
                     done.skills_mounted = delivery.mounted_skills(agent, ctx.site.library_copies)
+                dog = site.workspace.watchdog(ctx.workspace_limit, timeout_s, lambda _trip: ctx.engine.kill(agent.name))
                 with dog:
                     run = lifecycle.run(
                         ctx.engine,
@@ -237,25 +235,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
         done.status, done.error = "infra_error", str(e)
     if site.leftovers:
         done.flags.append("teardown_incomplete: " + "; ".join(site.leftovers)[:500])
-    return TrialRecord(
-        **ctx.identity.of(spec, attempt, observed=done.provenance),
-        status=done.status,
-        error=ctx.redactor.text(done.error) if done.error else None,
-        started_at=started,
-        finished_at=_now(),
-        durations_s={k: round(v, 3) for k, v in done.durations.items()},
-        agent=done.agent,
-        gateway=done.meter,
-        patch=done.patch,
-        verify=done.verify,
-        judge=done.judge,
-        artifacts=done.artifacts,
-        flags=tuple(done.flags),
-        oom_killed=done.oom,
-        skills_mounted=done.skills_mounted,
-        skill=done.skill,
-        workspace=done.workspace_kind,
-    )
+    return done.record(ctx.identity.of(spec, attempt, observed=done.provenance), ctx.redactor)
 
 
 def _agent_done(
@@ -334,19 +314,51 @@ def _installs_skill(ctx: TrialContext, spec: TrialSpec) -> bool:
     return ctx.execution.delivery == "installed" and spec.treated_as == "skill"
 
 
-def _agent_command(ctx: TrialContext, spec: TrialSpec, timeout_s: int) -> tuple[tuple[str, ...], str]:
-    """The agent's argv and where its skill copy is mounted, by the preregistered delivery."""
-    ex = ctx.execution
+def _site(
+    ctx: TrialContext, spec: TrialSpec, attempt: int, phase: Callable[[str], contextlib.AbstractContextManager[None]]
+) -> TrialSite:
+    """The attempt's place on the engine: its names and labels (the attempt's own, so a retry never meets
+    what the reaper may still be removing), its gateway's budget (agent plus judge), the run's start gate and
+    reaper; teardown is timed as the ``teardown`` phase."""
+    return TrialSite(
+        ctx.site,
+        TrialNames(ctx.site.run_id, trial_key(spec.task.id, spec.arm, spec.run_index, attempt)),
+        make_labels(ctx.site.run_id, role="trial", trial_id=spec.trial_id, ttl_s=_ttl(ctx.execution, spec.task)),
+        gateway_budget_usd=ctx.execution.budgets.per_trial_usd + ctx.execution.budgets.judge_usd,
+        gate=ctx.starts.starting,
+        reaper=ctx.reaper,
+        trial_id=spec.trial_id,
+        timed=phase,
+    )
+
+
+def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip: str, timeout_s: int) -> ContainerSpec:
+    """The agent's container: its argv and where its skill copy is mounted by the preregistered delivery, and
+    what its arm's treatment gives it (the skill copy, a library mask's skills)."""
+    ex, given = ctx.execution, spec.treated_as
     budget = ex.budgets.per_trial_usd
     if ex.delivery != "installed":
-        argv = claude.agent_command(
+        command = claude.agent_command(
             spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
         )
-        return argv, "/skill"
-    argv = installed.agent_command(
-        spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+        skill_target = "/skill"
+    else:
+        command = installed.agent_command(
+            spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+        )
+        skill_target = installed.skill_target(ctx.skill_name)
+    return sandbox.agent_spec(
+        ctx.site.profile,
+        name=site.names.container("agent"),
+        labels=site.labels,
+        network=site.network,
+        gateway_ip=gateway_ip,
+        workspace=site.workspace.agent_tree,
+        skill_volume=ctx.site.skill_volume if given == "skill" else None,
+        command=command,
+        skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies) if given == "masked" else (),
+        skill_target=skill_target,
     )
-    return argv, installed.skill_target(ctx.skill_name)
 
 
 def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:
