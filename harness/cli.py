@@ -294,26 +294,19 @@ def _calibrate_parser(sub: Any) -> None:
 def cmd_calibrate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.experiment.calibrate import calibrate
     from harness.experiment.evaluate import default_jobs
-    from harness.experiment.experiment import RunOptions
-    from harness.experiment.library_plan import lock_entries
+    from harness.experiment.options import RunOptions
     from harness.study.config import load_study
-    from harness.study.lock import verify_lock
 
     study = load_study(args.prereg)
     if study.prereg.execution.models:
         raise ConfigError(study.prereg_path, "calibrate runs one model's baseline against itself, not a matrix",
                           field="execution.models", hint="calibrate with a preregistration naming one execution.model")  # fmt: skip
-    lock_hash = verify_lock(study, lock_entries).sha256
-    key = env.get("ANTHROPIC_API_KEY", "")
-    if args.scripted is None and not key:
-        raise PrerequisiteError("ANTHROPIC_API_KEY is not set; a real calibration calls the Anthropic API",
-                                hint="or run it offline with --scripted SCENARIO")  # fmt: skip
     if args.resamples < 1:
         raise ConfigError("--resamples", "must be >= 1")
-    out = args.out or Path("harness-results") / f"calibration-{study.prereg.skill}-{lock_hash[:12]}"
-    options = RunOptions(out=out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
-                         api_key=key or None, runtime=args.runtime, images=_image_options(args), env=env,
-                         paths=host, aa=True)  # fmt: skip
+    # the lock and the key are the run's to check (harness.experiment.experiment.admit), before anything runs
+    options = RunOptions(out=args.out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
+                         api_key=env.get("ANTHROPIC_API_KEY") or None, runtime=args.runtime,
+                         images=_image_options(args), env=env, paths=host, aa=True)  # fmt: skip
     _show(calibrate(study, options, _progress(study), resamples=args.resamples))
     return 0
 
@@ -549,10 +542,8 @@ def _find_prereg(args: argparse.Namespace) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
-    from harness.experiment.library_plan import lock_entries
     from harness.plan import parse_shard
     from harness.study.config import check_host_fits, load_study
-    from harness.study.lock import verify_lock
 
     study = load_study(_find_prereg(args))
     check_host_fits(study)
@@ -562,29 +553,21 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
             f"was written for skill {study.skill_dir}, not {Path(args.skill).resolve()}",
             field="skill_ref",
         )
-    lock_hash = verify_lock(study, lock_entries).sha256
     try:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as e:
         raise ConfigError("--shard", str(e)) from None
-    key = env.get("ANTHROPIC_API_KEY", "")
-    if args.scripted is None and not key:
-        raise PrerequisiteError(
-            "ANTHROPIC_API_KEY is not set; a real evaluation calls the Anthropic API",
-            hint="export ANTHROPIC_API_KEY=..., or try the offline pipeline with `make demo`",
-        )
-    suffix = f"-shard{shard[0]}of{shard[1]}" if shard else ""
-    out = args.out or Path("harness-results") / f"{study.prereg.skill}-{lock_hash[:12]}{suffix}"
     from harness.experiment.evaluate import default_jobs, evaluate
-    from harness.experiment.experiment import RunOptions
+    from harness.experiment.options import RunOptions
 
     if args.reuse_baseline_from:
         _warn_without_recent_calibration(study)
+    # the lock and the key are the run's to check (harness.experiment.experiment.admit), before anything runs
     options = RunOptions(
-        out=out,
+        out=args.out,
         jobs=args.jobs or default_jobs(study, env),
         scripted=args.scripted,
-        api_key=key or None,
+        api_key=env.get("ANTHROPIC_API_KEY") or None,
         shard=shard,
         runtime=args.runtime,
         images=_image_options(args),
@@ -649,7 +632,7 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
     from harness.demo import prepare_demo
     from harness.experiment.evaluate import default_jobs, evaluate
-    from harness.experiment.experiment import RunOptions
+    from harness.experiment.options import RunOptions
     from harness.study.config import load_study
 
     setup = prepare_demo(args.out.resolve())

@@ -65,7 +65,8 @@ from harness.analysis.estimates import analyze
 from harness.analysis.observations import Observation
 from harness.demo import prepare_demo
 from harness.experiment.events import Events, NullEvents
-from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.experiment.experiment import Experiment, ExperimentResult
+from harness.experiment.options import RunOptions
 from harness.host.paths import HostPaths
 from harness.results.attempts import spent_usd
 from harness.sandbox.engine import Engine

@@ -21,7 +21,8 @@ from pathlib import Path
 import yaml
 
 from harness.demo import prepare_demo
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
 from harness.host.paths import HostPaths
 from harness.sandbox.engine import Engine
 from harness.study.config import load_study

@@ -262,14 +262,13 @@ def calibrate(study: Study, options: Any, events: Any = None, *, resamples: int 
     from harness.experiment.evaluate import _signals
     from harness.experiment.experiment import Experiment
     from harness.reporting import ledger
-    from harness.sandbox.engine import Engine
 
-    experiment = Experiment(study, Engine(options.env), options, events)
+    experiment = Experiment(study, None, options, events)  # its engine is made once the study is admitted
     with _signals(experiment):
         result = experiment.run()
     summary, path = write(
         result.experiment_dir.root,
-        lambda: summarize(study, result.records, resamples=resamples, seed=study.prereg.execution.seed),
+        lambda: summarize(result.study, result.records, resamples=resamples, seed=study.prereg.execution.seed),
     )
     ledger.record_calibration(ledger.ledger_path(study), ledger_entry(summary, result.lock_hash[:12]))
     return ["", *render(summary).split("\n"), f"calibration written to {path}; recorded in {ledger.ledger_path(study)}"]

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from types import FrameType
 
 from harness.experiment.events import Events
-from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.experiment.experiment import Experiment, ExperimentResult
+from harness.experiment.options import RunOptions
 from harness.host.slots import slot_count
 from harness.reporting import SUMMARY_TXT, analyse_and_write, ledger
 from harness.reporting.model import ReportInput, analyze_records
 from harness.sandbox import roles
-from harness.sandbox.engine import Engine
 from harness.study.config import Study
 
 
@@ -48,8 +48,11 @@ def default_jobs(study: Study, env: Mapping[str, str]) -> int:
     return slot_count(env, per_trial_mem=roles.trial_memory_limits(study.prereg.execution.resources))
 
 
-def analyze(study: Study, result: ExperimentResult) -> ReportInput:
-    return analyze_records(study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root)
+def analyze(result: ExperimentResult) -> ReportInput:
+    """The analysis of a run, on the study as run (the preflight's trivial tasks left out, and named)."""
+    return analyze_records(
+        result.study, result.records, lock_hash=result.lock_hash, experiment_dir=result.experiment_dir.root
+    )
 
 
 @dataclass(frozen=True)
@@ -65,14 +68,11 @@ class Evaluated:
 
 def run_and_report(study: Study, options: RunOptions, events: Events | None = None) -> Evaluated:
     """Run the experiment (reporting through ``events``), analyse it and write its reports; no ledger."""
-    engine = Engine(options.env)
-    if events is not None:  # which engine, before anything runs on it (DOCKER_HOST may point elsewhere)
-        events.message(f"engine: {engine.endpoint().describe()}")
-    experiment = Experiment(study, engine, options, events)
+    experiment = Experiment(study, None, options, events)  # its engine is made once the study is admitted
     with _signals(experiment):
         result = experiment.run()
     store = result.experiment_dir
-    data, paths = analyse_and_write(store.root, lambda: analyze(study, result), store.redactor.text)
+    data, paths = analyse_and_write(store.root, lambda: analyze(result), store.redactor.text)
     lines = ["", *paths[SUMMARY_TXT].read_text(encoding="utf-8").splitlines()]
     return Evaluated(data, lines, experiment.stop.is_set())
 

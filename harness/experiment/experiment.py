@@ -1,11 +1,17 @@
-"""An experiment: the planned trials of one locked preregistration, run to completion.
+"""An experiment: the planned trials of one locked preregistration, run to completion, in two steps.
 
-    lock check -> plan -> resume state -> gc and sweep -> images -> baseline reuse
-      -> run set-up -> trials (concurrent, host-wide slots, bounded infra retries,
-         cumulative budget, preregistered early stop) -> run teardown
+    admit      the lock against the files as they are now, the key (nothing touched before: no engine,
+               no directory)
+    prepare    resume state -> gc and sweep -> images -> provenance and baseline fingerprints -> the
+               reused baseline's checks -> preflight -> the plan (once) -> trial inputs -> baseline reuse
+               chosen -> what is left: a frozen :class:`RunPlan`, with nothing of the directory written
+    execute    experiment.json (one write) -> preflight.json -> the reused baseline copied in -> run
+               set-up -> trials (concurrent, host-wide slots, bounded infra retries, cumulative budget,
+               preregistered early stop) -> run teardown
 
-The run's set-up and teardown are one context manager (:mod:`harness.experiment.resources`), the
-scheduling is :mod:`harness.experiment.loop`, what is left to run is :mod:`harness.experiment.resume`.
+the shape of cibuildwheel's ``get_build_steps`` (a plan of frozen steps) then ``build``. The run's set-up
+and teardown are one context manager (:mod:`harness.experiment.resources`), the scheduling is
+:mod:`harness.experiment.loop`, what is left to run is :mod:`harness.experiment.resume`.
 
 Crash safety: every attempt is appended to ``results.jsonl`` the moment it
 ends, so killing the controller (SIGKILL included) loses at most the trials
@@ -29,19 +35,18 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__, plan
 from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
-from harness.experiment.library_plan import lock_entries
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
+from harness.experiment.options import Admission, RunOptions, admit, results_dir
 from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resources import RunResources, RunSetup, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
-from harness.experiment.upstream import Upstream
 from harness.host import gitops, workroots
 from harness.host.paths import HostPaths
 from harness.host.slots import HostSlots, slot_count
@@ -55,54 +60,18 @@ from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
 from harness.sandbox import reaper, uids
 from harness.sandbox import roles as sandbox
-from harness.sandbox.images import ImageBuilder, ImageOptions, ImageSet
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageBuilder, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
-from harness.study.lock import verify_lock
 from harness.study.skillname import listed_name
 from harness.trial import basetrees, installed, samepatch
 from harness.trial.reaper import TrialReaper
 from harness.trial.site import RunSite
 from harness.trial.trial import StartGate, TrialContext, run_trial
 from harness.trial.watchdog import WorkspaceLimit
-
-REAL_UPSTREAM = "https://api.anthropic.com"
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    out: Path
-    jobs: int
-    scripted: Path | None = None
-    """A scenario file: run against the scripted Messages API (offline, no key)."""
-    api_key: str | None = None
-    upstream: str = REAL_UPSTREAM
-    shard: plan.ShardRef | None = None
-    runtime: str | None = None
-    images: ImageOptions = field(default_factory=ImageOptions)
-    host_slots: int | None = None
-    """Host-wide concurrent-trial limit (default: HARNESS_HOST_SLOTS, else from cores and memory)."""
-    env: Mapping[str, str] = field(default_factory=dict)
-    paths: HostPaths | None = None
-    """Work root, host slots and the work-roots record (default: from ``env``; :mod:`harness.cli` passes
-    the ones it read at start)."""
-    reuse_from: tuple[Path, ...] = ()
-    """Experiment directories (or folders of them) whose matching baseline trials are reused."""
-    scripted_key: str | None = None
-    """Scripted mode only: the fake key the gateway holds (must start with ``sk-ant-test-``), so
-    tests can look for it everywhere; by default a random one. Never used in real runs."""
-    workspace_limit: WorkspaceLimit | None = None
-    """Bounds on each trial's bind-mounted /workspace (default: from ``env``, see harness.trial.watchdog)."""
-    aa: bool = False
-    """A/A calibration (``skilltrial calibrate``): the second arm runs exactly as the baseline (same prompt,
-    no skill mounted) and is recorded under the arm name ``skill``, so the usual analysis compares the
-    baseline with itself."""
-    route: Upstream | None = None
-    """Real runs: the gateway's upstream route (URL, proxy, extra CA, network); default: ``upstream``, direct."""
-    preflight: bool = True
-    """Run each task's verify_cmd at the base commit before any agent (harness.experiment.preflight)."""
 
 
 @dataclass
@@ -113,11 +82,42 @@ class ExperimentResult:
     experiment_dir: ExperimentDir
     images: ImageSet
     lock_hash: str
+    study: Study
+    """The study as run: the preflight's trivial tasks left out (``study.excluded``, which the reports name)."""
     ran: int = 0
     """Trials that ran to a final record in this invocation (resumed and reused ones excluded)."""
     reused: int = 0
     """Baseline trials copied from other experiments in this invocation."""
     early_stopped: bool = False
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything decided before the first trial (:meth:`Experiment.prepare`), which :meth:`Experiment.execute`
+    carries out: nothing here is decided again, and nothing of the experiment directory is written before."""
+
+    study: Study
+    """The study as run: the preflight's trivial tasks left out (``study.excluded``)."""
+    specs: tuple[TrialSpec, ...]
+    """This shard's planned trials, made once (after the preflight)."""
+    images: ImageSet
+    identity: RecordIdentity
+    """What every record says it belongs to and ran on: provenance, baseline fingerprints, shard."""
+    key: str
+    scenario: bytes | None
+    """A scripted run's compiled scenario."""
+    meta: ExperimentMeta | None
+    """experiment.json as this start leaves it (started, its trial and baseline inputs); None: as it is."""
+    preflight: tuple[BaseOutcome, ...] | None
+    """Each task's verify at the base commit (None: switched off), for preflight.json."""
+    reused: tuple[reuse.Match, ...]
+    """Baseline trials of other experiments that stand in for this one's, adopted into it (their copies, and
+    the directories their artifacts are copied from), in plan order."""
+    reuse_note: str | None
+    """What baseline reuse found, and why the rest was not reused."""
+    records: tuple[TrialRecord, ...]
+    """What the directory holds (read once), then the reused copies: what the loop starts from."""
+    remaining: Remaining
 
 
 # ================================================================ the experiment
@@ -127,14 +127,16 @@ class Experiment:
     def __init__(
         self,
         study: Study,
-        engine: Runtime,
+        engine: Runtime | None,
         options: RunOptions,
         events: Events | None = None,
         *,
         trial_runner: Callable[[TrialContext, TrialSpec, int], TrialRecord] = run_trial,
     ) -> None:
+        """``engine``: the runtime to run on; None: the Docker engine ``options.env`` names, made once the
+        study is admitted (:func:`admit`), so nothing touches an engine before the lock and key hold."""
         self.study = study
-        self.engine = engine
+        self._engine = engine
         self.options = options
         self.events: Events = events or NullEvents()
         self.paths = options.paths or HostPaths.from_env(options.env)
@@ -144,9 +146,14 @@ class Experiment:
         self.starts = StartGate(self.stop)
         self._role_users_cache: uids.RoleUsers | None = None
         self._leave_out: tuple[str, ...] = ()
-        self.baseline_inputs: reuse.BaselineInputs | None = None
-        """What goes into this run's baseline fingerprints, by name (:meth:`_fingerprints`)."""
         """What no tree of the run holds (:meth:`_base_excluded`), decided once the lock is verified."""
+
+    @property
+    def engine(self) -> Runtime:
+        if self._engine is None:
+            self._engine = Engine(self.options.env)
+            self.events.message(f"engine: {self._engine.endpoint().describe()}")
+        return self._engine
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -156,10 +163,12 @@ class Experiment:
 
     def _kill_running(self) -> None:
         self.starts.close()  # after this, every container of the run that will ever run is running now
+        if self._engine is None:
+            return  # nothing runs before there is an engine
         try:
-            for kind, name, labels in self.engine.labelled({RUN: self.run_id}):
+            for kind, name, labels in self._engine.labelled({RUN: self.run_id}):
                 if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
-                    self.engine.kill(name)
+                    self._engine.kill(name)
         except HarnessError:
             pass
 
@@ -168,11 +177,16 @@ class Experiment:
         return str(self.options.shard) if self.options.shard else None
 
     # ------------------------------------------------- hooks (library experiments override them)
-    def plan_specs(self) -> tuple[TrialSpec, ...]:
-        """Every planned trial of the experiment (all shards)."""
-        ex = self.study.prereg.execution
-        specs = plan.plan_trials(self.study.target_tasks(), ex.runs_per_arm, ex.seed)
+    def plan_specs(self, study: Study | None = None) -> tuple[TrialSpec, ...]:
+        """Every planned trial of ``study`` (default: the study as preregistered), all shards."""
+        study = study or self.study
+        ex = study.prereg.execution
+        specs = plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)
         return plan.aa_plan(specs) if self.options.aa else specs
+
+    def out_name(self) -> str:
+        """The first part of the default experiment directory's name (:func:`results_dir`)."""
+        return f"calibration-{self.study.prereg.skill}" if self.options.aa else self.study.prereg.skill
 
     def prompt_template_sha256(self) -> str:
         return plan.prompt_template_sha256()
@@ -181,8 +195,8 @@ class Experiment:
         self,
         specs: Sequence[TrialSpec],
         latest: Mapping[str, TrialRecord],
-        fingerprints: Mapping[str, str],
-        provenance: Provenance,
+        identity: RecordIdentity,
+        inputs: reuse.BaselineInputs,
     ) -> None:
         """Checks of the reused baseline that must pass before any container starts (the preflight's
         included); raise to refuse the run. An A/B experiment reuses what it can and runs the rest."""
@@ -203,64 +217,92 @@ class Experiment:
     def run(self) -> ExperimentResult:
         """Run (or resume) the experiment; ``events`` hears ``finished`` however it ends."""
         try:
-            return self._run()
+            admitted = admit(self.study, self.options)  # the one check of lock and key, before anything else
+            self._leave_out = self._base_excluded(admitted.lock)
+            self._check_runtime()
+            scenario = self._compiled_scenario()  # checked before anything of the directory is read or written
+            redactor = Redactor([admitted.key, *self._route().secrets()])
+            store = ExperimentDir(self.out_dir(admitted.lock.sha256), redactor, derived=self.derived_outputs())
+            with store.exclusive():
+                return self.execute(self.prepare(store, admitted, scenario), store)
         finally:
             self.events.finished()
 
-    def _run(self) -> ExperimentResult:
+    def out_dir(self, lock_hash: str) -> Path:
+        """Where the results go: ``--out``, else ``harness-results/<name>-<lock12>[-shard<i>of<n>]``."""
+        return self.options.out or results_dir(self.out_name(), lock_hash, self.options.shard)
+
+    def prepare(self, store: ExperimentDir, admitted: Admission, scenario: bytes | None) -> RunPlan:
+        """Everything decided before the first trial, in one frozen :class:`RunPlan`: what the directory holds
+        (read once), the images, the provenance and fingerprints, the preflight and the plan it leaves (made
+        once), the trial inputs, the reused baseline and what is left. It refuses what cannot run (a reused
+        baseline that cannot serve the plan, before any container; a task that cannot run at the base commit;
+        other trial inputs than the directory's) and writes nothing of the directory but the preflight's record
+        of a refusal."""
         ex = self.study.prereg.execution
-        lock = verify_lock(self.study, lock_entries)
-        lock_hash = lock.sha256
-        self._leave_out = self._base_excluded(lock)
-        self._check_runtime()
-        specs = plan.select_shard(self.plan_specs(), self.options.shard)
-        # every input is checked (the scenario too) before the resume state, experiment.json, is written
-        compiled = self._compiled_scenario()
-        redactor = Redactor([self.options.api_key or "", *self._route().secrets()])
-        store = ExperimentDir(self.options.out, redactor, derived=self.derived_outputs())
-        with store.exclusive():
-            latest = self._resume_state(store, lock_hash)
-            self._reap_leftovers()
-            images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
-            provenance = self._provenance(lock, images)
-            fingerprints = self._fingerprints(provenance, images, compiled)
-            identity = RecordIdentity.of_run(provenance, shard=self.shard_text, baseline_fingerprints=fingerprints)
-            # a reused baseline that cannot serve the plan is refused here, naming why, before any container
-            self.check_reuse(specs, latest, fingerprints, provenance)
-            base_outcomes = self._preflight(store, images, lock.base_sha)
-            if self.study.excluded:  # the preflight's trivial tasks are not planned
-                specs = plan.select_shard(self.plan_specs(), self.options.shard)
-            self._check_trial_inputs(
-                store,
-                images,
-                compiled,
-                {"preflight_skipped": sorted(self.study.excluded), "base_excluded": list(self._leave_out)},
-            )
-            self._record_baseline_inputs(store)
-            if base_outcomes is not None:
-                preflight.write_record(store.root, base_outcomes)
-            reused = self._reuse(store, specs, latest, identity)
-            so_far = store.results.read().records
-            self.preflight(specs, so_far, provenance)
-            left = plan_remaining(specs, so_far, ex.max_infra_retries)
-            self.events.planned(specs, left.finals, spent_usd(so_far))
-            note = left.note(len(specs))
-            if note:
-                self.events.message(note)
-            ran = 0
-            if left.todo:
-                ran = self._run_trials(left, store, images, identity, compiled)
-            records = store.results.read().records
+        existing, records = self._resume_state(store, admitted.lock.sha256)
+        self._reap_leftovers()
+        images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
+        provenance = self._provenance(admitted.lock, images)
+        inputs, fingerprints = self._baseline_inputs(provenance, images, scenario)
+        identity = RecordIdentity.of_run(provenance, shard=self.shard_text, baseline_fingerprints=fingerprints)
+        latest = latest_by_trial(records)
+        # a reused baseline that cannot serve the plan is refused here, naming why, before any container
+        self.check_reuse(plan.select_shard(self.plan_specs(), self.options.shard), latest, identity, inputs)
+        outcomes = self._preflight(store, images, admitted.lock.base_sha)
+        study = self.study.excluding(self._trivial(outcomes or (), store))
+        specs = plan.select_shard(self.plan_specs(study), self.options.shard)
+        skipped = {"preflight_skipped": sorted(study.excluded), "base_excluded": list(self._leave_out)}
+        meta = self._meta(store, existing, admitted.lock.sha256, self._trial_inputs(images, scenario, skipped), inputs)
+        found, reuse_note = self._reuse(store, specs, latest, identity, inputs)
+        reused = tuple(reuse.Match(identity.adopt(m.record, str(m.directory)), m.directory) for m in found)
+        so_far = (*records, *(m.record for m in reused))
+        self.preflight(specs, so_far, provenance)
+        return RunPlan(
+            study=study,
+            specs=specs,
+            images=images,
+            identity=identity,
+            key=admitted.key,
+            scenario=scenario,
+            meta=meta,
+            preflight=None if outcomes is None else tuple(outcomes),
+            reused=reused,
+            reuse_note=reuse_note,
+            records=so_far,
+            remaining=plan_remaining(specs, so_far, ex.max_infra_retries),
+        )
+
+    def execute(self, run: RunPlan, store: ExperimentDir) -> ExperimentResult:
+        """Carry out ``run``: record what was decided (experiment.json, preflight.json, the reused baseline's
+        copies), then run what is left; the result is read back from the directory."""
+        if run.meta is not None:
+            write_meta(store.root, run.meta)  # the one write of experiment.json
+        if run.preflight is not None:
+            preflight.write_record(store.root, run.preflight)
+        for match in run.reused:
+            reuse.copy_artifacts(match.record, match.directory, store.root)
+            store.results.append(match.record)
+        if run.reuse_note is not None:
+            self.events.message(run.reuse_note)
+        left = run.remaining
+        self.events.planned(run.specs, left.finals, spent_usd(run.records))
+        note = left.note(len(run.specs))
+        if note:
+            self.events.message(note)
+        ran = self._run_trials(run, store) if left.todo else 0
+        records = store.results.read().records
         budget_stopped, early_stopped = stops(records)
         return ExperimentResult(
             records,
-            specs,
+            run.specs,
             budget_stopped,
             store,
-            images,
-            lock_hash,
+            run.images,
+            run.identity.provenance.lock_hash,
+            run.study,
             ran=ran,
-            reused=reused,
+            reused=len(run.reused),
             early_stopped=early_stopped,
         )
 
@@ -323,56 +365,69 @@ class Experiment:
     def _work_root(self) -> Path:
         return workroots.prepare(self.paths)  # so gc finds a killed run's directories under any TMPDIR
 
-    def _resume_state(self, store: ExperimentDir, lock_hash: str) -> dict[str, TrialRecord]:
+    def _resume_state(
+        self, store: ExperimentDir, lock_hash: str
+    ) -> tuple[ExperimentMeta | None, tuple[TrialRecord, ...]]:
+        """What the directory holds (read once): its description (checked: this lock, shard and mode) and its
+        result lines (every one of this lock). None and nothing for a directory not started yet."""
         try:
             meta = read_meta(store.root)
         except ConfigError as e:
             raise ResumeError(e.message, hint="move the directory aside") from e
-        shard = self.shard_text
-        mode: Mode = "scripted" if self.options.scripted else "real"
         if meta is not None:
-            check_resumable(meta, store.root, lock_hash=lock_hash, shard=shard, mode=mode)
-        else:
-            write_meta(
-                store.root,
-                ExperimentMeta.start(
-                    lock_hash, preregistration=str(self.study.prereg_path), skill=self.study.prereg.skill,
-                    shard=shard, mode=mode, model=self.study.matrix_model,
-                ),
-            )  # fmt: skip
+            check_resumable(meta, store.root, lock_hash=lock_hash, shard=self.shard_text, mode=self._mode())
         report = store.results.read()
         if store.results.repaired:
             self.events.message("repaired a torn last line in results.jsonl (moved aside; earlier lines kept)")
         for number, err in report.bad_lines:
             self.events.message(f"results.jsonl line {number} is unreadable and ignored: {err}")
         check_records(report.records, store.root, lock_hash)
-        return latest_by_trial(report.records)
+        return meta, tuple(report.records)
 
-    def _check_trial_inputs(
-        self, store: ExperimentDir, images: ImageSet, compiled: bytes | None, extra: Mapping[str, object]
-    ) -> None:
-        """Refuse to resume a directory started with other trial inputs; record them on the first start."""
+    def _mode(self) -> Mode:
+        return "scripted" if self.options.scripted else "real"
+
+    def _meta(
+        self,
+        store: ExperimentDir,
+        existing: ExperimentMeta | None,
+        lock_hash: str,
+        current: Mapping[str, object],
+        inputs: reuse.BaselineInputs,
+    ) -> ExperimentMeta | None:
+        """experiment.json as this start leaves it (None: as it is). A directory started with other trial
+        inputs is refused (its trials would be mixed with these); the first start records them, and a directory
+        started before an input was recorded gets it. The baseline inputs are this start's: what another
+        experiment reads to name why a baseline trial of this one cannot stand in for its own."""
+        meta = existing or ExperimentMeta.start(
+            lock_hash, preregistration=str(self.study.prereg_path), skill=self.study.prereg.skill,
+            shard=self.shard_text, mode=self._mode(), model=self.study.matrix_model,
+        )  # fmt: skip
+        recorded = meta.trial_inputs
+        trialinputs.check_resume(store.root, recorded, current)
+        if recorded != current:
+            meta = meta.model_copy(update={"trial_inputs": {**(recorded or {}), **current}})
+        if meta.baseline_inputs != inputs.to_json():
+            meta = meta.model_copy(update={"baseline_inputs": inputs.to_json()})
+        return None if meta == existing else meta
+
+    def _trial_inputs(self, images: ImageSet, scenario: bytes | None, extra: Mapping[str, object]) -> dict[str, object]:
+        """What goes into every trial besides the lock (:mod:`harness.experiment.trialinputs`)."""
         base = self.options.images.trial_base
-        current = trialinputs.trial_inputs(
+        return trialinputs.trial_inputs(
             self.study.prereg.execution,
             images,
             base_image=base,
             base_image_id=self.engine.image_id(base) if base else None,
-            scenario=compiled,
+            scenario=scenario,
             upstream=self.options.upstream,
             runtime=self.options.runtime,
             extra=extra,
         )
-        meta = read_meta(store.root)  # written (and checked) by _resume_state
-        recorded = meta.trial_inputs if meta is not None else None
-        trialinputs.check_resume(store.root, recorded, current)
-        # first start, or a directory started before an input was recorded
-        if meta is not None and recorded != current:
-            write_meta(store.root, meta.model_copy(update={"trial_inputs": {**(recorded or {}), **current}}))
 
     def _preflight(self, store: ExperimentDir, images: ImageSet, base_sha: str) -> list[BaseOutcome] | None:
-        """Each target task's verify at the base commit (cached): stop when one cannot run, leave
-        trivial ones out of the plan (``study.excluded``). None when switched off."""
+        """Each target task's verify at the base commit (cached): stop when one cannot run (its record is
+        written, for the refusal's reader). None when switched off."""
         if not self.options.preflight:
             return None
         work = self._work_root()
@@ -402,21 +457,26 @@ class Experiment:
         if broken:
             preflight.write_record(store.root, outcomes)
             raise preflight.cannot_run_error(broken, self.options.images.trial_base, self._leave_out)
-        trivial = {o.task_id: o.reason for o in outcomes if o.outcome == "passes"}
-        if trivial:
-            self.events.message(
-                f"preflight: skipping {len(trivial)} task(s) whose verify_cmd already passes at the base commit: "
-                + ", ".join(sorted(trivial))
-            )
-            self.study.excluded = {**self.study.excluded, **trivial}
-            if not self.study.target_tasks():
-                raise ConfigError(
-                    self.study.prereg_path,
-                    "every target task's verify_cmd already passes at the base commit (preflight)",
-                    field="target_tasks",
-                    hint="check base_ref and the tasks' verify_cmd; see preflight.json in " + str(store.root),
-                )
         return outcomes
+
+    def _trivial(self, outcomes: Sequence[BaseOutcome], store: ExperimentDir) -> dict[str, str]:
+        """The preflight's trivial tasks (their verify passes at the base commit), left out of the plan: task id
+        -> why. Every target task trivial is a refusal."""
+        trivial = {o.task_id: o.reason for o in outcomes if o.outcome == "passes"}
+        if not trivial:
+            return {}
+        self.events.message(
+            f"preflight: skipping {len(trivial)} task(s) whose verify_cmd already passes at the base commit: "
+            + ", ".join(sorted(trivial))
+        )
+        if not self.study.excluding(trivial).target_tasks():
+            raise ConfigError(
+                self.study.prereg_path,
+                "every target task's verify_cmd already passes at the base commit (preflight)",
+                field="target_tasks",
+                hint="check base_ref and the tasks' verify_cmd; see preflight.json in " + str(store.root),
+            )
+        return trivial
 
     # ------------------------------------------------------------ baseline reuse
     def _compiled_scenario(self) -> bytes | None:
@@ -435,10 +495,13 @@ class Experiment:
             else None,
         )
 
-    def _fingerprints(self, provenance: Provenance, images: ImageSet, compiled: bytes | None) -> dict[str, str]:
+    def _baseline_inputs(
+        self, provenance: Provenance, images: ImageSet, scenario: bytes | None
+    ) -> tuple[reuse.BaselineInputs, dict[str, str]]:
+        """What goes into this run's baseline fingerprints, by name, and each target task's fingerprint."""
         views: dict[str, object] = {}
-        if compiled is not None:
-            scripted = reuse.scripted_views(compiled)
+        if scenario is not None:
+            scripted = reuse.scripted_views(scenario)
             server = f"scripted:{scripted.global_sha256}"
             views = dict(scripted.tasks)
         else:
@@ -453,18 +516,8 @@ class Experiment:
             base_excluded=self._leave_out,
         )
         tasks = self.study.target_tasks()
-        self.baseline_inputs = reuse.BaselineInputs(
-            settings, {t.id: reuse.task_parts(t, views.get(t.id)) for t in tasks}
-        )
-        return {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in tasks}
-
-    def _record_baseline_inputs(self, store: ExperimentDir) -> None:
-        """``experiment.json``'s ``baseline_inputs``: what another experiment reads to name why a baseline
-        trial of this one cannot stand in for its own."""
-        meta = read_meta(store.root)
-        recorded = self.baseline_inputs.to_json() if self.baseline_inputs is not None else None
-        if meta is not None and meta.baseline_inputs != recorded:
-            write_meta(store.root, meta.model_copy(update={"baseline_inputs": recorded}))
+        inputs = reuse.BaselineInputs(settings, {t.id: reuse.task_parts(t, views.get(t.id)) for t in tasks})
+        return inputs, {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in tasks}
 
     def _reuse(
         self,
@@ -472,39 +525,34 @@ class Experiment:
         specs: Sequence[TrialSpec],
         latest: Mapping[str, TrialRecord],
         identity: RecordIdentity,
-    ) -> int:
+        inputs: reuse.BaselineInputs | None = None,
+    ) -> tuple[tuple[reuse.Match, ...], str | None]:
+        """The baseline trials of ``--reuse-baseline-from`` that stand in for this plan's (in plan order), and
+        the line that says what was found and why the rest was not."""
         if not self.options.reuse_from:
-            return 0
+            return (), None
         wanted = {s.trial_id: fp for s in specs if (fp := identity.fingerprint(s)) and s.trial_id not in latest}
         sources = reuse.experiment_dirs(self.options.reuse_from)
-        if not wanted or not sources:
-            if not sources:
-                self.events.message(
-                    "baseline reuse: no experiment directory found in "
-                    + ", ".join(str(p) for p in self.options.reuse_from)
-                )
-            return 0
-        chosen = reuse.select(wanted, sources, identity.provenance, exclude=store.root, inputs=self.baseline_inputs)
+        if not sources:
+            where = ", ".join(str(p) for p in self.options.reuse_from)
+            return (), f"baseline reuse: no experiment directory found in {where}"
+        if not wanted:
+            return (), None
+        chosen = reuse.select(wanted, sources, identity.provenance, exclude=store.root, inputs=inputs)
         found = chosen.found
         order = {s.trial_id: i for i, s in enumerate(specs)}
-        for trial_id in sorted(found, key=order.__getitem__):
-            match = found[trial_id]
-            reuse.copy_artifacts(match.record, match.directory, store.root)
-            store.results.append(identity.adopt(match.record, str(match.directory)))
-        self.events.message(
+        matches = tuple(found[t] for t in sorted(found, key=order.__getitem__))
+        return matches, (
             f"baseline reuse: {len(found)} of {len(wanted)} baseline trial(s) copied from "
             f"{len({m.directory for m in found.values()})} earlier experiment(s); {len(wanted) - len(found)} to run"
             + (f" (not reused: {chosen.summary(len(wanted))})" if chosen.missed else "")
         )
-        return len(found)
 
     # ------------------------------------------------------------------ the trials
-    def _run_trials(
-        self, left: Remaining, store: ExperimentDir, images: ImageSet, identity: RecordIdentity, compiled: bytes | None
-    ) -> int:
+    def _run_trials(self, run: RunPlan, store: ExperimentDir) -> int:
         """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
         many trials ran to a final record."""
-        ex = self.study.prereg.execution
+        ex, left = run.study.prereg.execution, run.remaining
         slots_count = self.options.host_slots or slot_count(
             self.options.env, per_trial_mem=sandbox.trial_memory_limits(ex.resources)
         )
@@ -512,22 +560,20 @@ class Experiment:
         if self.options.jobs > slots.count:
             self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
         # An A/A calibration needs every planned trial: what it measures is the rules' rates on full runs.
-        early_stop = (
-            None if self.options.aa else curtailment_check(self.study, [t.id for t in self.study.target_tasks()])
-        )
+        early_stop = None if self.options.aa else curtailment_check(run.study, [t.id for t in run.study.target_tasks()])
         policy = LoopPolicy(
             jobs=self.options.jobs,
             max_infra_retries=ex.max_infra_retries,
             total_usd=ex.budgets.total_usd,
             early_stop=early_stop,
         )
-        spent = spent_usd(store.results.read().records)
+        spent = spent_usd(run.records)
         pause = ApiPause(events=self.events)  # told by the loop and, live, by the trials' gateways
         loop = functools.partial(
             TrialLoop,
             append=store.results.append,
             policy=policy,
-            skipped=SkippedRecords(identity),
+            skipped=SkippedRecords(run.identity),
             prior=left.latest,
             finals=left.finals,
             spent=spent,
@@ -539,31 +585,29 @@ class Experiment:
         if stop_before_start(policy, left.finals, spent) is not None:
             # no trial may start, so no run set-up at all: the loop only writes the skipped lines
             return loop(_nothing_starts).run(left.todo).ran
-        setup = self._run_setup(images, left.todo, compiled, identity.provenance.base_sha)
-        store.redactor.add(setup.key)
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
-        with RunResources(self.engine, setup, store, self.events) as site, TrialReaper(self._cleanup) as reaper:
-            context = self._trial_context(site, store, images, identity, reaper, on_api_pause=pause.hold)
-            run_one = functools.partial(self.trial_runner, context)
-            return loop(run_one).run(left.todo).ran
+        with (
+            RunResources(self.engine, self._run_setup(run), store, self.events) as site,
+            TrialReaper(self._cleanup) as reaper,
+        ):
+            context = self._trial_context(site, store, run, reaper, on_api_pause=pause.hold)
+            return loop(functools.partial(self.trial_runner, context)).run(left.todo).ran
 
-    def _run_setup(
-        self, images: ImageSet, todo: Sequence[TrialSpec], compiled: bytes | None, base_sha: str
-    ) -> RunSetup:
-        """What the run's resources are made from (nothing exists yet; a missing key stops here)."""
-        ex = self.study.prereg.execution
+    def _run_setup(self, run: RunPlan) -> RunSetup:
+        """What the run's resources are made from (nothing exists yet)."""
+        ex = run.study.prereg.execution
         return RunSetup(
             run_id=self.run_id,
             work_root=self._work_root(),
-            labels=make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, todo, self.options.jobs)),
-            profile=self._profile(images),
-            key=self._api_key(),
+            labels=make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, run.remaining.todo, self.options.jobs)),
+            profile=self._profile(run.images),
+            key=run.key,
             key_owner=self._users().sidecar,
-            study=self.study,
+            study=run.study,
             route=self._route(),
-            scenario=compiled,
+            scenario=run.scenario,
             library_copies=self.library_copies,
-            base_sha=base_sha,
+            base_sha=run.identity.provenance.base_sha,
             workspace_kind=basetrees.kind_from_env(self.options.env),
             base_excluded=self._leave_out,
         )
@@ -572,44 +616,38 @@ class Experiment:
         self,
         site: RunSite,
         store: ExperimentDir,
-        images: ImageSet,
-        identity: RecordIdentity,
+        run: RunPlan,
         reaper: TrialReaper | None = None,
         *,
         on_api_pause: Callable[[float], None] = lambda _seconds: None,
     ) -> TrialContext:
         """Everything every trial of this run shares, the run's resources included."""
+        ex = run.study.prereg.execution
         return TrialContext(
             site=site,
-            execution=self.study.prereg.execution,
-            identity=identity,
+            execution=ex,
+            identity=run.identity,
             artifacts=store.artifacts,
             redactor=store.redactor,
             stop=self.stop,
             on_phase=self.events.phase,
             workspace_limit=self.options.workspace_limit or WorkspaceLimit.from_env(self.options.env),
             starts=self.starts,
-            same_patch=self._same_patch(store, identity.provenance, images),
-            skill_name=listed_name(self.study.skill_dir, self.study.prereg.skill),
+            same_patch=samepatch.SamePatch.seeded(
+                run.records,
+                run.study.target_tasks(),
+                run.identity.provenance,
+                verify_image=run.images.trial,
+                verify_timeout_s=ex.budgets.verify_timeout_s,
+                judge_reuse=run.study.prereg.judge.reuse_identical,
+            ),
+            skill_name=listed_name(run.study.skill_dir, run.study.prereg.skill),
             reaper=reaper,
             on_api_pause=on_api_pause,
         )
 
     def _cleanup(self, text: str) -> None:
         self.events.message(f"cleanup: {text}")
-
-    def _same_patch(self, store: ExperimentDir, provenance: Provenance, images: ImageSet) -> samepatch.SamePatch:
-        """The run's identical-patch caches, seeded with the verify results already in the directory."""
-        same = samepatch.SamePatch(judge_reuse=self.study.prereg.judge.reuse_identical)
-        tasks = {t.id: t for t in self.study.target_tasks()}
-        timeout_s = self.study.prereg.execution.budgets.verify_timeout_s
-        for rec in store.results.read().records:
-            task = tasks.get(rec.task_id)
-            if task is None or rec.patch is None or rec.verify is None or rec.provenance.of_run() != provenance:
-                continue
-            key = samepatch.verify_key(task, provenance.base_sha, images.trial, rec.patch.sha256, timeout_s)
-            same.verify.seed(key, rec.verify, rec.trial_id)
-        return same
 
     def _route(self) -> upstream.Upstream:
         return self.options.route or upstream.Upstream(url=self.options.upstream)
@@ -631,18 +669,6 @@ class Experiment:
         """The hardening profile of every container of this run (trials and preflight)."""
         ex = self.study.prereg.execution
         return sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
-
-    def _api_key(self) -> str:
-        if self.options.scripted is not None:
-            key = self.options.scripted_key or "sk-ant-test-" + secrets.token_urlsafe(24)
-            if not key.startswith("sk-ant-test-"):
-                raise PrerequisiteError("a scripted run's key must be a fake one starting with sk-ant-test-")
-            return key  # a fake key: tests prove it never leaks
-        if not self.options.api_key:
-            raise PrerequisiteError(
-                "ANTHROPIC_API_KEY is not set", hint="export it, or run `make demo` for the offline scripted model"
-            )
-        return self.options.api_key
 
     def _role_users(self) -> uids.RoleUsers:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""

@@ -29,7 +29,8 @@ from harness.experiment import library_plan as library
 from harness.experiment import reuse
 from harness.experiment.evaluate import _signals
 from harness.experiment.events import Events
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
 from harness.plan import TrialSpec, library_template_sha256
 from harness.records import Provenance, TrialRecord, outcome
 from harness.reporting import ledger
@@ -43,9 +44,9 @@ from harness.reporting.outputs import (
     refusal_page,
 )
 from harness.results.attempts import latest_by_trial
+from harness.results.identity import RecordIdentity
 from harness.results.load import study_for
 from harness.results.meta import require_meta
-from harness.sandbox.engine import Engine
 from harness.sandbox.runtime import Runtime
 from harness.study.config import Study, baseline_dir
 from harness.study.lock import copy_skill, skill_files
@@ -63,7 +64,7 @@ class LibraryExperiment(Experiment):
     def __init__(
         self,
         study: Study,
-        engine: Runtime,
+        engine: Runtime | None,
         options: RunOptions,
         events: Events | None = None,
         *,
@@ -74,8 +75,8 @@ class LibraryExperiment(Experiment):
         self.design = design
         self.run_id = "library" + secrets.token_hex(3)  # every Docker object of the run says what it is
 
-    def plan_specs(self) -> tuple[TrialSpec, ...]:
-        return library.plan_trials(self.design, self.study.prereg.execution.seed)
+    def plan_specs(self, study: Study | None = None) -> tuple[TrialSpec, ...]:
+        return library.plan_trials(self.design, (study or self.study).prereg.execution.seed)
 
     def prompt_template_sha256(self) -> str:
         return library_template_sha256()
@@ -84,8 +85,8 @@ class LibraryExperiment(Experiment):
         self,
         specs: Sequence[TrialSpec],
         latest: Mapping[str, TrialRecord],
-        fingerprints: Mapping[str, str],
-        provenance: Provenance,
+        identity: RecordIdentity,
+        inputs: reuse.BaselineInputs,
     ) -> None:
         """Before any container: every planned bare trial this directory has no outcome of must come from
         ``library.baseline_from``; otherwise refuse (exit 4), naming the first input that differs."""
@@ -94,11 +95,11 @@ class LibraryExperiment(Experiment):
         if lib.baseline_from is None:
             return
         wanted = {
-            s.trial_id: fingerprints[s.task.id]
+            s.trial_id: fp
             for s in specs
-            if s.arm == library.BARE and not (s.trial_id in latest and latest[s.trial_id].is_outcome)
+            if (fp := identity.fingerprint(s)) and not (s.trial_id in latest and latest[s.trial_id].is_outcome)
         }
-        chosen = reuse.select(wanted, [baseline_dir(self.study)], provenance, inputs=self.baseline_inputs)
+        chosen = reuse.select(wanted, [baseline_dir(self.study)], identity.provenance, inputs=inputs)
         if chosen.missed:
             raise library.reuse_refused(self.study, chosen.summary(len(wanted)))
 
@@ -145,13 +146,13 @@ def evaluate_library(study: Study, options: RunOptions, events: Events | None = 
         )
     if lib.baseline_from is not None:
         options = dataclasses.replace(options, reuse_from=(baseline_dir(study),))
-    experiment = LibraryExperiment(study, Engine(options.env), options, events, design=design)
+    experiment = LibraryExperiment(study, None, options, events, design=design)
     with _signals(experiment):
         result = experiment.run()
     if options.shard is not None:
         return [f"shard {options.shard} done: merge the shards, then analyse"]
     return analyze_and_write(
-        study,
+        result.study,  # as run: the preflight's trivial tasks left out
         design,
         RunData(
             result.experiment_dir.root,

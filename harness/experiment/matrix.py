@@ -32,7 +32,7 @@ from pathlib import Path
 from harness.errors import HarnessError, Interrupted, MergeError
 from harness.experiment.evaluate import Evaluated, run_and_report
 from harness.experiment.events import Events
-from harness.experiment.experiment import RunOptions
+from harness.experiment.options import RunOptions, admit, results_dir
 from harness.reporting import analyse_and_write, ledger
 from harness.reporting.matrix import ModelResult, matrix_report, terminal_lines, write_matrix_reports
 from harness.reporting.model import ReportInput, analyze_records, load_experiment
@@ -41,7 +41,6 @@ from harness.results.matrix import MODELS_DIR, MatrixMeta, is_matrix_dir, model_
 from harness.results.matrix import write_matrix_meta as _write_meta
 from harness.results.merge import merge
 from harness.study.config import Study
-from harness.study.lock import verify_lock
 
 RunModel = Callable[[Study, RunOptions, Events | None], Evaluated]
 """How one model's experiment is run and reported (:func:`harness.experiment.evaluate.run_and_report`;
@@ -76,8 +75,8 @@ def evaluate_matrix(
     summary as soon as it is decided. Returns the lines to show at the end: the matrix section, then what the
     ledger did."""
     models = study.locked_prereg.execution.models
-    lock_hash = verify_lock(study).sha256
-    top = options.out
+    lock_hash = admit(study, options).lock.sha256  # each model's run admits its own study again
+    top = options.out or results_dir(study.prereg.skill, lock_hash, options.shard)
     shard = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None
     start_or_resume(
         top, MatrixMeta.start(study, lock_hash, shard=shard, mode="scripted" if options.scripted else "real")

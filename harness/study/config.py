@@ -10,6 +10,7 @@ here touches Docker, git or the clock.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -781,6 +782,13 @@ class Study:
         study.locked_prereg = self.locked_prereg
         study.matrix_model = model
         study.excluded = dict(self.excluded)
+        return study
+
+    def excluding(self, tasks: Mapping[str, str]) -> Study:
+        """This study with ``tasks`` (id -> why) left out of the plan as well (the preflight's trivial tasks):
+        a copy, so the study as preregistered stays as it was."""
+        study = copy.copy(self)
+        study.excluded = {**self.excluded, **tasks}
         return study
 
     @property

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
-from harness.records import JudgeResult, VerifyResult
+from harness.records import JudgeResult, Provenance, TrialRecord, VerifyResult
 from harness.study.config import Task
 
 T = TypeVar("T")
@@ -129,3 +129,26 @@ class SamePatch:
     judge_reuse: bool = False
     verify: OnceByKey[VerifyResult] = field(default_factory=lambda: OnceByKey(verify_shareable))
     judge: OnceByKey[JudgeResult] = field(default_factory=lambda: OnceByKey(judge_shareable))
+
+    @classmethod
+    def seeded(
+        cls,
+        records: Iterable[TrialRecord],
+        tasks: Iterable[Task],
+        provenance: Provenance,
+        *,
+        verify_image: str,
+        verify_timeout_s: int,
+        judge_reuse: bool = False,
+    ) -> SamePatch:
+        """A run's caches, seeded with the verify results its directory already holds: those of this run's
+        tasks, recorded on its provenance (as the run knew it before any trial: :meth:`Provenance.of_run`)."""
+        same = cls(judge_reuse=judge_reuse)
+        by_id = {t.id: t for t in tasks}
+        for rec in records:
+            task = by_id.get(rec.task_id)
+            if task is None or rec.patch is None or rec.verify is None or rec.provenance.of_run() != provenance:
+                continue
+            key = verify_key(task, provenance.base_sha, verify_image, rec.patch.sha256, verify_timeout_s)
+            same.verify.seed(key, rec.verify, rec.trial_id)
+        return same

@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 from harness.experiment.events import Events
-from harness.experiment.experiment import Experiment, ExperimentResult, RunOptions
+from harness.experiment.experiment import Experiment, ExperimentResult
+from harness.experiment.options import RunOptions
 from harness.host.paths import HostPaths
 from harness.records import TrialRecord
 from harness.results.attempts import latest_by_trial

@@ -19,8 +19,8 @@ from harness.analysis import contributions
 from harness.demo import prepare_demo
 from harness.errors import ConfigError, LockError
 from harness.experiment import library_plan as library
-from harness.experiment.experiment import RunOptions
 from harness.experiment.library import CONTRIBUTIONS_JSON, evaluate_library
+from harness.experiment.options import RunOptions
 from harness.host import gitops
 from harness.plan import ShardRef
 from harness.records import RESULTS, MountedSkill, TrialRecord

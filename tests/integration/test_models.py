@@ -14,8 +14,8 @@ import yaml
 from harness.cli import main
 from harness.demo import DemoSetup
 from harness.experiment.events import NullEvents
-from harness.experiment.experiment import RunOptions
 from harness.experiment.matrix import evaluate_matrix
+from harness.experiment.options import RunOptions
 from harness.results.matrix import model_dir
 from harness.results.store import read_results
 from harness.sandbox.engine import Engine

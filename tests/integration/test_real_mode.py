@@ -38,6 +38,7 @@ import pytest
 
 from harness.errors import InfraError
 from harness.experiment import experiment, resources, reuse, upstream
+from harness.experiment.options import RunOptions
 from harness.reporting.model import analyze_records
 from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
@@ -238,7 +239,7 @@ def run_real(
         "NO_PROXY": "localhost",
     }
     route = upstream.from_env(env, url=f"https://{n.api}:{API_PORT}", extra_ca=ca, network=n.edge)
-    options = experiment.RunOptions(
+    options = RunOptions(
         out=out,
         jobs=2,
         api_key=env["ANTHROPIC_API_KEY"],

@@ -16,7 +16,8 @@ import pytest
 
 from harness.demo import DemoSetup
 from harness.errors import PrerequisiteError
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
 from harness.sandbox.doctor import judge_versions
 from harness.sandbox.engine import Engine
 from harness.study.config import load_study

@@ -17,7 +17,8 @@ import yaml
 
 from harness import cli
 from harness.errors import ConfigError, LockError
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
 from harness.study.config import TASK_TEXT_MAX_BYTES, load_study, lock_path, parse_preregistration, parse_tasks
 from harness.study.lock import LOCK_COMMENT, lock, lock_digest, verify_lock
 from tests.factories import DEFAULT_PREREG, DEFAULT_TASKS, StudyFactory, StudyFiles

@@ -251,7 +251,8 @@ def test_the_report_notes_what_the_run_left_out_and_what_both_arms_saw(tmp_path:
 
 def test_a_scripted_runs_scenario_in_the_base_tree_is_left_out_too(tmp_path: Path) -> None:
     """The scenario is given to eval, not to lock: the run leaves it out when the base commit holds it."""
-    from harness.experiment.experiment import Experiment, RunOptions
+    from harness.experiment.experiment import Experiment
+    from harness.experiment.options import RunOptions
     from tests.fakes import FakeRuntime
 
     prereg = skill_repository(tmp_path / "r", {"skills/scenario.yaml": "seed: 1\n"})

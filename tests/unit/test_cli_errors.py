@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.experiment.experiment import RunOptions
+from harness.experiment.options import RunOptions
 from harness.study.lock import lock
 from tests.factories import DEFAULT_PREREG, StudyFactory, StudyFiles
 
@@ -26,17 +26,15 @@ def _restore_sigterm() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _no_engine_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nothing in these tests may reach the engine or start an evaluation."""
+def _no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing in these tests may reach an engine: every refusal here comes before one exists (the lock and the
+    key are admitted first: harness.experiment.experiment.admit)."""
 
     def no_engine(*args: object, **kwargs: object) -> None:
         raise AssertionError("an Engine was constructed")
 
-    def no_evaluate(*args: object, **kwargs: object) -> list[str]:
-        raise AssertionError("evaluate() was called")
-
     monkeypatch.setattr("harness.sandbox.engine.Engine", no_engine)
-    monkeypatch.setattr("harness.experiment.evaluate.evaluate", no_evaluate)
+    monkeypatch.setattr("harness.experiment.experiment.Engine", no_engine)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli
-from harness.experiment.experiment import RunOptions
+from harness.experiment.options import RunOptions
 from harness.study.lock import lock
 from tests.factories import StudyFactory
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from harness.errors import ResumeError
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
 from harness.experiment.resume import SkippedRecords, plan_remaining
 from harness.host.workroots import OWNER_FILE
 from harness.plan import ShardRef, plan_trials
@@ -23,11 +24,15 @@ from harness.study.lock import lock
 from tests.factories import PROV, TASKS, make_record, write_experiment_dir
 from tests.fakes import FakeRuntime
 
+KEY = "sk-ant-test-resume"
+"""A real run's key (the study is admitted, lock and key, before the resume checks)."""
+
 
 def _run(study_files: Any, out: Path, **options: Any) -> None:
     """Run the experiment on the fake runtime: resume checks happen before any engine call."""
     runtime = FakeRuntime()
     try:
+        options.setdefault("api_key", KEY)
         Experiment(load_study(study_files.prereg), runtime, RunOptions(out=out, jobs=1, **options)).run()
     finally:
         assert runtime.calls == [], f"the engine was used before the checks: {runtime.calls[:3]}"
@@ -182,11 +187,11 @@ def test_a_resumed_installed_delivery_run_shares_the_verify_results_it_already_h
     store = ExperimentDir(tmp_path / "o", Redactor([]))
     store.results.append(rec)
     images = ImageSet("b", "r", "s", "harness-trial:x", "sha256:t", "sha256:s", "2.1.332")
-    experiment = Experiment(study, FakeRuntime(), RunOptions(out=tmp_path / "o", jobs=1))
-    same = experiment._same_patch(store, run, images)
-    key = samepatch.verify_key(
-        spec.task, run.base_sha, images.trial, patch.sha256, study.prereg.execution.budgets.verify_timeout_s
+    timeout_s = study.prereg.execution.budgets.verify_timeout_s
+    same = samepatch.SamePatch.seeded(
+        store.results.read().records, study.target_tasks(), run, verify_image=images.trial, verify_timeout_s=timeout_s
     )
+    key = samepatch.verify_key(spec.task, run.base_sha, images.trial, patch.sha256, timeout_s)
 
     def not_again() -> Any:
         raise AssertionError("verified again: the record's result was not seeded")
@@ -217,7 +222,7 @@ def test_the_events_hear_finished_when_the_run_is_refused(make_study: Any, tmp_p
     lock(files.prereg)
     out = tmp_path / "out"
     _write_meta(out, lock_hash="0" * 64, shard=None, mode="real")
-    exp = Experiment(load_study(files.prereg), FakeRuntime(), RunOptions(out=out, jobs=1), Finished())
+    exp = Experiment(load_study(files.prereg), FakeRuntime(), RunOptions(out=out, jobs=1, api_key=KEY), Finished())
     with pytest.raises(ResumeError):
         exp.run()
     assert Finished.calls == 1, "a live display stops however the run ends"

@@ -334,7 +334,8 @@ def test_the_skill_name_and_its_invocation_rules_do_not_split_baseline_fingerpri
 def test_an_ab_run_says_why_each_baseline_trial_was_not_reused(make_study: Any, tmp_path: Path) -> None:
     """`--reuse-baseline-from` runs what it cannot reuse: the message names the first input that differs."""
     from harness.experiment.events import NullEvents
-    from harness.experiment.experiment import Experiment, RunOptions
+    from harness.experiment.experiment import Experiment
+    from harness.experiment.options import RunOptions
     from harness.redact import Redactor
     from harness.results.store import ExperimentDir
     from harness.study.config import load_study
@@ -359,9 +360,9 @@ def test_an_ab_run_says_why_each_baseline_trial_was_not_reused(make_study: Any, 
     here = PROV.model_copy(update={"base_sha": "1a2b3c4" + "0" * 33})
     store = ExperimentDir(tmp_path / "o", Redactor([]))
     identity = RecordIdentity.of_run(here, baseline_fingerprints={s.task.id: "f" * 64 for s in specs})
-    assert run._reuse(store, specs, {}, identity) == 0
-    assert len(specs) == 3
-    assert heard.lines == [
+    reused, note = run._reuse(store, specs, {}, identity)
+    assert reused == () and len(specs) == 3
+    assert note == (
         "baseline reuse: 0 of 3 baseline trial(s) copied from 0 earlier experiment(s); 3 to run (not reused: "
         "3 of 3: base commit f604634 -> 1a2b3c4 (t0.baseline.0, t1.baseline.0, t2.baseline.0))"
-    ]
+    )

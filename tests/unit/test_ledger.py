@@ -237,15 +237,15 @@ def test_eval_updates_the_ledger_only_for_a_whole_experiment(
 ) -> None:
     from contextlib import nullcontext
 
-    from harness.experiment.experiment import ExperimentResult, RunOptions
+    from harness.experiment.experiment import ExperimentResult
+    from harness.experiment.options import RunOptions
     from harness.redact import Redactor
     from harness.results.store import ExperimentDir
     from harness.sandbox.images import ImageOptions
 
     study, r = _study(tmp_path, kit.LOSS)
     store = ExperimentDir(tmp_path / "out", Redactor([]))
-    result = ExperimentResult(list(r.records), (), False, store, None, LOCK)  # type: ignore[arg-type]
-    monkeypatch.setattr(run, "Engine", lambda env: None)
+    result = ExperimentResult(list(r.records), (), False, store, None, LOCK, study)  # type: ignore[arg-type]
     monkeypatch.setattr(run, "Experiment", lambda *a, **k: _FakeExperiment(result))
     monkeypatch.setattr(run, "_signals", lambda e: nullcontext())
     lines = run.evaluate(study, RunOptions(out=store.root, jobs=1, shard=shard, images=ImageOptions()))

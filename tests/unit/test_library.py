@@ -576,15 +576,15 @@ def test_harness_report_rerenders_a_library_directory_and_refuses_a_tampered_one
 
 
 def test_a_reused_baseline_must_cover_the_plan_before_any_model_call(tmp_path: Path) -> None:
-    from harness.experiment.experiment import RunOptions
     from harness.experiment.library import LibraryExperiment
+    from harness.experiment.options import RunOptions
 
     prereg = make_library(tmp_path)
     _bare_dir(tmp_path, {"t0.baseline.0": True})
     prereg.write_text(prereg.read_text().replace("  path: skills\n", "  path: skills\n  baseline_from: baseline-run\n"))
     study = load_study(prereg)
     d = library.design(study)
-    exp = LibraryExperiment(study, None, RunOptions(out=tmp_path / "out", jobs=1), design=d)  # type: ignore[arg-type]
+    exp = LibraryExperiment(study, None, RunOptions(out=tmp_path / "out", jobs=1), design=d)
     specs = exp.plan_specs()
     bare = [record(s.task.id, "baseline", s.run_index) for s in specs if s.arm == "baseline"]
     exp.preflight(specs, bare, PROV)  # positive control: every planned bare trial, final and scorable
@@ -604,8 +604,8 @@ def test_eval_refuses_a_baseline_of_another_cli_version_before_any_container(tmp
     any trial starts a container: exit 4, the field and both values named (issue 24 item 6)."""
     import dataclasses
 
-    from harness.experiment.experiment import RunOptions
     from harness.experiment.library import LibraryExperiment
+    from harness.experiment.options import RunOptions
     from harness.host.paths import HostPaths
     from harness.sandbox.images import CLAUDE_CODE_VERSION
     from tests.fakes import FakeRuntime
@@ -615,7 +615,9 @@ def test_eval_refuses_a_baseline_of_another_cli_version_before_any_container(tmp
     lock(prereg, library_entries=library.lock_entries)  # lock does not know the CLI version
     study = load_study(prereg)
     paths = dataclasses.replace(HostPaths.from_env({}), work_root=tmp_path / "work", slots_dir=tmp_path / "slots")
-    options = RunOptions(out=tmp_path / "out", jobs=1, paths=paths, reuse_from=(tmp_path / "baseline-run",))
+    options = RunOptions(
+        out=tmp_path / "out", jobs=1, paths=paths, reuse_from=(tmp_path / "baseline-run",), api_key="sk-ant-test-lib"
+    )
     runtime = FakeRuntime(images=["debian:bookworm-slim"])  # the base image is there: nothing to debootstrap
     exp = LibraryExperiment(study, runtime, options, design=library.design(study))
     with pytest.raises(ConfigError) as e:
@@ -627,8 +629,8 @@ def test_eval_refuses_a_baseline_of_another_cli_version_before_any_container(tmp
 
 
 def test_reuse_outside_the_locked_baseline_from_is_refused(tmp_path: Path) -> None:
-    from harness.experiment.experiment import RunOptions
     from harness.experiment.library import evaluate_library
+    from harness.experiment.options import RunOptions
 
     prereg = make_library(tmp_path)
     lock(prereg, library_entries=library.lock_entries)

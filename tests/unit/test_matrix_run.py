@@ -17,8 +17,8 @@ from harness.cli import main
 from harness.errors import Interrupted, ResumeError
 from harness.experiment.evaluate import Evaluated
 from harness.experiment.events import Events, NullEvents
-from harness.experiment.experiment import RunOptions
 from harness.experiment.matrix import evaluate_matrix, reuse_sources
+from harness.experiment.options import RunOptions
 from harness.records import RESULTS
 from harness.reporting import ledger, write_reports
 from harness.reporting.gate import gate_matrix
@@ -34,6 +34,8 @@ MATRIX = DEFAULT_PREREG.replace("  model: sonnet\n", "  models: [sonnet, claude-
 )
 SPECS = {"sonnet": {"t1": ("F", "P"), "t2": ("F", "P")}, "claude-opus-4-1": {"t1": ("F", "F"), "t2": ("F", "F")}}
 """sonnet: better but too few tasks to adopt (inconclusive); opus: no better (the point rule rejects)."""
+KEY = "sk-ant-test-matrix"
+"""A real run's key: the matrix admits its study (the lock and the key) before any model runs."""
 
 
 class Messages(NullEvents):
@@ -56,6 +58,7 @@ class FakeRunner:
     def __call__(self, study: Study, options: RunOptions, events: Events | None) -> Evaluated:
         model = study.prereg.execution.model
         assert study.prereg.execution.models == () and study.matrix_model == model
+        assert options.out is not None, "the matrix names every model's directory"
         self.calls.append((model, options.out, options.reuse_from, study.locked_prereg.execution.models[0]))
         lock_hash = verify_lock(study).sha256
         out = options.out
@@ -81,7 +84,7 @@ def _run(
 ) -> tuple[list[str], list[str]]:
     shown: list[str] = []
     events_log = log if log is not None else []
-    lines = evaluate_matrix(study, RunOptions(out=out, jobs=1, **options), lambda s: Messages(events_log),
+    lines = evaluate_matrix(study, RunOptions(out=out, jobs=1, api_key=KEY, **options), lambda s: Messages(events_log),
                             shown.extend, run_model=runner)  # fmt: skip
     return lines, shown
 

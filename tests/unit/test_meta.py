@@ -118,14 +118,16 @@ def test_a_bad_file_is_one_config_error_naming_file_and_field(
 
 
 def test_resume_translates_a_bad_file_into_a_resume_error(make_study: Any, tmp_path: Path) -> None:
-    from harness.experiment.experiment import Experiment, RunOptions
+    from harness.experiment.experiment import Experiment
+    from harness.experiment.options import RunOptions
     from harness.study.config import load_study
     from harness.study.lock import lock
 
     files = make_study()
     lock(files.prereg)
     out = _write(tmp_path / "out", "{broken")
-    experiment = Experiment(load_study(files.prereg), None, RunOptions(out=out, jobs=1))  # type: ignore[arg-type]
+    options = RunOptions(out=out, jobs=1, api_key="sk-ant-test-meta")  # admitted: the lock holds, a key is given
+    experiment = Experiment(load_study(files.prereg), None, options)
     with pytest.raises(ResumeError, match="cannot be read as JSON") as e:
         experiment.run()
     assert e.value.hint == "move the directory aside"

@@ -20,9 +20,10 @@ from harness.errors import ConfigError, HarnessError
 from harness.experiment import calibrate
 from harness.experiment import library_plan as library
 from harness.experiment.events import NullEvents
-from harness.experiment.experiment import Experiment, RunOptions
+from harness.experiment.experiment import Experiment
 from harness.experiment.library import LibraryExperiment
 from harness.experiment.matrix import evaluate_matrix, report_matrix
+from harness.experiment.options import RunOptions
 from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
 from harness.reporting import html, write_reports
@@ -189,10 +190,10 @@ def test_each_kind_of_run_names_its_own_set(tmp_path: Path) -> None:
     prereg = make_library(tmp_path / "lib")
     study = load_study(prereg)
     options = RunOptions(out=tmp_path / "out", jobs=1)
-    assert Experiment(study, None, options).derived_outputs() == AB_OUTPUTS.files  # type: ignore[arg-type]
+    assert Experiment(study, None, options).derived_outputs() == AB_OUTPUTS.files
     aa = RunOptions(out=tmp_path / "out", jobs=1, aa=True)
-    assert Experiment(study, None, aa).derived_outputs() == CALIBRATION_OUTPUTS.files  # type: ignore[arg-type]
-    lib = LibraryExperiment(study, None, options, design=library.design(study))  # type: ignore[arg-type]
+    assert Experiment(study, None, aa).derived_outputs() == CALIBRATION_OUTPUTS.files
+    lib = LibraryExperiment(study, None, options, design=library.design(study))
     assert lib.derived_outputs() == LIBRARY_OUTPUTS.files
 
 
@@ -233,7 +234,7 @@ def test_a_matrix_run_removes_its_summary_before_any_model_runs(tmp_path: Path, 
     study = _matrix(make_study)
     top = tmp_path / "out"
     inconclusive = {m: SPECS["sonnet"] for m in SPECS}  # no reject: the skill stays where the lock found it
-    evaluate_matrix(study, RunOptions(out=top, jobs=1), lambda _s: NullEvents(), lambda _l: None,
+    evaluate_matrix(study, RunOptions(out=top, jobs=1, api_key="sk-ant-test-matrix"), lambda _s: NullEvents(), lambda _l: None,
                     run_model=FakeRunner(inconclusive))  # fmt: skip
     assert set(contents(top, MATRIX_OUTPUTS)) == set(MATRIX_OUTPUTS.files)
     seen: list[bool] = []
@@ -243,6 +244,6 @@ def test_a_matrix_run_removes_its_summary_before_any_model_runs(tmp_path: Path, 
         raise HarnessError("the engine went away")
 
     with pytest.raises(HarnessError, match="the engine went away"):
-        evaluate_matrix(study, RunOptions(out=top, jobs=1), lambda _s: NullEvents(), lambda _l: None,
+        evaluate_matrix(study, RunOptions(out=top, jobs=1, api_key="sk-ant-test-matrix"), lambda _s: NullEvents(), lambda _l: None,
                         run_model=run_model)  # fmt: skip
     assert seen == [False] and contents(top, MATRIX_OUTPUTS) == {}
