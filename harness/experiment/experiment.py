@@ -60,7 +60,7 @@ from harness.results.meta import ExperimentMeta, Mode, read_meta, write_meta
 from harness.results.store import ExperimentDir
 from harness.sandbox import reaper, uids
 from harness.sandbox import roles as sandbox
-from harness.sandbox.engine import Engine
+from harness.sandbox.engine import Engine, connections_for
 from harness.sandbox.images import ImageBuilder, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
@@ -151,7 +151,7 @@ class Experiment:
     @property
     def engine(self) -> Runtime:
         if self._engine is None:
-            self._engine = Engine(self.options.env)
+            self._engine = Engine(self.options.env, max_connections=connections_for(self.options.jobs))
             self.events.message(f"engine: {self._engine.endpoint().describe()}")
         return self._engine
 

@@ -44,6 +44,7 @@ from typing import Any
 import docker
 import docker.errors
 import docker.tls
+import requests.adapters
 import requests.exceptions
 import urllib3.exceptions
 from docker.types import IPAMConfig, IPAMPool, LogConfig, Mount, Ulimit
@@ -141,6 +142,30 @@ def endpoint_of(env: Mapping[str, str]) -> Endpoint:
     return Endpoint(url=url, remote=forced or not local)
 
 
+DEFAULT_CONNECTIONS = 10
+"""docker-py's own: the connections its client keeps open for reuse."""
+CONNECTIONS_PER_TRIAL = 3
+"""Engine connections one running trial holds for long stretches: its gateway's followed log
+(:meth:`Engine.follow_logs`), the agent's wait, and a volume workspace's in-engine watchdog's wait."""
+
+
+def connections_for(jobs: int) -> int:
+    """The connections an engine keeps open for ``jobs`` trials at once. Past that docker-py does not wait: it
+    opens one more connection and discards it after the call (over tcp://, a connection and with TLS a
+    handshake per call), so a run of more than a few trials would pay that on most of its calls. A few more
+    than the trials hold, for the short calls made meanwhile (logs, inspect, removal by the reaper)."""
+    return max(DEFAULT_CONNECTIONS, CONNECTIONS_PER_TRIAL * jobs + 4)
+
+
+def _size_http_pools(api: Any, connections: int) -> None:
+    """docker-py passes its pool size to its unix-socket transport only (which pools per request URL); over
+    tcp:// (TLS or not) it keeps requests' default of 10. Mount adapters of the size asked for there (TLS
+    settings are the session's, not the adapter's, so they stay as docker-py set them)."""
+    for prefix in ("http://", "https://"):
+        if prefix in api.adapters:
+            api.mount(prefix, requests.adapters.HTTPAdapter(pool_maxsize=connections))
+
+
 @dataclass(frozen=True)
 class EngineAddress:
     """How to reach one engine: its URL and what the connection needs beside it."""
@@ -199,9 +224,13 @@ def _tls_config(address: EngineAddress) -> docker.tls.TLSConfig | None:
         raise PrerequisiteError(f"engine {address.url}: bad TLS files in {address.cert_path}: {e}") from e
 
 
-def _docker_client(url: str, timeout: int, tls: docker.tls.TLSConfig | None) -> docker.DockerClient:
+def _docker_client(
+    url: str, timeout: int, tls: docker.tls.TLSConfig | None, connections: int = DEFAULT_CONNECTIONS
+) -> docker.DockerClient:
     if tls is None:
-        return docker.DockerClient(base_url=url, timeout=timeout)
+        client = docker.DockerClient(base_url=url, timeout=timeout, max_pool_size=connections)
+        _size_http_pools(client.api, connections)
+        return client
     # requests puts REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE (set wherever a proxy intercepts TLS, as here) in place
     # of the CA docker-py gives it, and every verification of the engine fails; the engine's CA must decide,
     # from the first request on (the API version docker-py asks for while it constructs a client included)
@@ -211,8 +240,9 @@ def _docker_client(url: str, timeout: int, tls: docker.tls.TLSConfig | None) -> 
         version = str(probe.version(api_version=False)["ApiVersion"])
     finally:
         probe.close()
-    client = docker.DockerClient(base_url=url, timeout=timeout, tls=tls, version=version)
+    client = docker.DockerClient(base_url=url, timeout=timeout, tls=tls, version=version, max_pool_size=connections)
     client.api.trust_env = False
+    _size_http_pools(client.api, connections)
     return client
 
 
@@ -228,10 +258,17 @@ class Engine:
     ``exec_run``, ``free_disk_bytes``, and removal of one container or network by name."""
 
     def __init__(
-        self, env: Mapping[str, str] | None = None, *, timeout: int = 120, address: EngineAddress | None = None
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout: int = 120,
+        address: EngineAddress | None = None,
+        max_connections: int = DEFAULT_CONNECTIONS,
     ) -> None:
         """Connect to ``address``, or else to the engine ``env`` names (``DOCKER_HOST``, with Docker's TLS
-        variables: :func:`address_from_env`). Raises PrerequisiteError when it does not answer."""
+        variables: :func:`address_from_env`). Raises PrerequisiteError when it does not answer.
+        ``max_connections``: how many engine connections the client keeps open for reuse
+        (:func:`connections_for` a run's jobs)."""
         environ = env if env is not None else os.environ
         address = address or address_from_env(environ)
         self.address = address
@@ -243,9 +280,11 @@ class Engine:
         try:
             if address.url.startswith("ssh://"):
                 self._tunnel = SshTunnel(address.url, ssh_config=address.ssh_config)
-                self.client = docker.DockerClient(base_url=f"unix://{self._tunnel.socket}", timeout=timeout)
+                self.client = docker.DockerClient(
+                    base_url=f"unix://{self._tunnel.socket}", timeout=timeout, max_pool_size=max_connections
+                )
             else:
-                self.client = _docker_client(address.url, timeout, _tls_config(address))
+                self.client = _docker_client(address.url, timeout, _tls_config(address), max_connections)
             self.client.ping()
         except PrerequisiteError:
             self.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import logging
+import secrets
 import socket
 import threading
 import time
@@ -15,8 +17,11 @@ from harness.demo import DemoSetup
 from harness.experiment.events import NullEvents
 from harness.plan import TrialSpec
 from harness.records import TrialRecord
-from harness.sandbox.engine import Engine
+from harness.sandbox import lifecycle
+from harness.sandbox.engine import Engine, connections_for
 from harness.sandbox.images import ImageSet
+from harness.sandbox.labels import RUN, make_labels
+from harness.sandbox.runtime import ContainerSpec, Limits
 from tests.integration.helpers import demo_task_scripts, latest, run_experiment, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -175,3 +180,61 @@ def test_an_unreachable_docker_host_is_a_prerequisite_error() -> None:
         port = s.getsockname()[1]
     with pytest.raises(PrerequisiteError, match="no Docker engine answers"):
         Engine({"DOCKER_HOST": f"tcp://127.0.0.1:{port}"}, timeout=3)
+
+
+# ------------------------------------------------------------------ the client's connection pool
+
+HELD_TRIALS = 6
+"""Trials at once, each holding a followed log and a wait: 12 connections, past docker-py's pool of 10."""
+
+
+def _hold_like_trials(eng: Engine, images: ImageSet, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What ``HELD_TRIALS`` running trials hold of the engine at once (each its gateway's followed log and its
+    agent's wait) and a short call each meanwhile; returns urllib3's warnings of a full pool."""
+    run_id = "pool" + secrets.token_hex(3)
+    names = [f"hx-{run_id}-{i}" for i in range(HELD_TRIALS)]
+    try:
+        for name in names:
+            eng.create(
+                ContainerSpec(
+                    name=name,
+                    image=images.sidecar,
+                    command=("sh", "-c", "echo up; sleep 6"),
+                    labels=make_labels(run_id, role="pool", ttl_s=120, purpose="test"),
+                    user="65534:65534",
+                    limits=Limits(memory="64m", pids=16, tmpfs_size="1m"),
+                )
+            )
+            eng.start(name)
+        streams = [eng.follow_logs(name) for name in names]
+        held = [threading.Thread(target=lambda s=s: list(s)) for s in streams]
+        held += [threading.Thread(target=eng.wait, args=(name, 30)) for name in names]
+        with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+            for t in held:
+                t.start()
+            time.sleep(1)  # every stream and wait is open now
+            for name in names:
+                eng.logs(name)
+            for t in held:
+                t.join(30)
+    finally:
+        lifecycle.remove_labelled(eng, {RUN: run_id})
+    return [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()]
+
+
+def test_an_engine_sized_for_its_runs_trials_keeps_their_connections(
+    images: ImageSet, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each running trial holds engine connections for long stretches. Past the client's pool docker-py does
+    not wait: it opens another connection and discards it after the call (on tcp://, a connection, and on
+    TLS a handshake, per call). A run's engine keeps :func:`connections_for` its jobs.
+    (Over a unix socket docker-py pools per URL, and over ssh:// opens a process per request: there the
+    size does not matter, and this test speaks tcp:// on loopback.)"""
+    proxy = LoopbackDockerProxy()
+    try:
+        host = {"DOCKER_HOST": f"tcp://127.0.0.1:{proxy.port}"}
+        assert _hold_like_trials(Engine(host), images, caplog), "positive control: docker-py's pool of 10 overflows"
+        caplog.clear()
+        assert _hold_like_trials(Engine(host, max_connections=connections_for(HELD_TRIALS)), images, caplog) == []
+    finally:
+        proxy.close()

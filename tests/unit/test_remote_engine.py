@@ -5,6 +5,7 @@ The same run against a real second engine is ``make test-remote`` (tests/remote)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,28 @@ def test_doctor_says_what_it_cannot_check_remotely() -> None:
     note = remote_notes()
     assert note.level == "warn" and "free disk" in note.detail and "uids" in note.detail
     assert Endpoint("tcp://h:2375", remote=True).describe() == "tcp://h:2375 (remote: no bind mounts)"
+
+
+def test_a_runs_engine_keeps_a_connection_for_what_each_of_its_trials_holds(
+    make_study: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each running trial holds engine connections (its gateway's followed log, its agent's wait, a volume
+    workspace's watchdog): a run's engine keeps that many for its jobs, and docker-py's 10 for a small run.
+    (That the pool then holds them: tests/integration/test_concurrency.py, on a tcp:// engine.)"""
+    from harness.experiment.experiment import Experiment
+    from harness.experiment.options import RunOptions
+    from harness.sandbox.engine import connections_for
+    from harness.study.config import load_study
+    from tests.fakes import FakeRuntime
+
+    made: list[dict[str, Any]] = []
+
+    def engine(env: Any, **kwargs: Any) -> FakeRuntime:
+        made.append(kwargs)
+        return FakeRuntime()
+
+    monkeypatch.setattr("harness.experiment.experiment.Engine", engine)
+    study = load_study(make_study().prereg)
+    assert Experiment(study, None, RunOptions(jobs=32, out=tmp_path / "o")).engine is not None
+    assert made == [{"max_connections": connections_for(32)}] and connections_for(32) >= 3 * 32
+    assert connections_for(1) == connections_for(2) == 10, "a small run: docker-py's own"
