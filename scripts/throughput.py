@@ -622,6 +622,7 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
     background rate of those windows taken out (other users' requests on a shared engine are that
     background, and it moves: each kind is measured ``rounds`` times and the median kept). The shims, runc and
     dockerd's network hook a container start also costs are not in these: the parts table has them exactly."""
+    from harness.sandbox import lifecycle
     from harness.sandbox.labels import make_labels
 
     labels = make_labels("bench-units", role="bench", ttl_s=900, purpose="bench")
@@ -647,12 +648,12 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
         (
             "a container's life on --network none: create, start, wait, inspect, logs x2, remove",
             repeat,
-            lambda: engine.run(spec(("true",)), deadline_s=60),
+            lambda: lifecycle.run(engine, spec(("true",)), deadline_s=60),
         ),
         (
             "the same on a trial's internal network",
             repeat,
-            lambda: engine.run(spec(("true",), network), deadline_s=60),
+            lambda: lifecycle.run(engine, spec(("true",), network), deadline_s=60),
         ),
         ("a trial network's create and remove", repeat, net_cycle),
     ]
@@ -677,7 +678,7 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
                 rate = (before + idle()) / 2
                 found.setdefault(kind, []).append(((spent - rate * took) / calls, rate * took))
     finally:
-        engine.remove_labelled({"harness.run": "bench-units"})
+        lifecycle.remove_labelled(engine, {"harness.run": "bench-units"})
     return [
         UnitCost(
             kind, max(0.0, statistics.median(v for v, _ in found[kind])), calls * rounds, sum(b for _, b in found[kind])
