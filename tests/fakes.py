@@ -66,6 +66,7 @@ from harness.sandbox.runtime import (
     Waited,
 )
 from harness.sandbox.subnets import TRIAL_HOSTS
+from harness.sidecars import gatewaylog
 
 KILLED = 137
 """The exit code of a container killed with SIGKILL (``docker kill``)."""
@@ -923,21 +924,37 @@ _: type[Runtime] = FakeRuntime  # the fake implements the whole interface (mypy 
 
 def listening() -> bytes:
     """The line a sidecar prints once it serves (what :func:`harness.trial.gateway.wait_listening` polls for)."""
-    return json.dumps({"event": "listening", "port": 8080}).encode() + b"\n"
+    return gatewaylog.dump(gatewaylog.Listening(port=8080)).encode() + b"\n"
 
 
 GATEWAY = Outcome(stdout=listening(), hold_s=math.inf)
 
 
-def forwarded(cost_usd: float = 0.01, *, status: int = 200, **extra: Any) -> dict[str, Any]:
+def forwarded(
+    cost_usd: float = 0.01, *, status: int = 200, retry_after: str | None = None, stream: bool = False
+) -> gatewaylog.Forwarded:
     """One gateway log event: a request forwarded upstream and metered."""
-    usage = {"input_tokens": 100, "output_tokens": 50}
-    return {"event": "forwarded", "status": status, "usage": usage, "cost_usd": cost_usd, **extra}
+    return gatewaylog.Forwarded(
+        path="/v1/messages",
+        status=status,
+        model="claude-sonnet-5-5",
+        stream=stream,
+        usage=gatewaylog.Usage(input_tokens=100, output_tokens=50),
+        cost_usd=cost_usd,
+        broken=False,
+        complete=True,
+        retry_after=retry_after,
+    )
 
 
-def gateway_log(runtime: FakeRuntime, spec: ContainerSpec, *events: Mapping[str, Any]) -> None:
+def refused(reason: str, *, method: str = "POST", path: str = "/v1/messages") -> gatewaylog.Refused:
+    """One gateway log event: a request the gateway refused."""
+    return gatewaylog.Refused(method=method, path=path, reason=reason)
+
+
+def gateway_log(runtime: FakeRuntime, spec: ContainerSpec, *events: gatewaylog.GatewayEvent) -> None:
     """Events the trial's gateway logs while the container ``spec`` talks to it."""
-    data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+    data = b"".join(gatewaylog.dump(e).encode() + b"\n" for e in events)
     runtime.append_log(runtime.peer(spec, "gateway"), data)
 
 

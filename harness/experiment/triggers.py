@@ -56,6 +56,7 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageBuilder, ImageOptions
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.names import TrialNames
+from harness.sidecars.gatewaylog import GatewayEvent
 from harness.study import scenario
 from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import copy_skill, skill_files
@@ -198,7 +199,7 @@ def paired_session_id(seed: int, query_id: str, run_index: int) -> str:
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
-def verdict(evts: Sequence[dict[str, Any]], skill: str) -> tuple[Outcome, str | None, dict[str, Any]]:
+def verdict(evts: Sequence[GatewayEvent], skill: str) -> tuple[Outcome, str | None, dict[str, Any]]:
     """A run's outcome from the gateway's log (pure)."""
     use, prov, _flags = installed.observe(evts, skill=skill, arm="skill", delivery="installed")
     extra = {"listed": use.listed, "tool_uses": use.tool_uses, "listing_sha256": prov.get("listing_sha256")}

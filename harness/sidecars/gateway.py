@@ -17,12 +17,14 @@ Policy:
   reaches the trial's budget, further requests are refused.
 
 Every request and every refusal is one JSON line on stdout (metadata only: never
-headers, never bodies). The controller reads this log at teardown: it is the
-trial's second, independent cost figure and its record of refused attempts.
+headers, never bodies), an event of ``gatewaylog.py`` (the typed model the controller
+parses). The controller reads this log at teardown: it is the trial's second,
+independent cost figure and its record of refused attempts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -30,12 +32,19 @@ import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import upstream_link  # type: ignore[import-not-found,unused-ignore]  # the sidecar image: a sibling file in /opt/harness
 except ImportError:  # imported as harness.sidecars.gateway (unit tests)
     from harness.sidecars import upstream_link
+if TYPE_CHECKING:  # the events are checked where they are written, as where they are read
+    from harness.sidecars import gatewaylog
+else:
+    try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+        import gatewaylog
+    except ImportError:  # pragma: no cover - host-side import of this file
+        from harness.sidecars import gatewaylog
 try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
     import skilltrace  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - host-side import of this file
@@ -53,8 +62,8 @@ DEFAULT_PRICING = {
 FALLBACK_PRICE = [15.0, 75.0, 18.75, 1.5]  # unknown model: price high so the cap errs on the safe side
 
 
-def log(event: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}, sort_keys=True) + "\n")
+def log(event: gatewaylog.GatewayEvent) -> None:
+    sys.stdout.write(gatewaylog.dump(event) + "\n")
     sys.stdout.flush()
 
 
@@ -73,13 +82,13 @@ class Meter:
                 return price
         return FALLBACK_PRICE
 
-    def add(self, model: str, usage: dict[str, int]) -> float:
+    def add(self, model: str, usage: gatewaylog.Usage) -> float:
         p = self.price(model)
         cost = (
-            usage.get("input_tokens", 0) * p[0]
-            + usage.get("output_tokens", 0) * p[1]
-            + usage.get("cache_creation_input_tokens", 0) * p[2]
-            + usage.get("cache_read_input_tokens", 0) * p[3]
+            usage.input_tokens * p[0]
+            + usage.output_tokens * p[1]
+            + usage.cache_creation_input_tokens * p[2]
+            + usage.cache_read_input_tokens * p[3]
         ) / 1e6
         with self.lock:
             self.cost += cost
@@ -185,7 +194,7 @@ class Gateway(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _refuse(self, status: int, reason: str, *, close: bool = False) -> None:
-        log("refused", method=self.command, path=self.path.split("?", 1)[0][:200], reason=reason)
+        log(gatewaylog.Refused(method=self.command, path=self.path.split("?", 1)[0][:200], reason=reason))
         kind = "permission_error" if status == 403 else "invalid_request_error"
         self._reply(
             status, {"type": "error", "error": {"type": kind, "message": f"harness gateway: {reason}"}}, close=close
@@ -262,12 +271,12 @@ class Gateway(BaseHTTPRequestHandler):
             conn.request("POST", target, body=raw, headers=headers)
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
-            log("upstream_error", path=path, error=type(e).__name__, detail=self.link.describe(e))
+            log(gatewaylog.UpstreamError(path=path, error=type(e).__name__, detail=self.link.describe(e)))
             self._reply(
                 502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}}
             )
             return
-        usage: dict[str, int] = {}
+        usage = gatewaylog.Usage()
         placement = getattr(self, "skill_placement", None) if path == "/v1/messages" else None
         trace = skilltrace.ResponseTrace(placement, skilltrace.ATTRIBUTION if placement is not None else None)
         stream = "text/event-stream" in (resp.getheader("content-type") or "")
@@ -297,7 +306,7 @@ class Gateway(BaseHTTPRequestHandler):
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:
-                        meter_sse_line(line, usage)
+                        usage = meter_sse_line(line, usage)
                         ended = ended or upstream_link.stream_ended(line)
                         trace.feed(line)
                     self.wfile.write(chunk)
@@ -309,7 +318,7 @@ class Gateway(BaseHTTPRequestHandler):
             try:
                 parsed = json.loads(data)
                 if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
-                    merge_usage(usage, parsed["usage"])
+                    usage = messages_usage(usage, parsed["usage"])
                 if resp.status == 200:
                     trace.feed_message(parsed)
             except ValueError:
@@ -322,36 +331,45 @@ class Gateway(BaseHTTPRequestHandler):
             trace.emit(log)
         cost = self.meter.add(model, usage) if path == "/v1/messages" else 0.0
         log(
-            "forwarded",
-            path=path,
-            status=resp.status,
-            model=model,
-            stream=stream,
-            usage=usage,
-            cost_usd=round(cost, 8),
-            broken=broken,
-            complete=ended,
-            retry_after=resp.getheader("retry-after"),
+            gatewaylog.Forwarded(
+                path=path,
+                status=resp.status,
+                model=model,
+                stream=stream,
+                usage=usage,
+                cost_usd=round(cost, 8),
+                broken=broken,
+                complete=ended,
+                retry_after=resp.getheader("retry-after"),
+            )
         )
 
 
-def merge_usage(usage: dict[str, int], new: dict[str, Any]) -> None:
-    for key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        value = new.get(key)
-        if isinstance(value, int):
-            usage[key] = value  # message_delta carries the cumulative output count
+MESSAGES_USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+"""The Messages API's usage fields: its names are the meter's (:class:`gatewaylog.Usage`)."""
 
 
-def meter_sse_line(line: bytes, usage: dict[str, int]) -> None:
+def messages_usage(usage: gatewaylog.Usage, new: dict[str, Any]) -> gatewaylog.Usage:
+    """``usage`` updated by a Messages API ``usage`` object: each count it carries replaces the one before
+    (``message_delta`` carries the cumulative output count)."""
+    counts = {
+        key: value for key in MESSAGES_USAGE if isinstance(value := new.get(key), int) and not isinstance(value, bool)
+    }
+    return dataclasses.replace(usage, **counts) if counts else usage
+
+
+def meter_sse_line(line: bytes, usage: gatewaylog.Usage) -> gatewaylog.Usage:
+    """``usage`` updated by one line of a Messages API stream (``message_start``, ``message_delta``)."""
     event = skilltrace.sse_event(line)
     if event is None:
-        return
+        return usage
     if event.get("type") == "message_start":
         message = event.get("message") or {}
         if isinstance(message.get("usage"), dict):
-            merge_usage(usage, message["usage"])
+            return messages_usage(usage, message["usage"])
     elif event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
-        merge_usage(usage, event["usage"])
+        return messages_usage(usage, event["usage"])
+    return usage
 
 
 def main() -> int:
@@ -364,7 +382,7 @@ def main() -> int:
     with open(key_file, encoding="utf-8") as fh:
         api_key = fh.read().strip()
     if not api_key:
-        log("fatal", reason="empty key file")
+        log(gatewaylog.Fatal(reason="empty key file"))
         return 2
     Gateway.upstream = urllib.parse.urlsplit(upstream)
     Gateway.api_key = api_key
@@ -372,7 +390,7 @@ def main() -> int:
     Gateway.link = upstream_link.Link.from_env(os.environ)
     server = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("GATEWAY_PORT", "8080"))), Gateway)
     server.daemon_threads = True
-    log("listening", upstream_scheme=Gateway.upstream.scheme, budget_usd=budget)
+    log(gatewaylog.Listening(upstream_scheme=Gateway.upstream.scheme, budget_usd=budget))
     server.serve_forever()
     return 0
 

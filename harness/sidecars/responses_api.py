@@ -12,8 +12,9 @@ What the gateway does for Codex is what it does for Claude Code, on another wire
   false, ``background``, stored ``prompt`` templates, ``item_reference``), content the server would fetch
   (image or file URLs, uploaded file ids), a request body it cannot read (``content-encoding``), and
   service tiers the meter does not price;
-- meter tokens from the stream's ``usage`` (:class:`StreamMeter`), in the gateway's meter keys, so the
-  price table's four numbers (input, output, cache write, cache read) apply as they do to Claude;
+- meter tokens from the stream's ``usage`` (:class:`StreamMeter`) as the log's API-neutral
+  ``gatewaylog.Usage``, so the price table's four numbers (input, output, cache write, cache read) apply as
+  they do to Claude;
 - see "did the skill fire?" (:func:`skill_listing`, :func:`skill_reads`, :func:`loaded_skills`): Codex has
   no Skill tool. It lists skills in a ``<skills_instructions>`` developer message and the model loads one
   by reading its ``SKILL.md`` with a shell command (or the user names it as ``$name`` and the CLI puts the
@@ -30,12 +31,19 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 try:  # in the sidecar image: a sibling file in /opt/harness
     import skilltrace  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # imported as harness.sidecars.responses_api
     from harness.sidecars import skilltrace
+if TYPE_CHECKING:  # the events are checked where they are written, as where they are read
+    from harness.sidecars import gatewaylog
+else:
+    try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+        import gatewaylog
+    except ImportError:  # pragma: no cover - host-side import of this file
+        from harness.sidecars import gatewaylog
 
 FORWARD_PATHS = frozenset({"/v1/responses"})
 FORWARD_HEADERS = frozenset({"content-type", "accept", "user-agent", "originator", "openai-beta"})
@@ -202,12 +210,12 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def meter_usage(usage: Any) -> dict[str, int]:
-    """A Responses ``usage`` object in the gateway's meter keys. ``input_tokens`` counts every input token,
+def meter_usage(usage: Any) -> gatewaylog.Usage:
+    """A Responses ``usage`` object as the meter's :class:`gatewaylog.Usage`. ``input_tokens`` counts every input token,
     the cached (``input_tokens_details.cached_tokens``) and the cache-written (``cache_write_tokens``)
     ones included; the meter prices the three kinds apart. Reasoning tokens are part of ``output_tokens``."""
     if not isinstance(usage, dict):
-        return {}
+        return gatewaylog.Usage()
     details = usage.get("input_tokens_details")
     details = details if isinstance(details, dict) else {}
     total, cached, written = (
@@ -216,12 +224,12 @@ def meter_usage(usage: Any) -> dict[str, int]:
         _count(details.get("cache_write_tokens")),
     )
     cached, written = min(cached, total), min(written, max(0, total - cached))
-    return {
-        "input_tokens": total - cached - written,
-        "output_tokens": _count(usage.get("output_tokens")),
-        "cache_creation_input_tokens": written,
-        "cache_read_input_tokens": cached,
-    }
+    return gatewaylog.Usage(
+        input_tokens=total - cached - written,
+        output_tokens=_count(usage.get("output_tokens")),
+        cache_creation_input_tokens=written,
+        cache_read_input_tokens=cached,
+    )
 
 
 class StreamMeter:
@@ -232,7 +240,7 @@ class StreamMeter:
     event arrived (a stream cut before it is incomplete, like a Messages stream without ``message_stop``)."""
 
     def __init__(self) -> None:
-        self.usage: dict[str, int] = {}
+        self.usage = gatewaylog.Usage()
         self.model = ""
         self.ended = False
         self.status = ""

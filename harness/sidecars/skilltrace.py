@@ -31,15 +31,24 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:  # the events are checked where they are written, as where they are read
+    from harness.sidecars import gatewaylog
+else:
+    try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+        import gatewaylog
+    except ImportError:  # pragma: no cover - host-side import of this file
+        from harness.sidecars import gatewaylog
 
 LISTING_HEADER = "The following skills are available for use with the Skill tool:"
 LAUNCH_PREFIX = "Launching skill:"
 LISTING_CAP = 64
 LINE_CAP = 2048
 
-Log = Callable[..., None]
+Log = Callable[[gatewaylog.GatewayEvent], None]
+"""Writes one event to the gateway's log (``gateway.log``)."""
 
 
 def _texts(content: Any) -> list[str]:
@@ -111,8 +120,8 @@ class Stopper:
         self.fired = False
         self.lock = threading.Lock()
 
-    def saw(self, uses: list[dict[str, Any]]) -> None:
-        if self.skill and any(u.get("name") == "Skill" and u.get("skill") == self.skill for u in uses):
+    def saw(self, uses: Sequence[gatewaylog.ToolUse]) -> None:
+        if self.skill and any(u.name == "Skill" and u.skill == self.skill for u in uses):
             with self.lock:
                 self.fired = True
 
@@ -323,22 +332,21 @@ def observe_request(body: Any, log: Log, attribution: Attribution) -> Placement:
     turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     tools = [str(t.get("name"))[:80] for t in body.get("tools") or [] if isinstance(t, dict)]
     lines = listing_lines(body)
-    fields: dict[str, Any] = {
-        "turn": turn,
-        "tools": tools[:64],
-        "listed": None if lines is None else [line_name(x) for x in lines],
-        "loaded": loaded_skills(body),
-        # the request's size: the non-bare CLI's extra tools, system text and listing cost input tokens
-        "bytes": len(json.dumps(body, separators=(",", ":"))),
-        "thread": placement.thread,
-        "side": placement.side,
-        "root": placement.root,
-    }
-    if placement.forked:
-        fields["forked"] = True
-    if placement.root and placement.thread == "cli" and lines is not None:
-        fields["listing"] = lines
-    log("skill_request", **fields)
+    log(
+        gatewaylog.SkillRequest(
+            turn=turn,
+            tools=tuple(tools[:64]),
+            listed=None if lines is None else tuple(line_name(x) for x in lines),
+            loaded=tuple(loaded_skills(body)),
+            # the request's size: the non-bare CLI's extra tools, system text and listing cost input tokens
+            request_bytes=len(json.dumps(body, separators=(",", ":"))),
+            thread=placement.thread,
+            side=placement.side,
+            root=placement.root,
+            forked=placement.forked,
+            listing=tuple(lines) if placement.root and placement.thread == "cli" and lines is not None else None,
+        )
+    )
     return placement
 
 
@@ -436,20 +444,19 @@ class ResponseTrace:
         if self.attribution is not None:
             self.attribution.answer(self.placement, self.answer())
 
-    def uses(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def uses(self) -> tuple[gatewaylog.ToolUse, ...]:
+        """The answer's tool calls as the log records them (for ``Skill``, the skill it was called on)."""
+        out: list[gatewaylog.ToolUse] = []
         for block in self.answer():
             if block["type"] != "tool_use":
                 continue
-            use: dict[str, Any] = {"name": block["name"]}
             data = block.get("input")
-            if block["name"] == "Skill" and isinstance(data, dict):
-                use["skill"] = str(data.get("skill", ""))[:200]
-            out.append(use)
-        return out
+            skill = str(data.get("skill", ""))[:200] if block["name"] == "Skill" and isinstance(data, dict) else None
+            out.append(gatewaylog.ToolUse(name=block["name"], skill=skill))
+        return tuple(out)
 
     def emit(self, log: Log) -> None:
         uses = self.uses()
         if not self.placement.side:  # a side request's Skill call never ends a trigger run
             STOPPER.saw(uses)
-        log("model_tool_use", uses=uses, thread=self.placement.thread, side=self.placement.side)
+        log(gatewaylog.ModelToolUse(uses=uses, thread=self.placement.thread, side=self.placement.side))

@@ -22,41 +22,40 @@ trial starts at once (:func:`pause_asked_s`).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from harness.records import UPSTREAM_CUT, UPSTREAM_UNREACHABLE, GatewayMeter, TrialRecord, is_upstream_failure
+from harness.sidecars.gatewaylog import Forwarded, GatewayEvent, UpstreamError
 
 RETRY_AFTER_CAP_S = 300.0
 """A retry-after beyond this is not waited for in one go (the run would look hung)."""
 MAX_ERROR_DETAILS = 5
 
 
-def _retry_after(value: Any) -> float | None:
+def _retry_after(value: str) -> float | None:
     try:
-        seconds = float(str(value).strip())
+        seconds = float(value.strip())
     except ValueError:
         return None  # an HTTP date: not honoured (the API sends seconds)
     return seconds if seconds >= 0 else None
 
 
-def annotate(meter: GatewayMeter, events: Sequence[dict[str, Any]]) -> GatewayMeter:
+def annotate(meter: GatewayMeter, events: Sequence[GatewayEvent]) -> GatewayMeter:
     """``meter`` with the upstream record of ``events`` (the gateway's log lines of one phase)."""
     outcomes: list[str] = []
     details: list[str] = []
     retry_after: float | None = None
     for e in events:
-        kind = e.get("event")
-        if kind == "forwarded":
-            status = str(e.get("status", ""))
-            if status == "200" and e.get("stream") and e.get("complete") is False and not e.get("broken"):
+        if isinstance(e, Forwarded):
+            status = str(e.status)
+            if status == "200" and e.stream and not e.complete and not e.broken:
                 status = UPSTREAM_CUT
             outcomes.append(status)
-            if is_upstream_failure(status) and e.get("retry_after") is not None:
-                retry_after = _retry_after(e.get("retry_after"))
-        elif kind == "upstream_error":
+            if is_upstream_failure(status) and e.retry_after is not None:
+                retry_after = _retry_after(e.retry_after)
+        elif isinstance(e, UpstreamError):
             outcomes.append(UPSTREAM_UNREACHABLE)
-            detail = str(e.get("detail") or e.get("error") or "no answer")[:300]
+            detail = (e.detail or e.error or "no answer")[:300]
             if detail not in details and len(details) < MAX_ERROR_DETAILS:
                 details.append(detail)
     return meter.model_copy(
@@ -76,13 +75,12 @@ def api_failure(meter: GatewayMeter | None) -> str | None:
     return text
 
 
-def pause_asked_s(event: Mapping[str, object]) -> float:
+def pause_asked_s(event: GatewayEvent) -> float:
     """The pause one line of a gateway's log asks of the run, read as it is written: the ``retry-after`` of
     an upstream failure the gateway forwarded (capped), else 0."""
-    if event.get("event") != "forwarded" or not is_upstream_failure(str(event.get("status", ""))):
+    if not isinstance(event, Forwarded) or event.retry_after is None or not is_upstream_failure(str(event.status)):
         return 0.0
-    seconds = _retry_after(event["retry_after"]) if event.get("retry_after") is not None else None
-    return min(RETRY_AFTER_CAP_S, seconds or 0.0)
+    return min(RETRY_AFTER_CAP_S, _retry_after(event.retry_after) or 0.0)
 
 
 def backoff_s(record: TrialRecord) -> float:

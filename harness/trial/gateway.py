@@ -5,44 +5,39 @@ container and prints one JSON line per request and per refusal. The controller
 cannot reach it over the network (the trial network has no host address), so
 readiness and metering both come from the container's log: read whole at the end of a
 phase for the record, and followed while the trial runs (:class:`Follower`) for what the
-run must learn at once (the API's ``retry-after``).
+run must learn at once (the API's ``retry-after``). Each line is parsed once, where it is
+read, into the typed events of :mod:`harness.sidecars.gatewaylog` (the model the gateway
+writes them with); everything after that reads attributes.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from harness.errors import InfraError
 from harness.records import GatewayMeter
 from harness.sandbox.runtime import ContainerRuntime, LogStream
+from harness.sidecars.gatewaylog import Forwarded, GatewayEvent, Listening, LogFormatError, Refused, SkillRequest, parse
 
 LINE_CAP = 1 << 20
 """A followed log line longer than this is dropped (the gateway's lines are short JSON)."""
 
 
-def events(engine: ContainerRuntime, name: str) -> list[dict[str, Any]]:
+def events(engine: ContainerRuntime, name: str) -> list[GatewayEvent]:
+    """The gateway's log so far, parsed. A line the gateway wrote that does not fit its event's class is an
+    :class:`InfraError` (the sidecar and this reader are one version: never a line to meter as zero)."""
     data, _ = engine.logs(name, stdout=True, stderr=False, cap=8 << 20)
-    out: list[dict[str, Any]] = []
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
-def _event(line: bytes) -> dict[str, Any] | None:
     try:
-        event = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
+        return parsed(data.decode("utf-8", "replace").splitlines())
+    except LogFormatError as e:
+        raise InfraError(f"{name} wrote a log line this harness cannot read: {e}") from e
+
+
+def parsed(lines: Iterable[bytes | str]) -> list[GatewayEvent]:
+    """The gateway's events among ``lines`` (other lines are skipped; a malformed event raises)."""
+    return [event for line in lines if (event := parse(line)) is not None]
 
 
 class Follower:
@@ -51,7 +46,7 @@ class Follower:
     fails to stream ends it quietly: what the record says comes from :func:`events`, read whole at the end
     of each phase; the follower only lets the run act sooner."""
 
-    def __init__(self, engine: ContainerRuntime, name: str, on_event: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, engine: ContainerRuntime, name: str, on_event: Callable[[GatewayEvent], None]) -> None:
         self.engine = engine
         self.name = name
         self.on_event = on_event
@@ -93,7 +88,10 @@ class Follower:
                 if len(buffer) > LINE_CAP:
                     buffer = b""
                 for line in lines:
-                    event = _event(line)
+                    try:
+                        event = parse(line)
+                    except LogFormatError:
+                        continue  # the record's reading (events()) says so
                     if event is not None:
                         self.on_event(event)
         except InfraError:
@@ -101,12 +99,12 @@ class Follower:
 
 
 def wait_listening(engine: ContainerRuntime, name: str, *, timeout_s: float = 20.0) -> None:
-    """Poll the container log for the server's 'listening' line."""
+    """Poll the container log for the sidecar's :class:`~harness.sidecars.gatewaylog.Listening` event."""
     deadline = time.monotonic() + timeout_s
     delay = 0.01
     while time.monotonic() < deadline:
         data, _ = engine.logs(name, stdout=True, stderr=True, cap=65536)
-        if b'"event": "listening"' in data:
+        if any(_is_listening(line) for line in data.splitlines()):
             return
         if not engine.is_running(name):
             raise InfraError(f"{name} exited before listening: {data.decode('utf-8', 'replace')[-800:]}")
@@ -115,24 +113,28 @@ def wait_listening(engine: ContainerRuntime, name: str, *, timeout_s: float = 20
     raise InfraError(f"{name} did not start listening within {timeout_s:.0f} s")
 
 
-def meter(evts: Sequence[dict[str, Any]]) -> GatewayMeter:
+def _is_listening(line: bytes) -> bool:
+    """A line of a starting sidecar, stderr's too (a traceback is no event)."""
+    try:
+        return isinstance(parse(line), Listening)
+    except LogFormatError:
+        return False
+
+
+def meter(evts: Sequence[GatewayEvent]) -> GatewayMeter:
     """Sum the gateway's request log into one trial-phase meter. Side requests (the CLI did not send
     them) are metered like the CLI's own, and counted apart."""
-    forwarded = [e for e in evts if e.get("event") == "forwarded"]
-    refused = [e for e in evts if e.get("event") == "refused"]
-
-    def total(key: str) -> int:
-        return sum(int((e.get("usage") or {}).get(key, 0)) for e in forwarded)
-
+    forwarded = [e for e in evts if isinstance(e, Forwarded)]
+    refused = [e for e in evts if isinstance(e, Refused)]
     return GatewayMeter(
         requests=len(forwarded) + len(refused),
         forwarded=len(forwarded),
-        refused=tuple(f"{e.get('method', '')} {e.get('path', '')}: {e.get('reason', '')}" for e in refused),
-        input_tokens=total("input_tokens"),
-        output_tokens=total("output_tokens"),
-        cache_creation_input_tokens=total("cache_creation_input_tokens"),
-        cache_read_input_tokens=total("cache_read_input_tokens"),
-        cost_usd=round(sum(float(e.get("cost_usd", 0.0)) for e in forwarded), 8),
-        budget_stopped=any("budget" in str(e.get("reason", "")) for e in refused),
-        side_requests=sum(1 for e in evts if e.get("event") == "skill_request" and e.get("side")),
+        refused=tuple(f"{e.method} {e.path}: {e.reason}" for e in refused),
+        input_tokens=sum(e.usage.input_tokens for e in forwarded),
+        output_tokens=sum(e.usage.output_tokens for e in forwarded),
+        cache_creation_input_tokens=sum(e.usage.cache_creation_input_tokens for e in forwarded),
+        cache_read_input_tokens=sum(e.usage.cache_read_input_tokens for e in forwarded),
+        cost_usd=round(sum(e.cost_usd for e in forwarded), 8),
+        budget_stopped=any("budget" in e.reason for e in refused),
+        side_requests=sum(1 for e in evts if isinstance(e, SkillRequest) and e.side),
     )

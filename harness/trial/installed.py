@@ -31,10 +31,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from harness.records import Arm, SkillInvoked, SkillUse
 from harness.sandbox.deadline import deadline_argv
+from harness.sidecars.gatewaylog import GatewayEvent, ModelToolUse, SkillRequest
 
 SETTING_SOURCES = "project"
 SKILLS_DIR = "/workspace/.claude/skills"
@@ -99,21 +100,21 @@ def mountpoint(name: str) -> tuple[str, ...]:
 # ---------------------------------------------------------------- what the gateway saw
 
 
-def _events(evts: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e for e in evts if e.get("event") == kind]
+def _requests(evts: Sequence[GatewayEvent]) -> list[SkillRequest]:
+    return [e for e in evts if isinstance(e, SkillRequest)]
 
 
-def _first(requests: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def _first(requests: Sequence[SkillRequest]) -> SkillRequest | None:
     """The CLI's first request (the root of its own thread): the listing the arms are compared on."""
-    return next((r for r in requests if r.get("thread") == "cli" and r.get("root")), None)
+    return next((r for r in requests if r.thread == "cli" and r.root), None)
 
 
-def listing_text(evts: Sequence[dict[str, Any]]) -> bytes | None:
+def listing_text(evts: Sequence[GatewayEvent]) -> bytes | None:
     """The first request's skill listing, one ``- name: description`` line each (kept as an artifact:
     the listing is provenance; ``listing_sha256`` in the record is its hash without the skill's line)."""
-    first = _first(_events(evts, "skill_request"))
-    if first is not None and isinstance(first.get("listing"), list):
-        return "".join(f"{line}\n" for line in first["listing"]).encode()
+    first = _first(_requests(evts))
+    if first is not None and first.listing is not None:
+        return "".join(f"{line}\n" for line in first.listing).encode()
     return None
 
 
@@ -132,16 +133,16 @@ class Observed(NamedTuple):
     flags: list[str]
 
 
-def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: str) -> Observed:
+def observe(evts: Sequence[GatewayEvent], *, skill: str, arm: Arm, delivery: str) -> Observed:
     """The trial's :class:`SkillUse`, its provenance additions and flags, from the gateway's log.
 
     A trigger is a ``Skill`` tool_use naming the skill anywhere in the CLI's conversation (its
     subagents' and its compacted continuation included), not a mention in text, not the listing.
     Side requests (the gateway's attribution: the CLI did not send them) are counted and flagged and
     play no other part; nor does the agent's stdout."""
-    all_requests = _events(evts, "skill_request")
-    requests = [r for r in all_requests if not r.get("side")]
-    responses = [r for r in _events(evts, "model_tool_use") if not r.get("side")]
+    all_requests = _requests(evts)
+    requests = [r for r in all_requests if not r.side]
+    responses = [e for e in evts if isinstance(e, ModelToolUse) and not e.side]
     flags: list[str] = []
     side = len(all_requests) - len(requests)
     if side:
@@ -149,17 +150,12 @@ def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: s
             f"side_requests: {side} request(s) through the gateway that the CLI did not send (metered; "
             "never counted as the skill firing)"
         )
-    if any(r.get("forked") for r in all_requests):
+    if any(r.forked for r in all_requests):
         flags.append("conversation_forked: a second request continued one of the model's answers (a side request)")
-    uses: list[str] = []
-    for r in responses:
-        for u in r.get("uses") or []:
-            if isinstance(u, dict):
-                name = str(u.get("name", ""))
-                uses.append(f"Skill:{u.get('skill', '')}" if name == "Skill" else name)
+    uses = [f"Skill:{u.skill or ''}" if u.name == "Skill" else u.name for r in responses for u in r.uses]
     called = f"Skill:{skill}" in uses
-    sizes = tuple(int(r.get("bytes") or 0) for r in requests)
-    loaded = any(skill in (r.get("loaded") or []) for r in requests)
+    sizes = tuple(r.request_bytes for r in requests)
+    loaded = any(skill in r.loaded for r in requests)
     if delivery != "installed":
         invoked: SkillInvoked = "forced" if arm == "skill" else ("yes" if called else "no")
         return Observed(
@@ -171,17 +167,17 @@ def observe(evts: Sequence[dict[str, Any]], *, skill: str, arm: Arm, delivery: s
     if first is None:
         use = SkillUse(delivery=delivery, tool_uses=tuple(uses), reason="the gateway saw no request from the CLI")
         return Observed(use, {"delivery": delivery, "delivery_check": "could not measure: no request seen"}, flags)
-    names = [str(n) for n in first.get("listed") or []]
-    lines = [str(x) for x in first.get("listing") or []]
+    names = list(first.listed or ())
+    lines = list(first.listing or ())
     listed = skill in names
     for r in requests:
-        if r.get("listed") is not None and [str(n) for n in r.get("listed") or []] != names:
+        if r.listed is not None and list(r.listed) != names:
             flags.append("skill_listing_changed: a later request listed other skills than the first")
             break
     if arm == "baseline" and called:
         flags.append(f"baseline_invoked_skill: the baseline called Skill {skill!r}")
     reason = None
-    if first.get("listed") is None:
+    if first.listed is None:
         reason = "no skill listing in the first request"
     check = "ok"
     if arm == "skill" and not listed:

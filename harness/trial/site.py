@@ -30,13 +30,14 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from harness.errors import HarnessError
 from harness.sandbox import lifecycle, roles
 from harness.sandbox.labels import RUN, TRIAL
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import ContainerRuntime, DockerObject, Gate, VolumeMount
+from harness.sidecars.gatewaylog import GatewayEvent
 from harness.trial import gateway, workspace
 from harness.trial.basetrees import BaseTree, BaseTrees
 from harness.trial.delivery import SkillCopy
@@ -141,7 +142,7 @@ class TrialSite:
         self.workspace.make(base, mountpoint)
         return base
 
-    def open_gateway(self, on_event: Callable[[dict[str, Any]], None]) -> str:
+    def open_gateway(self, on_event: Callable[[GatewayEvent], None]) -> str:
         """Wait until the gateway listens (raising its start's error), then follow its log: ``on_event`` hears
         each event the moment it is written, until the site closes. Returns its address on the trial network."""
         assert self._gateway_up is not None, "open_gateway before make"

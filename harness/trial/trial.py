@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
 from harness.plan import TrialSpec
@@ -46,6 +45,7 @@ from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.sandbox.names import TrialNames, trial_key
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, ExitInfo
+from harness.sidecars.gatewaylog import GatewayEvent
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog
 from harness.trial.basetrees import WorkspaceKind
@@ -243,7 +243,7 @@ def _agent_done(
     spec: TrialSpec,
     done: _TrialState,
     run: ExitInfo,
-    events: list[dict[str, Any]],
+    events: list[GatewayEvent],
     dog: watchdog.Watchdog | watchdog.EngineWatchdog,
     timeout_s: int,
 ) -> None:
@@ -280,7 +280,7 @@ class _SkipRest(Exception):
     """Internal: the trial's remaining phases do not run (the record is already decided)."""
 
 
-def _tell_api_pause(ctx: TrialContext, event: Mapping[str, object]) -> None:
+def _tell_api_pause(ctx: TrialContext, event: GatewayEvent) -> None:
     """One line of the gateway's log, the moment it is written: an upstream failure's ``retry-after`` pauses
     the run's trial starts now (:attr:`TrialContext.on_api_pause`)."""
     seconds = apihealth.pause_asked_s(event)

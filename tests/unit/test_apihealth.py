@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,23 @@ from harness.experiment.events import NullEvents
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop
 from harness.plan import TrialSpec, plan_trials
 from harness.records import GatewayMeter, TrialRecord, is_upstream_failure
+from harness.sidecars.gatewaylog import Forwarded, GatewayEvent, UpstreamError
 from harness.trial import apihealth
 from tests.factories import TASKS, make_record, skipped
+from tests.fakes import forwarded, refused
 
-EVENTS: list[dict[str, Any]] = [
-    {"event": "forwarded", "status": 200, "stream": True, "complete": True},
-    {"event": "forwarded", "status": 429, "stream": False, "complete": True, "retry_after": "12"},
-    {"event": "forwarded", "status": 200, "stream": True, "complete": False, "broken": False},
-    {"event": "forwarded", "status": 200, "stream": True, "complete": False, "broken": True},
-    {"event": "upstream_error", "error": "SSLCertVerificationError", "detail": "TLS certificate verification failed"},
-    {"event": "refused", "reason": "not allowed"},
+
+def answer(status: int, *, stream: bool = True, complete: bool = True, **extra: Any) -> Forwarded:
+    return replace(forwarded(status=status, stream=stream), complete=complete, **extra)
+
+
+EVENTS: list[GatewayEvent] = [
+    answer(200),
+    answer(429, stream=False, retry_after="12"),
+    answer(200, complete=False, broken=False),
+    answer(200, complete=False, broken=True),
+    UpstreamError(path="/v1/messages", error="SSLCertVerificationError", detail="TLS certificate verification failed"),
+    refused("not allowed"),
 ]
 
 
@@ -40,8 +48,8 @@ def test_annotate_reads_statuses_cuts_and_unreachable_in_order() -> None:
     assert "certificate" in (apihealth.api_failure(meter) or "")
 
 
-def test_old_gateway_logs_without_complete_are_not_cuts() -> None:
-    meter = apihealth.annotate(GatewayMeter(), [{"event": "forwarded", "status": 200, "stream": True}])
+def test_an_answer_that_is_no_stream_is_never_a_cut() -> None:
+    meter = apihealth.annotate(GatewayMeter(), [answer(200, stream=False, complete=False)])
     assert meter.upstream_statuses == ("200",) and apihealth.api_failure(meter) is None
 
 
@@ -126,15 +134,14 @@ def test_the_loop_holds_off_for_the_upstreams_retry_after() -> None:
 
 def test_a_gateway_line_asks_for_a_pause_only_for_a_forwarded_failure_with_retry_after() -> None:
     assert [apihealth.pause_asked_s(e) for e in EVENTS] == [0, 12, 0, 0, 0, 0]
-    assert apihealth.pause_asked_s({"event": "forwarded", "status": 529, "retry_after": "0.5"}) == 0.5
-    assert apihealth.pause_asked_s({"event": "forwarded", "status": 429}) == 0, "no retry-after: no pause"
-    assert apihealth.pause_asked_s({"event": "forwarded", "status": 400, "retry_after": "9"}) == 0, "not the API's"
+    assert apihealth.pause_asked_s(answer(529, retry_after="0.5")) == 0.5
+    assert apihealth.pause_asked_s(answer(429)) == 0, "no retry-after: no pause"
+    assert apihealth.pause_asked_s(answer(400, retry_after="9")) == 0, "not the API's"
     date = "Wed, 21 Oct 2026 07:28:00 GMT"
-    assert apihealth.pause_asked_s({"event": "forwarded", "status": 429, "retry_after": date}) == 0
-    huge = {"event": "forwarded", "status": 429, "retry_after": "99999"}
-    assert apihealth.pause_asked_s(huge) == apihealth.RETRY_AFTER_CAP_S
-    # the gateway's own budget refusal is a 429 too, but the trial's, not the API's
-    assert apihealth.pause_asked_s({"event": "refused", "status": 429, "retry_after": "9"}) == 0
+    assert apihealth.pause_asked_s(answer(429, retry_after=date)) == 0
+    assert apihealth.pause_asked_s(answer(429, retry_after="99999")) == apihealth.RETRY_AFTER_CAP_S
+    # the gateway's own budget refusal is a 429 to the client too, but the trial's, not the API's
+    assert apihealth.pause_asked_s(refused("trial budget of $1.0000 is spent")) == 0
 
 
 def test_a_pause_told_while_a_trial_runs_holds_the_next_start_from_that_moment() -> None:

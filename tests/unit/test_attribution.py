@@ -11,17 +11,19 @@ from typing import Any
 
 import pytest
 
-from harness.sidecars import skilltrace
+from harness.sidecars import gatewaylog, skilltrace
 from harness.trial import gateway, installed
+from tests.fakes import forwarded
 
 CAPTURED = json.loads((Path(__file__).parent / "data" / "claude-code-2.1.332-threads.json").read_text())
 SKILL = "tdd-first"
 LISTING = "The following skills are available for use with the Skill tool:\n\n- tdd-first: FORGED\n- other: x\n"
 
 
-def logged() -> tuple[list[dict[str, Any]], Any]:
-    events: list[dict[str, Any]] = []
-    return events, lambda event, **f: events.append({"event": event, **f})
+def logged() -> tuple[list[gatewaylog.GatewayEvent], skilltrace.Log]:
+    """The gateway's log as the controller reads it: each event written as its line, then parsed."""
+    events: list[gatewaylog.GatewayEvent] = []
+    return events, lambda event: events.append(gateway.parsed([gatewaylog.dump(event)])[0])
 
 
 class Gateway:
@@ -143,7 +145,7 @@ def test_requests_beside_the_cli_are_side_requests_metered_flagged_and_never_the
         assert use.listing[0] == SKILL and "other" not in use.listing, use.listing
         assert not any(f.startswith(("skill_listing_changed", "baseline_invoked_skill")) for f in flags), flags
         assert any(f.startswith("side_requests: 1 ") for f in flags), flags
-    meter = gateway.meter(gw.events + [{"event": "forwarded", "usage": {"input_tokens": 7}, "cost_usd": 0.1}] * 2)
+    meter = gateway.meter([*gw.events, forwarded(0.1), forwarded(0.1)])
     assert meter.side_requests == 1 and meter.forwarded == 2, meter  # counted apart, metered like the rest
     # positive control: the same Skill call answered on the CLI's own conversation counts
     gw2 = Gateway()

@@ -8,6 +8,7 @@ expected meter is known exactly; the gateway's own JSON log is the evidence.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from harness.sidecars.gatewaylog import GatewayEvent, Usage
 from harness.trial import gateway as host_gateway
 
 GATEWAY_SCRIPT = Path(__file__).resolve().parents[2] / "harness" / "sidecars" / "gateway.py"
@@ -164,6 +166,11 @@ class GatewayProcess:
             self._new.put(None)
         self._new.put(None)  # EOF: wake any waiter so it can notice the exit
 
+    def parsed(self) -> list[GatewayEvent]:
+        """The log as the controller reads it (:func:`harness.trial.gateway.parsed`)."""
+        with self._lock:
+            return host_gateway.parsed(self.raw)
+
     def of(self, name: str) -> list[dict[str, Any]]:
         with self._lock:
             return [e for e in self.events if e.get("event") == name]
@@ -292,6 +299,10 @@ def post(
         conn.close()
 
 
+ZERO_USAGE = dataclasses.asdict(Usage())
+"""Every field of the logged usage: a count the answer did not carry is logged as 0."""
+
+
 def message(model: str) -> dict[str, Any]:
     return {"model": model, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -361,7 +372,7 @@ def test_gateway_forwards_under_budget_then_refuses_with_429_without_forwarding(
     assert PLACEHOLDER not in "".join(gw.raw)
 
     # the controller's reading of this log: its cost figure and the budget stop
-    meter = host_gateway.meter(gw.events)
+    meter = host_gateway.meter(gw.parsed())
     assert meter.forwarded == fits
     assert meter.requests == fits + 2
     assert len(meter.refused) == 2
@@ -392,7 +403,7 @@ def test_streamed_usage_is_metered_and_the_cap_holds_at_exactly_the_budget(
         assert forwarded[-1]["stream"] is True
         assert forwarded[-1]["broken"] is False
         # message_delta's cumulative output count replaces message_start's provisional 1 (not added to it)
-        assert forwarded[-1]["usage"] == {"input_tokens": 1000, "output_tokens": 200}
+        assert forwarded[-1]["usage"] == {**ZERO_USAGE, "input_tokens": 1000, "output_tokens": 200}
         assert forwarded[-1]["cost_usd"] == cost
     assert upstream.hit_count() == 2
     assert gw.of("refused") == []
@@ -403,7 +414,7 @@ def test_streamed_usage_is_metered_and_the_cap_holds_at_exactly_the_budget(
     assert upstream.hit_count() == 2
     assert len(gw.of("forwarded")) == 2
     assert all(hit["headers"]["x-api-key"] == REAL_KEY for hit in upstream.hits)
-    assert host_gateway.meter(gw.events).cost_usd == 1.0
+    assert host_gateway.meter(gw.parsed()).cost_usd == 1.0
 
 
 def test_a_budget_reached_by_a_float_sum_counts_as_spent() -> None:
@@ -412,8 +423,8 @@ def test_a_budget_reached_by_a_float_sum_counts_as_spent() -> None:
 
     meter = Meter(0.021, {"m": [3.0, 0.0, 0.0, 0.0]})
     for _ in range(6):
-        meter.add("m", {"input_tokens": 1000})
+        meter.add("m", Usage(input_tokens=1000))
         assert not meter.exhausted()
-    meter.add("m", {"input_tokens": 1000})
+    meter.add("m", Usage(input_tokens=1000))
     assert meter.cost < 0.021, "the float sum really is under the budget (else this test shows nothing)"
     assert meter.exhausted()

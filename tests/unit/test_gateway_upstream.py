@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from harness.sidecars.gatewaylog import Forwarded
 from harness.trial import apihealth
 from harness.trial import gateway as host_gateway
 from tests.unit.test_gateway_sidecar import GATEWAY_SCRIPT, GatewayProcess, free_port
@@ -146,7 +147,8 @@ def test_the_gateway_records_every_upstream_answer_through_the_proxy(
     gw = start_gateway(tmp_path, up.port, {}, proxy=f"http://127.0.0.1:{proxy_port}")
     try:
         assert [post(gw) for _ in range(3)] == [529, 200, 200]
-        events = gw.wait_for("forwarded", 3)
+        gw.wait_for("forwarded", 3)
+        events = [e for e in gw.parsed() if isinstance(e, Forwarded)]
     finally:
         gw.stop()
     meter = apihealth.annotate(host_gateway.meter(events), events)
@@ -203,7 +205,8 @@ def test_a_refusing_proxy_is_named_in_the_upstream_error(tmp_path: Path, procs: 
     gw = start_gateway(tmp_path, up.port, {}, proxy=f"http://127.0.0.1:{proxy_port}")
     try:
         assert post(gw) == 502
-        events = gw.wait_for("upstream_error")
+        gw.wait_for("upstream_error")
+        events = gw.parsed()
     finally:
         gw.stop()
     meter = apihealth.annotate(host_gateway.meter(events), events)

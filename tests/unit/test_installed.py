@@ -12,7 +12,7 @@ from harness.analysis import skilluse as skillreport
 from harness.errors import ConfigError, InfraError
 from harness.experiment import triggers
 from harness.records import Arm, SkillInvoked, SkillUse, TrialRecord, VerifyResult
-from harness.sidecars import scripted_api, skilltrace
+from harness.sidecars import gatewaylog, scripted_api, skilltrace
 from harness.study.config import Execution
 from harness.study.skillname import listed_name
 from harness.trial import installed
@@ -35,9 +35,16 @@ def body(listing: bool = True, skill_line: bool = True, extra: list[dict[str, An
     return {"messages": msgs + (extra or []), "tools": [{"name": "Bash"}, {"name": "Skill"}]}
 
 
-def logged() -> tuple[list[dict[str, Any]], Any]:
-    events: list[dict[str, Any]] = []
-    return events, lambda event, **f: events.append({"event": event, **f})
+def logged() -> tuple[list[gatewaylog.GatewayEvent], skilltrace.Log]:
+    """The gateway's log as the controller reads it: each event written as its line, then parsed."""
+    events: list[gatewaylog.GatewayEvent] = []
+
+    def log(event: gatewaylog.GatewayEvent) -> None:
+        line = gatewaylog.parse(gatewaylog.dump(event))
+        assert line == event, "the line reads back as the event written"
+        events.append(line)
+
+    return events, log
 
 
 # ------------------------------------------------------------------ gateway side (skilltrace)
@@ -69,11 +76,12 @@ def test_observe_request_logs_turn_tools_listing_and_loads_but_never_the_convers
     )
     skilltrace.observe_request(loaded, log, attribution)
     first, second = events
-    assert first["turn"] == 0 and first["listed"] == ["careful-fixer", "dataviz", "simplify"] and "listing" in first
-    assert first["tools"] == ["Bash", "Skill"] and first["loaded"] == [] and first["thread"] == "cli" and first["root"]
-    assert second["turn"] == 1 and second["loaded"] == ["careful-fixer"] and "listing" not in second
-    assert second["thread"] == "cli" and not second["side"] and not second["root"]
-    assert "fix the bug" not in json.dumps(events)
+    assert isinstance(first, gatewaylog.SkillRequest) and isinstance(second, gatewaylog.SkillRequest)
+    assert first.turn == 0 and first.listed == ("careful-fixer", "dataviz", "simplify") and first.listing
+    assert first.tools == ("Bash", "Skill") and first.loaded == () and first.thread == "cli" and first.root
+    assert second.turn == 1 and second.loaded == ("careful-fixer",) and second.listing is None
+    assert second.thread == "cli" and not second.side and not second.root
+    assert "fix the bug" not in "".join(gatewaylog.dump(e) for e in events)
 
 
 def test_response_trace_reads_tool_uses_from_sse_and_json() -> None:
@@ -90,24 +98,26 @@ def test_response_trace_reads_tool_uses_from_sse_and_json() -> None:
         {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "name": "Bash", "input": {}}},
     ):
         trace.feed(b"data: " + json.dumps(event).encode())
-    assert trace.uses() == [{"name": "Skill", "skill": "x"}, {"name": "Bash"}]
+    assert trace.uses() == (gatewaylog.ToolUse(name="Skill", skill="x"), gatewaylog.ToolUse(name="Bash"))
     plain = skilltrace.ResponseTrace()
     plain.feed_message({"content": [{"type": "tool_use", "name": "Skill", "input": {"skill": "y"}}]})
-    assert plain.uses() == [{"name": "Skill", "skill": "y"}]
+    assert plain.uses() == (gatewaylog.ToolUse(name="Skill", skill="y"),)
 
 
 def test_the_stopper_fires_only_on_the_named_skill() -> None:
     stop = skilltrace.Stopper("careful-fixer")
-    stop.saw([{"name": "Skill", "skill": "dataviz"}, {"name": "Bash"}])
+    stop.saw([gatewaylog.ToolUse(name="Skill", skill="dataviz"), gatewaylog.ToolUse(name="Bash")])
     assert not stop.stopped()
-    stop.saw([{"name": "Skill", "skill": "careful-fixer"}])
+    stop.saw([gatewaylog.ToolUse(name="Skill", skill="careful-fixer")])
     assert stop.stopped()
 
 
 # ------------------------------------------------------------------ host side (installed.observe)
 
 
-def gateway_log(skill_arm: bool, calls: list[dict[str, Any]], listing_changes: bool = False) -> list[dict[str, Any]]:
+def gateway_log(
+    skill_arm: bool, calls: list[dict[str, Any]], listing_changes: bool = False
+) -> list[gatewaylog.GatewayEvent]:
     """The gateway's log of a two-request conversation of the CLI's: ``calls`` answered to the first."""
     events, log = logged()
     attribution = skilltrace.Attribution()

@@ -16,7 +16,8 @@ is given its place here. The layers, bottom up (each may import what is below it
 plus: analysis is pure (no I/O, no processes, no sockets, no rendering); sandbox sees nothing above it;
 only ``python -m harness`` imports the CLI; renderers do not import each other (junit may reuse the
 terminal text) nor the reporting package itself; sidecars are standalone, standard-library programs, of which
-the controller imports only the pure functions :data:`SIDECAR_FUNCTIONS` names.
+the controller imports only the pure functions :data:`SIDECAR_FUNCTIONS` names and the gateway's log format
+(:data:`SIDECAR_FORMAT`: the typed events the gateway writes and the controller reads).
 
 What breaks a rule is listed in :data:`KNOWN_VIOLATIONS` and :data:`KNOWN_CYCLES`, each with the move
 that would fix it (both are empty: keep them so, or give an entry a reason a reviewer accepts). The test fails on any violation not listed there *and* on any listed one that no longer
@@ -91,7 +92,11 @@ SIDECAR_FUNCTIONS: Mapping[tuple[str, str], frozenset[str]] = {
 }
 """(controller module, sidecar module) -> the names it may import from it: pure functions the gateway
 itself applies, so the controller and the container decide alike. Nothing else of the sidecars is
-imported (the controller reads ``collect.sh`` as a package resource)."""
+imported but :data:`SIDECAR_FORMAT` (the controller reads ``collect.sh`` as a package resource)."""
+
+SIDECAR_FORMAT = "harness.sidecars.gatewaylog"
+"""The gateway's log, one typed event model for the writer (the gateway) and its readers (any module of the
+controller): standard-library dataclasses and their parser, no I/O. The second edge into the sidecars."""
 
 KNOWN_CYCLES: Mapping[frozenset[str], str] = {
     # frozenset of the modules of one cycle: why it is there and the move that breaks it
@@ -187,7 +192,7 @@ def _under(name: str, prefix: str) -> bool:
 def allowed(imp: Import) -> bool:
     """The import goes down the layers (or stays inside its own)."""
     source, target = layer(imp.source), layer(imp.target)
-    if source == target or (imp.source, imp.target) in SIDECAR_FUNCTIONS:
+    if source == target or (imp.source, imp.target) in SIDECAR_FUNCTIONS or imp.target == SIDECAR_FORMAT:
         return True  # the names such an import takes: test_the_controller_imports_only_pure_sidecar_functions
     return any(
         _under(imp.target, rule) if rule.startswith("harness") else rule == target for rule in MAY_IMPORT[source]
@@ -307,7 +312,7 @@ def test_sidecars_are_standalone_standard_library_programs() -> None:
 
 
 def test_the_controller_imports_only_pure_sidecar_functions() -> None:
-    """The one allowed edge from the controller into the sidecars takes only the names listed, by name."""
+    """The allowed edges from the controller into the sidecars: the names listed, by name, and the log format."""
     bad = []
     for name, path in modules().items():
         if layer(name) == "sidecars":
@@ -315,17 +320,27 @@ def test_the_controller_imports_only_pure_sidecar_functions() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 bad += [
-                    f"{name}:{node.lineno} imports {a.name}" for a in node.names if _under(a.name, "harness.sidecars")
+                    f"{name}:{node.lineno} imports {a.name}"
+                    for a in node.names
+                    if _under(a.name, "harness.sidecars") and a.name != SIDECAR_FORMAT
                 ]
-            elif isinstance(node, ast.ImportFrom) and node.module and _under(node.module, "harness.sidecars"):
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and _under(node.module, "harness.sidecars")
+                and node.module != SIDECAR_FORMAT
+            ):
                 allowed_names = SIDECAR_FUNCTIONS.get((name, node.module), frozenset())
                 bad += [
                     f"{name}:{node.lineno} imports {a.name} from {node.module}"
                     for a in node.names
-                    if a.name not in allowed_names
+                    if a.name not in allowed_names and f"{node.module}.{a.name}" != SIDECAR_FORMAT
                 ]
-    assert not bad, _report("the controller imports no sidecar code but SIDECAR_FUNCTIONS:", bad)
+    assert not bad, _report("the controller imports no sidecar code but SIDECAR_FUNCTIONS and SIDECAR_FORMAT:", bad)
     assert all(SIDECAR_FUNCTIONS), "each allowed edge names its functions"
+    impure = [str(i) for i in graph() if i.source == SIDECAR_FORMAT and (i.internal or i.target in IMPURE)]
+    assert not impure, _report("the log format is data and its parser: no I/O, nothing of the harness:", impure)
+    assert any(i.target == SIDECAR_FORMAT and layer(i.source) != "sidecars" for i in graph()), "the edge is used"
 
 
 def test_renderers_import_neither_each_other_nor_the_reporting_package() -> None:

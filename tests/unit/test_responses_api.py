@@ -13,6 +13,7 @@ import pytest
 from harness.sidecars import responses_api as r
 from harness.sidecars import scripted_api, scripted_responses, skilltrace
 from harness.sidecars.gateway import DEFAULT_PRICING, Meter
+from harness.sidecars.gatewaylog import Usage
 from harness.study import prices
 
 DATA = Path(__file__).parent / "data"
@@ -128,12 +129,9 @@ def test_usage_is_metered_in_the_gateway_keys_and_priced_per_kind() -> None:
     for line in [b": keep-alive", b"data: not json", b"data: []", *sse([created, completed])]:
         meter.feed(line)
     assert meter.ended and meter.model == "gpt-6.2-sol" and meter.status == "completed"
-    assert meter.usage == {
-        "input_tokens": 3_000,
-        "output_tokens": 500,
-        "cache_creation_input_tokens": 1_000,
-        "cache_read_input_tokens": 6_000,
-    }
+    assert meter.usage == Usage(
+        input_tokens=3_000, output_tokens=500, cache_creation_input_tokens=1_000, cache_read_input_tokens=6_000
+    )
     cost = Meter(0, {**DEFAULT_PRICING, **r.DEFAULT_PRICING}).add("gpt-6.2-sol", meter.usage)
     assert cost == pytest.approx((3_000 * 2.0 + 500 * 10.0 + 1_000 * 2.5 + 6_000 * 0.1) / 1e6)
 
@@ -142,16 +140,12 @@ def test_a_cut_stream_is_not_ended_and_nonsense_counts_nothing() -> None:
     meter = r.StreamMeter()
     for line in sse([{"type": "response.created", "response": {"status": "in_progress"}}]):
         meter.feed(line)
-    assert not meter.ended and meter.usage == {}
-    assert r.meter_usage({"input_tokens": 5, "input_tokens_details": {"cached_tokens": 9}, "output_tokens": True}) == {
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 5,
-    }
+    assert not meter.ended and meter.usage == Usage()
+    nonsense = {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 9}, "output_tokens": True}
+    assert r.meter_usage(nonsense) == Usage(cache_read_input_tokens=5)
     body = r.StreamMeter()
     body.feed_body({"usage": {"input_tokens": 3, "output_tokens": 1}})
-    assert body.ended and body.usage["input_tokens"] == 3
+    assert body.ended and body.usage.input_tokens == 3
 
 
 def test_the_shipped_price_table_holds_the_openai_models_the_gateway_prices() -> None:
@@ -261,11 +255,8 @@ def test_the_scripted_stream_is_what_the_meter_and_the_collector_read() -> None:
     for line in sse([{"type": "response.completed", "response": done}]):
         meter.feed(line)
         collector.feed(line)
-    assert meter.usage == {
-        "input_tokens": 700,
-        "output_tokens": 30,
-        "cache_creation_input_tokens": 100,
-        "cache_read_input_tokens": 200,
-    }
+    assert meter.usage == Usage(
+        input_tokens=700, output_tokens=30, cache_creation_input_tokens=100, cache_read_input_tokens=200
+    )
     assert [b["type"] for b in collector.blocks()] == ["text", "tool_use"]
     assert collector.blocks()[1]["id"] == "call_1" and collector.blocks()[1]["input"] == {"cmd": "ls"}

@@ -55,6 +55,7 @@ from tests.fakes import (
     forwarded,
     gateway_log,
     judge,
+    refused,
     trial_behaviours,
 )
 
@@ -411,9 +412,7 @@ def test_a_spent_budget_is_budget_exceeded_and_not_judged(make_rig: Callable[...
     def over_budget(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
         gateway_log(runtime, spec, forwarded(0.9))
         if who == "gateway":
-            gateway_log(
-                runtime, spec, {"event": "refused", "method": "POST", "path": "/v1/messages", "reason": "budget"}
-            )
+            gateway_log(runtime, spec, refused("budget"))
             return Outcome(exit_code=1, stdout=cli_result(subtype="error_during_execution", is_error=True))
         return Outcome(exit_code=1, stdout=cli_result(subtype="error_max_budget_usd", is_error=True))
 

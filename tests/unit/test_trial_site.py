@@ -14,6 +14,7 @@ from harness.sandbox import roles
 from harness.sandbox.labels import make_labels
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import Limits
+from harness.sidecars.gatewaylog import GatewayEvent, Listening
 from harness.trial.basetrees import BaseTrees
 from harness.trial.reaper import TrialReaper
 from harness.trial.site import RunSite, TrialSite
@@ -61,7 +62,7 @@ def _site(run: RunSite, reaper: TrialReaper | None = None) -> TrialSite:
 def test_a_site_without_a_workspace_brings_up_its_gateway_and_leaves_only_the_runs_objects(tmp_path: Path) -> None:
     runtime = FakeRuntime({"gateway": GATEWAY}, images=IMAGES)
     run = _run_site(runtime, tmp_path)
-    seen: list[dict[str, object]] = []
+    seen: list[GatewayEvent] = []
     with _site(run) as site:
         assert site.make(None) is None
         ip = site.open_gateway(seen.append)
@@ -73,7 +74,7 @@ def test_a_site_without_a_workspace_brings_up_its_gateway_and_leaves_only_the_ru
         assert [o.name for o in runtime.left() if o.kind == "volume"] == [RUN_OWN[1][1]], "no workspace was made"
     assert site.leftovers == []
     assert [(o.kind, o.name) for o in runtime.left()] == RUN_OWN
-    assert any(e.get("event") == "listening" for e in seen), "the follower heard the gateway's log"
+    assert any(isinstance(e, Listening) for e in seen), "the follower heard the gateway's log"
 
 
 def test_a_gateway_that_never_listens_is_raised_by_open_and_still_torn_down(tmp_path: Path) -> None:
