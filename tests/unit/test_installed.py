@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from harness.analysis import skilluse as skillreport
-from harness.errors import ConfigError, InfraError
-from harness.experiment import triggers
+from harness.errors import InfraError
 from harness.records import Arm, SkillInvoked, SkillUse, TrialRecord, VerifyResult
 from harness.sidecars import gatewaylog, scripted_api, skilltrace
 from harness.study.config import Execution
@@ -261,86 +260,6 @@ def test_scripted_invoke_probability_depends_on_query_and_description() -> None:
         "dataviz": "Charts.",
         "simplify": "Review.",
     }
-
-
-# ------------------------------------------------------------------ trigger analysis
-
-
-def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[triggers.RunRecord]:
-    return [
-        triggers.RunRecord(
-            run_id=f"{variant}.{query}.{i}",
-            variant=variant,
-            query_id=query,
-            should_trigger=should,
-            run_index=i,
-            outcome=o,
-            reason="the skill under test was not listed" if o == "could_not_measure" else None,
-        )
-        for i, o in enumerate(outcomes)
-    ]
-
-
-def prereg() -> triggers.TriggerPrereg:
-    return triggers.TriggerPrereg(
-        skill="s",
-        variants={"a": "x", "b": "y"},
-        queries=(
-            triggers.Query(id="q1", query="one", should_trigger=True),
-            triggers.Query(id="q2", query="two", should_trigger=True),
-            triggers.Query(id="n1", query="three", should_trigger=False, near_miss=True),
-        ),
-    )
-
-
-T, N, C = "triggered", "not_triggered", "could_not_measure"
-
-
-def test_trigger_analysis_recall_false_triggers_and_paired_comparison() -> None:
-    recs = (
-        runs("a", "q1", True, [T, T, T, N]) + runs("a", "q2", True, [T, T, N, N]) + runs("a", "n1", False, [N, N, T, N])
-        + runs("b", "q1", True, [T, N, N, N]) + runs("b", "q2", True, [T, N, N, N]) + runs("b", "n1", False, [N, N, N, N])
-    )  # fmt: skip
-    a = triggers.analyze(prereg(), recs)
-    ra = a["variants"]["a"]["recall"]
-    assert ra["rate"] == pytest.approx(5 / 8) and ra["queries"] == 2 and 0 <= ra["low"] < ra["rate"] < ra["high"] <= 1
-    assert a["variants"]["a"]["false_trigger_rate"]["rate"] == pytest.approx(1 / 4)
-    (comp,) = a["comparisons"]
-    assert comp["recall"]["difference"] == pytest.approx(((1 / 4 - 3 / 4) + (1 / 4 - 2 / 4)) / 2)
-    assert comp["recall"]["run_pairs_only_reference"] == 3 and comp["recall"]["run_pairs_only_variant"] == 0
-    assert "recall" in "\n".join(triggers.summary_lines(a)) and "Side by side" in triggers.markdown(a)
-
-
-def test_nothing_measured_is_could_not_measure_never_a_zero_recall() -> None:
-    recs = runs("a", "q1", True, [C, C]) + runs("a", "q2", True, [C]) + runs("a", "n1", False, [N, N])
-    a = triggers.analyze(prereg(), recs)
-    recall = a["variants"]["a"]["recall"]
-    assert recall["rate"] is None and "not listed" in recall["could_not_measure"]
-    assert a["variants"]["a"]["could_not_measure"] == 3
-    assert "could not measure" in "\n".join(triggers.summary_lines(a))
-    assert a["variants"]["b"]["recall"]["could_not_measure"].startswith("no run measured")
-
-
-def test_clustered_interval_is_wider_than_naive_when_queries_differ() -> None:
-    est = triggers.clustered_rate([(10, 10), (0, 10)], 0.95)
-    assert est["rate"] == 0.5 and est["low"] == 0.0 and est["high"] == 1.0
-    same = triggers.clustered_rate([(5, 5), (5, 5), (5, 5)], 0.95)
-    assert same["rate"] == 1.0 and same["low"] < 1.0, "zero robust variance falls back to Wilson over queries"
-
-
-def test_trigger_preregistration_checks_the_variants_name(tmp_path: Path) -> None:
-    for name, skill_name in (("a", "s"), ("b", "other")):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "SKILL.md").write_text(f"---\nname: {skill_name}\ndescription: d\n---\n")
-    path = tmp_path / "p.yaml"
-    path.write_text("skill: s\nvariants: {a: a, b: b}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
-    with pytest.raises(ConfigError, match=r"variants\.b"):
-        triggers.load_trigger_study(path)
-    path.write_text("skill: s\nvariants: {a: a}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
-    assert triggers.load_trigger_study(path).variant_dirs["a"] == (tmp_path / "a").resolve()
-    assert len(triggers.plan_runs(triggers.load_trigger_study(path).prereg)) == 3
-    ids = {triggers.paired_session_id(1, "q", 0), triggers.paired_session_id(1, "q", 1)}
-    assert len(ids) == 2
 
 
 def test_api_calls_the_agent_makes_itself_never_count_as_the_skill_firing() -> None:
