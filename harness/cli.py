@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from harness import __version__
 from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResultsUnavailable
 from harness.host.paths import HostPaths
+from harness.records import TRIGGER_RESULTS
 
 if TYPE_CHECKING:  # the commands import lazily: `gate` and `report` start without docker-py
     from harness.experiment.progress import Progress
+    from harness.records import TriggerRecord
     from harness.study.config import Study
 
 EPILOG = """\
@@ -684,14 +686,16 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> 
     """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
     import time
 
-    from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.experiment.triggers import TriggerOptions, run_triggers, summary_lines
+    from harness.plan import plan_trigger_runs
     from harness.sandbox.engine import Engine
+    from harness.study.triggers import load_trigger_study
 
     prereg = root / "triggers" / "preregistration.yaml"
     if not prereg.is_file():
         return
     study = load_trigger_study(prereg)
-    print(f"\n=== trigger accuracy of careful-fixer: {len(plan_runs(study.prereg))} runs ===")
+    print(f"\n=== trigger accuracy of careful-fixer: {len(plan_trigger_runs(study.prereg))} runs ===")
     if out.exists():
         shutil.rmtree(out)
     t0 = time.monotonic()
@@ -824,14 +828,16 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
     """``skilltrial triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
     import time
 
-    from harness.experiment.triggers import TriggerOptions, load_trigger_study, plan_runs, run_triggers, summary_lines
+    from harness.experiment.triggers import TriggerOptions, run_triggers, summary_lines
+    from harness.plan import plan_trigger_runs
     from harness.sandbox.engine import Engine
+    from harness.study.triggers import load_trigger_study
 
     study = load_trigger_study(args.prereg)
     out = (args.out or study.path.parent / f"triggers-{study.prereg.skill}").resolve()
-    if (out / "triggers.jsonl").exists():
-        raise ConfigError(out / "triggers.jsonl", "exists: a trigger run is not resumed; use another --out")
-    n = len(plan_runs(study.prereg))
+    if (out / TRIGGER_RESULTS).exists():
+        raise ConfigError(out / TRIGGER_RESULTS, "exists: a trigger run is not resumed; use another --out")
+    n = len(plan_trigger_runs(study.prereg))
     print(
         f"triggers: {len(study.prereg.queries)} queries x {study.prereg.execution.runs_per_query} runs x "
         f"{len(study.prereg.variants)} variant(s) = {n} runs -> {out}",
@@ -855,7 +861,7 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
     return 0
 
 
-def _print_trigger_run(rec: Any) -> None:
+def _print_trigger_run(rec: TriggerRecord) -> None:
     why = f" ({rec.reason})" if rec.reason else ""
     print(f"  {rec.run_id}: {rec.outcome.replace('_', ' ')}{why}", flush=True)
 

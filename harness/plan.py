@@ -9,6 +9,9 @@ Rounds also make early stopping and partial results balanced.
 Every trial's prompt is decided here: the skill arm's :data:`SKILL_PREFIX`, and a library experiment's
 masked arm's :func:`library_prefix`, which names the skills :mod:`harness.trial.delivery` mounts under
 :data:`SKILLS_ROOT`.
+
+A trigger study's runs are planned the same way (:func:`plan_trigger_runs`): rounds of query x variant,
+shuffled by the seed, each run's CLI session id fixed by the seed, the query and the run index alone.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from harness.records import ARMS, Arm
 from harness.study.config import Task
+from harness.study.triggers import Query, TriggerPrereg
 
 SKILL_PREFIX = (
     "Before you start, read the skill file at /skill/SKILL.md and follow its guidance for this task. "
@@ -161,3 +166,36 @@ def select_shard(specs: Sequence[TrialSpec], shard: ShardRef | None) -> tuple[Tr
     if shard is None:
         return tuple(specs)
     return tuple(s for s in specs if shard_of(s, shard.total) == shard.number)
+
+
+# ---------------------------------------------------------------- trigger runs
+
+
+@dataclass(frozen=True)
+class TriggerRunSpec:
+    """One run of a trigger study: a query, asked of one variant, for the ``run_index``-th time."""
+
+    variant: str
+    query: Query
+    run_index: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.variant}.{self.query.id}.{self.run_index}"
+
+
+def plan_trigger_runs(prereg: TriggerPrereg) -> tuple[TriggerRunSpec, ...]:
+    """Rounds of (query x variant), shuffled by the seed so time drift lines up with neither."""
+    rng = random.Random(prereg.execution.seed)
+    specs: list[TriggerRunSpec] = []
+    for r in range(prereg.execution.runs_per_query):
+        round_ = [TriggerRunSpec(v, q, r) for q in prereg.queries for v in prereg.variants]
+        rng.shuffle(round_)
+        specs.extend(round_)
+    return tuple(specs)
+
+
+def paired_session_id(seed: int, query_id: str, run_index: int) -> str:
+    """The same UUID for run ``run_index`` of a query in every variant (the pairing key)."""
+    digest = hashlib.sha256(f"{seed}:{query_id}:{run_index}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))

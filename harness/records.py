@@ -16,6 +16,8 @@ SCHEMA_VERSION = 2
 """2: ``gateway.side_requests`` (requests the CLI did not send). Lines of version 1 read as before."""
 RESULTS = "results.jsonl"
 """The file of result lines in an experiment directory (written by :mod:`harness.results.store`)."""
+TRIGGER_RESULTS = "triggers.jsonl"
+"""The file of a trigger study's result lines, one :class:`TriggerRecord` per run."""
 
 Arm = Literal["baseline", "skill", "masked"]
 """A/B: baseline and skill. Library experiments: baseline (the bare arm) and masked."""
@@ -26,6 +28,8 @@ Outcome = Literal["pass", "fail", "unknown", "truncated", "infra", "skipped"]
 PassRule = Literal["verify_and_judge", "verify", "judge"]
 StopReason = Literal["budget", "early_stop"]
 """Why a ``skipped`` trial never started: the cumulative budget, or the preregistered early stop."""
+TriggerOutcome = Literal["triggered", "not_triggered", "could_not_measure"]
+"""A trigger run's verdict: could-not-measure runs are never counted as misses."""
 
 
 class FrozenModel(BaseModel):
@@ -326,3 +330,25 @@ def outcome(record: TrialRecord, rule: PassRule = "verify_and_judge") -> Outcome
     if "unknown" in (verify, judge):
         return "unknown"
     return "pass"
+
+
+class TriggerRecord(FrozenModel):
+    """One run of a trigger study (``skilltrial triggers``): its query, variant and verdict, from the gateway's log."""
+
+    run_id: str
+    variant: str
+    query_id: str
+    should_trigger: bool
+    run_index: int
+    outcome: TriggerOutcome
+    reason: str | None = None
+    listed: bool | None = None
+    tool_uses: tuple[str, ...] = ()
+    input_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    listing_sha256: str | None = None
+    requests: int = 0
+    """API calls the gateway forwarded in this run."""
+    stopped_at_skill: bool = False
+    """The gateway refused the CLI's next request after the Skill call: the run ended at its verdict."""

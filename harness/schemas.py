@@ -34,7 +34,7 @@ class InputSchema:
     file: str
     """The input file it describes, as users name it."""
     model: Callable[[], type[BaseModel]]
-    """The model that loads that file (imported when asked for: the trigger study's lives with its runner)."""
+    """The model that loads that file (imported when asked for)."""
 
     @property
     def filename(self) -> str:
@@ -60,7 +60,7 @@ def _scenario() -> type[BaseModel]:
 
 
 def _triggers() -> type[BaseModel]:
-    from harness.experiment.triggers import TriggerPrereg
+    from harness.study.triggers import TriggerPrereg
 
     return TriggerPrereg
 

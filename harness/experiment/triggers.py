@@ -30,25 +30,23 @@ import hashlib
 import json
 import math
 import os
-import random
 import secrets
 import socket
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from harness import fmt
 from harness.analysis import stats
-from harness.errors import ConfigError, HarnessError, PrerequisiteError
+from harness.errors import HarnessError, PrerequisiteError
 from harness.host import workroots
 from harness.host.paths import HostPaths
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
+from harness.plan import TriggerRunSpec, paired_session_id, plan_trigger_runs
+from harness.records import TRIGGER_RESULTS, TriggerOutcome, TriggerRecord
 from harness.sandbox import lifecycle, subnets, volumes
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
@@ -58,148 +56,14 @@ from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.names import TrialNames
 from harness.sidecars.gatewaylog import GatewayEvent
 from harness.study import scenario
-from harness.study.config import TASK_ID, Resources, parse_yaml, read_text, validate
 from harness.study.lock import copy_skill, skill_files
-from harness.study.skillname import listed_name
+from harness.study.triggers import TriggerPrereg, TriggerStudy
 from harness.trial import gateway, installed
-
-Outcome = Literal["triggered", "not_triggered", "could_not_measure"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)  # docstrings: the schema
-
-
-class Query(_Strict):
-    id: str
-    query: str
-    should_trigger: bool
-    near_miss: bool = False
-    """A should-not query that is deliberately close to the skill's territory."""
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not TASK_ID.match(v):
-            raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
-        return v
-
-
-class TriggerBudgets(_Strict):
-    per_run_usd: Annotated[float, Field(gt=0)] = 0.25
-    timeout_s: Annotated[int, Field(gt=0, le=3600)] = 180
-
-
-class TriggerExecution(_Strict):
-    runs_per_query: Annotated[int, Field(ge=1, le=100)] = 3
-    model: str = "sonnet"
-    allowed_tools: tuple[str, ...] = ("Bash", "Edit", "Read")
-    max_turns: Annotated[int, Field(ge=1, le=50)] = 4
-    """Turn cap: a run that neither called the skill nor ended its turn by then is *not triggered*."""
-    seed: int = 20261201
-    budgets: TriggerBudgets = TriggerBudgets()
-    resources: Resources = Resources()
-    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
-
-
-class TriggerPrereg(_Strict):
-    skill: str
-    """The skill's name (its SKILL.md ``name``); every variant must carry it."""
-    variants: dict[str, str]
-    """Variant name -> skill folder (relative to this file): descriptions of the same skill, compared side
-    by side. The first is the reference the others are paired against."""
-    queries: tuple[Query, ...]
-    execution: TriggerExecution = TriggerExecution()
-
-
-@dataclasses.dataclass(frozen=True)
-class TriggerStudy:
-    path: Path
-    prereg: TriggerPrereg
-    variant_dirs: dict[str, Path]
-
-
-def load_trigger_study(path: Path) -> TriggerStudy:
-    path = path.resolve()
-    prereg = validate(path, TriggerPrereg, parse_yaml(path, read_text(path)), "a mapping (skill, variants, queries)")
-    if not prereg.variants:
-        raise ConfigError(path, "at least one variant (skill folder) is required", field="variants")
-    if not prereg.queries:
-        raise ConfigError(path, "at least one query is required", field="queries")
-    seen: set[str] = set()
-    for i, q in enumerate(prereg.queries):
-        if q.id in seen:
-            raise ConfigError(path, f"duplicate query id {q.id!r}", field=f"queries[{i}].id")
-        seen.add(q.id)
-    dirs: dict[str, Path] = {}
-    for name, ref in prereg.variants.items():
-        d = (path.parent / ref).resolve()
-        md = d / "SKILL.md"
-        if md.is_symlink() or not md.is_file():
-            raise ConfigError(path, f"{md} is missing or not a regular file", field=f"variants.{name}")
-        listed = listed_name(d, "")
-        if listed != prereg.skill:
-            raise ConfigError(
-                path,
-                f"{md} is named {listed or '(no name)'!r}, not {prereg.skill!r}: variants are descriptions of one skill",
-                field=f"variants.{name}",
-            )
-        dirs[name] = d
-    return TriggerStudy(path, prereg, dirs)
-
 
 # ==================================================================== plan and run
 
 
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    variant: str
-    query: Query
-    run_index: int
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.variant}.{self.query.id}.{self.run_index}"
-
-
-def plan_runs(prereg: TriggerPrereg) -> tuple[RunSpec, ...]:
-    """Rounds of (query x variant), shuffled by the seed so time drift lines up with neither."""
-    rng = random.Random(prereg.execution.seed)
-    specs: list[RunSpec] = []
-    for r in range(prereg.execution.runs_per_query):
-        round_ = [RunSpec(v, q, r) for q in prereg.queries for v in prereg.variants]
-        rng.shuffle(round_)
-        specs.extend(round_)
-    return tuple(specs)
-
-
-class RunRecord(_Strict):
-    run_id: str
-    variant: str
-    query_id: str
-    should_trigger: bool
-    run_index: int
-    outcome: Outcome
-    reason: str | None = None
-    listed: bool | None = None
-    tool_uses: tuple[str, ...] = ()
-    input_tokens: int = 0
-    cost_usd: float = 0.0
-    seconds: float = 0.0
-    listing_sha256: str | None = None
-    requests: int = 0
-    """API calls the gateway forwarded in this run."""
-    stopped_at_skill: bool = False
-    """The gateway refused the CLI's next request after the Skill call: the run ended at its verdict."""
-
-
-def paired_session_id(seed: int, query_id: str, run_index: int) -> str:
-    """The same UUID for run ``run_index`` of a query in every variant (the pairing key)."""
-    digest = hashlib.sha256(f"{seed}:{query_id}:{run_index}".encode()).digest()
-    return str(uuid.UUID(bytes=digest[:16], version=4))
-
-
-def verdict(evts: Sequence[GatewayEvent], skill: str) -> tuple[Outcome, str | None, dict[str, Any]]:
+def verdict(evts: Sequence[GatewayEvent], skill: str) -> tuple[TriggerOutcome, str | None, dict[str, Any]]:
     """A run's outcome from the gateway's log (pure)."""
     use, prov, _flags = installed.observe(evts, skill=skill, arm="skill", delivery="installed")
     extra = {"listed": use.listed, "tool_uses": use.tool_uses, "listing_sha256": prov.get("listing_sha256")}
@@ -218,7 +82,7 @@ class TriggerOptions:
     api_key: str | None = None
     upstream: str = "https://api.anthropic.com"
     images: ImageOptions = dataclasses.field(default_factory=ImageOptions)
-    on_run: Callable[[RunRecord], None] = lambda _r: None
+    on_run: Callable[[TriggerRecord], None] = lambda _r: None
 
 
 def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -> dict[str, Any]:
@@ -236,12 +100,12 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
     users = sandbox.role_users(engine, os.getuid(), os.getgid())
     sidecar_uid = users.sidecar
     profile = sandbox.make_profile(ex.resources, images.trial, images.sidecar, users, None)
-    labels = make_labels(run_id, role="run", ttl_s=3600 + ex.budgets.timeout_s * len(plan_runs(prereg)))
+    labels = make_labels(run_id, role="run", ttl_s=3600 + ex.budgets.timeout_s * len(plan_trigger_runs(prereg)))
     upstream_net = f"hx-{run_id}-up"
     scripted_name = f"hx-{run_id}-scripted"
-    records: list[RunRecord] = []
+    records: list[TriggerRecord] = []
     lock = threading.Lock()
-    results = options.out / "triggers.jsonl"
+    results = options.out / TRIGGER_RESULTS
     try:
         key = _key(options)
         # files reach containers in volumes filled through the archive API: a remote engine works too
@@ -263,7 +127,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
         if options.scripted is not None:
             upstream = _start_scripted(engine, profile, options.scripted, prereg, scripted_name, upstream_net, labels)
 
-        def one(spec: RunSpec) -> None:
+        def one(spec: TriggerRunSpec) -> None:
             rec = _one_run(
                 engine, profile, prereg, spec, copies[spec.variant], run_id, key_volume, upstream, upstream_net
             )
@@ -274,7 +138,7 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
             options.on_run(rec)
 
         with ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="trigger") as pool:
-            list(pool.map(one, plan_runs(prereg)))
+            list(pool.map(one, plan_trigger_runs(prereg)))
     finally:
         if options.scripted is not None:
             try:
@@ -323,13 +187,13 @@ def _one_run(
     engine: Engine,
     profile: sandbox.Profile,
     prereg: TriggerPrereg,
-    spec: RunSpec,
+    spec: TriggerRunSpec,
     skill_volume: str,
     run_id: str,
     key_volume: str,
     upstream: str,
     upstream_net: str,
-) -> RunRecord:
+) -> TriggerRecord:
     """One query, one fresh gateway and agent; the verdict from the gateway's log."""
     ex = prereg.execution
     key = hashlib.sha256(spec.run_id.encode()).hexdigest()[:10]
@@ -385,7 +249,7 @@ def _one_run(
         outcome, reason, extra = verdict(evts, prereg.skill)
         if outcome != "triggered" and meter.forwarded == 0:
             outcome, reason = "could_not_measure", "no API call got through the gateway"
-        return RunRecord(
+        return TriggerRecord(
             **base,
             outcome=outcome,
             reason=reason,
@@ -397,7 +261,7 @@ def _one_run(
             **extra,
         )
     except HarnessError as e:
-        return RunRecord(
+        return TriggerRecord(
             **base,
             outcome="could_not_measure",
             reason=f"infrastructure: {str(e)[:300]}",
@@ -433,10 +297,10 @@ def clustered_rate(clusters: Sequence[tuple[int, int]], confidence: float) -> di
     return {"rate": p, "low": low, "high": high, "k": total_k, "n": total_n, "queries": q}
 
 
-def analyze(prereg: TriggerPrereg, records: Sequence[RunRecord]) -> dict[str, Any]:
+def analyze(prereg: TriggerPrereg, records: Sequence[TriggerRecord]) -> dict[str, Any]:
     conf = prereg.execution.confidence
     variants = list(prereg.variants)
-    by: dict[tuple[str, str], list[RunRecord]] = {}
+    by: dict[tuple[str, str], list[TriggerRecord]] = {}
     for r in records:
         by.setdefault((r.variant, r.query_id), []).append(r)
     out: dict[str, Any] = {

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.experiment.triggers import TriggerOptions, load_trigger_study, run_triggers
+from harness.experiment.triggers import TriggerOptions, run_triggers
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
+from harness.study.triggers import load_trigger_study
 from tests.integration.helpers import host_paths
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -15,6 +15,9 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.experiment import triggers
+from harness.plan import paired_session_id, plan_trigger_runs
+from harness.records import TriggerRecord
+from harness.study.triggers import Query, TriggerExecution, TriggerPrereg, load_trigger_study
 
 GOLDEN = Path(__file__).parent / "data" / "triggers-golden"
 T, N, C = "triggered", "not_triggered", "could_not_measure"
@@ -23,9 +26,9 @@ T, N, C = "triggered", "not_triggered", "could_not_measure"
 # ------------------------------------------------------------------ the analysis
 
 
-def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[triggers.RunRecord]:
+def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[TriggerRecord]:
     return [
-        triggers.RunRecord(
+        TriggerRecord(
             run_id=f"{variant}.{query}.{i}",
             variant=variant,
             query_id=query,
@@ -38,14 +41,14 @@ def runs(variant: str, query: str, should: bool, outcomes: list[str]) -> list[tr
     ]
 
 
-def prereg() -> triggers.TriggerPrereg:
-    return triggers.TriggerPrereg(
+def prereg() -> TriggerPrereg:
+    return TriggerPrereg(
         skill="s",
         variants={"a": "x", "b": "y"},
         queries=(
-            triggers.Query(id="q1", query="one", should_trigger=True),
-            triggers.Query(id="q2", query="two", should_trigger=True),
-            triggers.Query(id="n1", query="three", should_trigger=False, near_miss=True),
+            Query(id="q1", query="one", should_trigger=True),
+            Query(id="q2", query="two", should_trigger=True),
+            Query(id="n1", query="three", should_trigger=False, near_miss=True),
         ),
     )
 
@@ -85,11 +88,11 @@ def test_clustered_interval_is_wider_than_naive_when_queries_differ() -> None:
 # ------------------------------------------------------------------ every byte of the outputs
 
 GOLDEN_QUERIES = (
-    triggers.Query(id="fix-crash", query="mean([]) crashes, fix it", should_trigger=True),
-    triggers.Query(id="fix-median", query="median is wrong", should_trigger=True),
-    triggers.Query(id="fix-never", query="a bug nobody measured", should_trigger=True),
-    triggers.Query(id="docstrings", query="add docstrings", should_trigger=False),
-    triggers.Query(id="new-test", query="write a test", should_trigger=False, near_miss=True),
+    Query(id="fix-crash", query="mean([]) crashes, fix it", should_trigger=True),
+    Query(id="fix-median", query="median is wrong", should_trigger=True),
+    Query(id="fix-never", query="a bug nobody measured", should_trigger=True),
+    Query(id="docstrings", query="add docstrings", should_trigger=False),
+    Query(id="new-test", query="write a test", should_trigger=False, near_miss=True),
 )
 GOLDEN_RUNS = {  # variant -> query -> one letter per run: Triggered, Not triggered, Could not measure
     "current": {"fix-crash": "TTTN", "fix-median": "TTNT", "fix-never": "CCCC", "docstrings": "NNNN", "new-test": "TNNC"},
@@ -98,13 +101,13 @@ GOLDEN_RUNS = {  # variant -> query -> one letter per run: Triggered, Not trigge
 }  # fmt: skip
 
 
-def golden_dataset() -> tuple[triggers.TriggerPrereg, list[triggers.RunRecord]]:
+def golden_dataset() -> tuple[TriggerPrereg, list[TriggerRecord]]:
     """Three variants, one never listed; a query no run measured; a near miss; intervals that are n/a."""
-    prereg = triggers.TriggerPrereg(
+    prereg = TriggerPrereg(
         skill="careful-fixer",
         variants={"current": "a", "terse": "b", "broken": "c"},
         queries=GOLDEN_QUERIES,
-        execution=triggers.TriggerExecution(runs_per_query=4),
+        execution=TriggerExecution(runs_per_query=4),
     )
     outcome = {"T": T, "N": N, "C": C}
     records = []
@@ -114,7 +117,7 @@ def golden_dataset() -> tuple[triggers.TriggerPrereg, list[triggers.RunRecord]]:
                 measured = letter != "C"
                 unlisted = "the skill under test was not listed in the first request"
                 records.append(
-                    triggers.RunRecord(
+                    TriggerRecord(
                         run_id=f"{variant}.{q.id}.{i}",
                         variant=variant,
                         query_id=q.id,
@@ -165,10 +168,10 @@ def test_trigger_preregistration_checks_the_variants_name(tmp_path: Path) -> Non
     path = tmp_path / "p.yaml"
     path.write_text("skill: s\nvariants: {a: a, b: b}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
     with pytest.raises(ConfigError, match=r"variants\.b"):
-        triggers.load_trigger_study(path)
+        load_trigger_study(path)
     path.write_text("skill: s\nvariants: {a: a}\nqueries: [{id: q, query: x, should_trigger: true}]\n")
-    assert triggers.load_trigger_study(path).variant_dirs["a"] == (tmp_path / "a").resolve()
-    assert len(triggers.plan_runs(triggers.load_trigger_study(path).prereg)) == 3
-    ids = {triggers.paired_session_id(1, "q", 0), triggers.paired_session_id(1, "q", 1)}
+    assert load_trigger_study(path).variant_dirs["a"] == (tmp_path / "a").resolve()
+    assert len(plan_trigger_runs(load_trigger_study(path).prereg)) == 3
+    ids = {paired_session_id(1, "q", 0), paired_session_id(1, "q", 1)}
     assert len(ids) == 2, "each run of a query its own session"
-    assert triggers.paired_session_id(1, "q", 0) != triggers.paired_session_id(2, "q", 0), "the seed decides them"
+    assert paired_session_id(1, "q", 0) != paired_session_id(2, "q", 0), "the seed decides them"
