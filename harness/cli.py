@@ -686,8 +686,9 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> 
     """The trigger-accuracy part of the demo: two descriptions of careful-fixer, side by side."""
     import time
 
-    from harness.experiment.triggers import TriggerOptions, run_triggers, summary_lines
+    from harness.experiment.triggers import TriggerOptions, run_triggers
     from harness.plan import plan_trigger_runs
+    from harness.reporting.triggers import summary_lines
     from harness.sandbox.engine import Engine
     from harness.study.triggers import load_trigger_study
 
@@ -828,8 +829,9 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
     """``skilltrial triggers PREREG``: run, write triggers.json / triggers.md, print the summary."""
     import time
 
-    from harness.experiment.triggers import TriggerOptions, run_triggers, summary_lines
+    from harness.experiment.triggers import TriggerOptions, run_triggers
     from harness.plan import plan_trigger_runs
+    from harness.reporting.triggers import summary_lines
     from harness.sandbox.engine import Engine
     from harness.study.triggers import load_trigger_study
 

@@ -14,12 +14,7 @@ reason (the skill was not listed, no request got through, an infrastructure
 failure). Could-not-measure runs are never counted as misses: a variant with no
 measured should-trigger run has no recall, not a 0% recall.
 
-Analysis (pure, :func:`analyze`): per query, its trigger rate (Wilson interval);
-per variant, recall over should-trigger runs and false-trigger rate over
-should-not runs, each a ratio estimate with a query-clustered interval (runs of
-one query are not independent); and each variant against the first, paired by
-query (the same queries; in the scripted model, the same draws) with a t-interval
-over per-query differences, a sign-flip test, and McNemar on the run pairs.
+The analysis is :mod:`harness.analysis.triggers` (pure), its outputs :mod:`harness.reporting.triggers`.
 """
 
 from __future__ import annotations
@@ -27,8 +22,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import hashlib
-import json
-import math
 import os
 import secrets
 import socket
@@ -38,8 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from harness import fmt
-from harness.analysis import stats
+from harness.analysis.triggers import TriggerAnalysis, analyze
 from harness.errors import HarnessError, PrerequisiteError
 from harness.host import workroots
 from harness.host.paths import HostPaths
@@ -47,6 +39,7 @@ from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TriggerRunSpec, paired_session_id, plan_trigger_runs
 from harness.records import TRIGGER_RESULTS, TriggerOutcome, TriggerRecord
+from harness.reporting.triggers import render
 from harness.sandbox import lifecycle, subnets, volumes
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
@@ -85,7 +78,7 @@ class TriggerOptions:
     on_run: Callable[[TriggerRecord], None] = lambda _r: None
 
 
-def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -> dict[str, Any]:
+def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -> TriggerAnalysis:
     """Run every planned trigger run (fresh containers each) and write triggers.jsonl, triggers.json and
     triggers.md into ``options.out``. Returns the analysis."""
     prereg, ex = study.prereg, study.prereg.execution
@@ -149,8 +142,8 @@ def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -
         lifecycle.remove_labelled(engine, {RUN: run_id})
         remove_tree(work)
     analysis = analyze(prereg, records)
-    (options.out / "triggers.json").write_text(json.dumps(analysis, indent=2, sort_keys=True) + "\n")
-    (options.out / "triggers.md").write_text(markdown(analysis))
+    for name, text in render(analysis).items():
+        (options.out / name).write_text(text)
     return analysis
 
 
@@ -269,203 +262,6 @@ def _one_run(
         )
     finally:
         lifecycle.remove_labelled(engine, {RUN: run_id, TRIAL: spec.run_id})
-
-
-# ======================================================================== analysis
-
-
-def clustered_rate(clusters: Sequence[tuple[int, int]], confidence: float) -> dict[str, Any]:
-    """Ratio estimate sum(k)/sum(n) over clusters (queries) of (k triggered, n measured), with a
-    cluster-robust t-interval (df = clusters - 1). When every cluster has the same rate the robust
-    variance is zero; then the Wilson interval with one observation per cluster is used instead
-    (conservative: as if each query were a single run)."""
-    used = [(k, n) for k, n in clusters if n > 0]
-    total_k, total_n = sum(k for k, _ in used), sum(n for _, n in used)
-    if total_n == 0:
-        return {"rate": None, "low": None, "high": None, "k": 0, "n": 0, "queries": 0}
-    p = total_k / total_n
-    q = len(used)
-    low, high = 0.0, 1.0
-    if q >= 2:
-        var = q / (q - 1) * sum((k - p * n) ** 2 for k, n in used) / total_n**2
-        if var > 0:
-            half = stats.t_quantile(1 - (1 - confidence) / 2, q - 1) * math.sqrt(var)
-            low, high = max(0.0, p - half), min(1.0, p + half)
-        else:
-            w = stats.wilson_interval(round(p * q), q, confidence)
-            low, high = w.low, w.high
-    return {"rate": p, "low": low, "high": high, "k": total_k, "n": total_n, "queries": q}
-
-
-def analyze(prereg: TriggerPrereg, records: Sequence[TriggerRecord]) -> dict[str, Any]:
-    conf = prereg.execution.confidence
-    variants = list(prereg.variants)
-    by: dict[tuple[str, str], list[TriggerRecord]] = {}
-    for r in records:
-        by.setdefault((r.variant, r.query_id), []).append(r)
-    out: dict[str, Any] = {
-        "skill": prereg.skill,
-        "runs_per_query": prereg.execution.runs_per_query,
-        "confidence": conf,
-        "variants": {},
-        "comparisons": [],
-    }
-    rates: dict[str, dict[str, float | None]] = {}
-    for v in variants:
-        per_query: list[dict[str, Any]] = []
-        rates[v] = {}
-        for q in prereg.queries:
-            runs = by.get((v, q.id), [])
-            k = sum(r.outcome == "triggered" for r in runs)
-            n = sum(r.outcome != "could_not_measure" for r in runs)
-            cnm = [r.reason or "" for r in runs if r.outcome == "could_not_measure"]
-            w = stats.wilson_interval(k, n, conf)
-            rates[v][q.id] = k / n if n else None
-            per_query.append(
-                {
-                    "query": q.id,
-                    "should_trigger": q.should_trigger,
-                    "near_miss": q.near_miss,
-                    "triggered": k,
-                    "measured": n,
-                    "could_not_measure": len(cnm),
-                    "reasons": sorted(set(cnm)),
-                    "rate": k / n if n else None,
-                    "low": w.low if n else None,
-                    "high": w.high if n else None,
-                }
-            )
-        pos = [(row["triggered"], row["measured"]) for row in per_query if row["should_trigger"]]
-        neg = [(row["triggered"], row["measured"]) for row in per_query if not row["should_trigger"]]
-        recall, fpr = clustered_rate(pos, conf), clustered_rate(neg, conf)
-        for est, rows in ((recall, pos), (fpr, neg)):
-            if est["rate"] is None:
-                reasons = sorted({x for row in per_query for x in row["reasons"]})
-                est["could_not_measure"] = (
-                    "no query of this kind" if not rows else "no run measured: " + ("; ".join(reasons) or "none ran")
-                )
-        vruns = [r for r in records if r.variant == v]
-        out["variants"][v] = {
-            "recall": recall,
-            "false_trigger_rate": fpr,
-            "queries": per_query,
-            "runs": len(vruns),
-            "could_not_measure": sum(r.outcome == "could_not_measure" for r in vruns),
-            "cost_usd": round(sum(r.cost_usd for r in vruns), 6),
-            "mean_input_tokens": (sum(r.input_tokens for r in vruns) / len(vruns)) if vruns else None,
-            "listings": sorted({r.listing_sha256 for r in vruns if r.listing_sha256}),
-        }
-    ref = variants[0]
-    for other in variants[1:]:
-        comp: dict[str, Any] = {"reference": ref, "variant": other}
-        for kind, want in (("recall", True), ("false_trigger_rate", False)):
-            diffs: list[float] = []
-            for q in prereg.queries:
-                a, b = rates[ref].get(q.id), rates[other].get(q.id)
-                if q.should_trigger == want and a is not None and b is not None:
-                    diffs.append(b - a)
-            ti = stats.t_interval(diffs, conf)
-            sf = stats.sign_flip_test(diffs) if diffs else None
-            only_other = only_ref = 0
-            for q in prereg.queries:
-                if q.should_trigger != want:
-                    continue
-                ra = {r.run_index: r for r in by.get((ref, q.id), []) if r.outcome != "could_not_measure"}
-                rb = {r.run_index: r for r in by.get((other, q.id), []) if r.outcome != "could_not_measure"}
-                for i in ra.keys() & rb.keys():
-                    ta, tb = ra[i].outcome == "triggered", rb[i].outcome == "triggered"
-                    only_other += tb and not ta
-                    only_ref += ta and not tb
-            comp[kind] = {
-                "difference": ti.mean,
-                "low": None if ti.mean is None or math.isinf(ti.interval.low) else ti.interval.low,
-                "high": None if ti.mean is None or math.isinf(ti.interval.high) else ti.interval.high,
-                "queries": ti.n,
-                "sign_flip_p": sf.p_value if sf else None,
-                "run_pairs_only_variant": only_other,
-                "run_pairs_only_reference": only_ref,
-                "mcnemar_p": stats.mcnemar_exact(only_other, only_ref) if only_other + only_ref else None,
-            }
-        out["comparisons"].append(comp)
-    return out
-
-
-def _bound(x: float | None) -> str:
-    """A bound of a difference of rates, in whole points (a difference of rates lies in [-100, +100])."""
-    return fmt.pp(None if x is None else max(-1.0, min(1.0, x)), 0)
-
-
-def _est(e: dict[str, Any]) -> str:
-    if e["rate"] is None:
-        return f"could not measure ({e.get('could_not_measure', '')})"
-    return (
-        f"{fmt.pct(e['rate'])} ({e['k']}/{e['n']}, {e['queries']} queries) [{fmt.pct(e['low'])}, {fmt.pct(e['high'])}]"
-    )
-
-
-def summary_lines(a: dict[str, Any]) -> list[str]:
-    conf = round(100 * a["confidence"])
-    lines = [
-        f"trigger accuracy of skill {a['skill']}: {a['runs_per_query']} run(s) per query, "
-        f"{conf}% intervals clustered by query"
-    ]
-    for v, d in a["variants"].items():
-        lines.append(f"  {v}: recall {_est(d['recall'])}   false triggers {_est(d['false_trigger_rate'])}")
-        if d["could_not_measure"]:
-            lines.append(f"  {v}: {d['could_not_measure']} of {d['runs']} run(s) could not be measured")
-    return lines + ["  " + x for x in comparison_lines(a)]
-
-
-def comparison_lines(a: dict[str, Any]) -> list[str]:
-    lines: list[str] = []
-    for c in a["comparisons"]:
-        for kind in ("recall", "false_trigger_rate"):
-            x = c[kind]
-            if x["difference"] is None:
-                continue
-            lines.append(
-                f"{c['variant']} - {c['reference']} {kind.replace('_', ' ')}: {fmt.pp(x['difference'], 0)} "
-                f"[{_bound(x['low'])}, {_bound(x['high'])}] over {x['queries']} queries, sign-flip p = "
-                + fmt.p_value(x["sign_flip_p"])
-            )
-    return lines
-
-
-def markdown(a: dict[str, Any]) -> str:
-    conf = round(100 * a["confidence"])
-    lines = [
-        f"## Trigger accuracy: `{a['skill']}`",
-        "",
-        f"{a['runs_per_query']} run(s) per query; {conf}% intervals clustered by query.",
-        "",
-    ]
-    lines += ["| variant | recall | false-trigger rate | could not measure |", "|:--|:--|:--|--:|"]
-    for v, d in a["variants"].items():
-        lines.append(
-            f"| {v} | {_est(d['recall'])} | {_est(d['false_trigger_rate'])} | {d['could_not_measure']}/{d['runs']} |"
-        )
-    lines += [
-        "",
-        "### Per query",
-        "",
-        "| query | should trigger | " + " | ".join(a["variants"]) + " |",
-        "|:--|:--|" + "--:|" * len(a["variants"]),
-    ]
-    queries = next(iter(a["variants"].values()))["queries"]
-    for i, row in enumerate(queries):
-        cells = []
-        for d in a["variants"].values():
-            q = d["queries"][i]
-            cells.append(
-                f"{q['triggered']}/{q['measured']}"
-                + (f" (+{q['could_not_measure']} n/m)" if q["could_not_measure"] else "")
-            )
-        label = "yes" if row["should_trigger"] else ("no (near miss)" if row["near_miss"] else "no")
-        lines.append(f"| `{row['query']}` | {label} | " + " | ".join(cells) + " |")
-    if a["comparisons"]:
-        lines += ["", "### Side by side (paired by query)", ""]
-        lines += [f"- {x}" for x in comparison_lines(a)]
-    return "\n".join(lines) + "\n"
 
 
 def add_parser(sub: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.analysis.triggers import TriggerAnalysis
 from harness.experiment.triggers import TriggerOptions, run_triggers
 from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
@@ -105,30 +106,35 @@ def test_every_run_was_measured_and_ended_at_its_verdict(trigger_run: dict[str, 
 
 
 def test_the_known_scripted_rates_are_reproduced_within_their_intervals(trigger_run: dict[str, Any]) -> None:
-    a = trigger_run["analysis"]
+    a: TriggerAnalysis = trigger_run["analysis"]
     for col, variant in ((1, "current"), (2, "terse")):
-        v = a["variants"][variant]
-        for row in v["queries"]:
-            p = KNOWN[row["query"]][col]
-            assert row["low"] - EPS <= p <= row["high"] + EPS, (variant, row)
+        v = a.variants[variant]
+        for row in v.queries:
+            p = KNOWN[row.query][col]
+            assert within(p, row.low, row.high), (variant, row)
         recall_true = (KNOWN["yes-a"][col] + KNOWN["yes-b"][col]) / 2
         fpr_true = (KNOWN["no-plain"][col] + KNOWN["no-near"][col]) / 2
-        assert v["recall"]["low"] - EPS <= recall_true <= v["recall"]["high"] + EPS, (variant, v["recall"])
-        fpr = v["false_trigger_rate"]
-        assert fpr["low"] - EPS <= fpr_true <= fpr["high"] + EPS, fpr
-        assert len(v["listings"]) == 1, "every run of a variant saw the same listing"
-        rows = {row["query"]: row for row in v["queries"]}
-        assert rows["no-plain"]["triggered"] == 0, "a query the model never picks the skill for"
-    assert a["variants"]["current"]["recall"]["rate"] > a["variants"]["terse"]["recall"]["rate"]
+        assert within(recall_true, v.recall.low, v.recall.high), (variant, v.recall)
+        fpr = v.false_trigger_rate
+        assert within(fpr_true, fpr.low, fpr.high), fpr
+        assert len(v.listings) == 1, "every run of a variant saw the same listing"
+        rows = {row.query: row for row in v.queries}
+        assert rows["no-plain"].triggered == 0, "a query the model never picks the skill for"
+    current, terse = a.variants["current"].recall.rate, a.variants["terse"].recall.rate
+    assert current is not None and terse is not None and current > terse
+
+
+def within(p: float, low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and low - EPS <= p <= high + EPS
 
 
 def test_the_two_descriptions_are_compared_paired_by_query(trigger_run: dict[str, Any]) -> None:
-    (comp,) = trigger_run["analysis"]["comparisons"]
-    assert comp["reference"] == "current" and comp["variant"] == "terse"
-    rec = comp["recall"]
-    assert rec["queries"] == 2 and rec["difference"] < 0
+    (comp,) = trigger_run["analysis"].comparisons
+    assert comp.reference == "current" and comp.variant == "terse"
+    rec = comp.recall
+    assert rec.queries == 2 and rec.difference is not None and rec.difference < 0
     # the same draws: a run the terse description triggered, the current one triggered too
-    assert rec["run_pairs_only_variant"] == 0 and rec["run_pairs_only_reference"] > 0
-    fpr = comp["false_trigger_rate"]
-    assert fpr["difference"] == 0 and fpr["run_pairs_only_variant"] == fpr["run_pairs_only_reference"] == 0
+    assert rec.run_pairs_only_variant == 0 and rec.run_pairs_only_reference > 0
+    fpr = comp.false_trigger_rate
+    assert fpr.difference == 0 and fpr.run_pairs_only_variant == fpr.run_pairs_only_reference == 0
     assert "Side by side" in (trigger_run["out"] / "triggers.md").read_text()

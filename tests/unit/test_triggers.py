@@ -7,16 +7,16 @@ rewrite them, and say why in the commit.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
+from harness.analysis.triggers import analyze, clustered_rate
 from harness.errors import ConfigError
-from harness.experiment import triggers
 from harness.plan import paired_session_id, plan_trigger_runs
 from harness.records import TriggerRecord
+from harness.reporting.triggers import markdown, summary_lines, triggers_json
 from harness.study.triggers import Query, TriggerExecution, TriggerPrereg, load_trigger_study
 
 GOLDEN = Path(__file__).parent / "data" / "triggers-golden"
@@ -58,31 +58,32 @@ def test_trigger_analysis_recall_false_triggers_and_paired_comparison() -> None:
         runs("a", "q1", True, [T, T, T, N]) + runs("a", "q2", True, [T, T, N, N]) + runs("a", "n1", False, [N, N, T, N])
         + runs("b", "q1", True, [T, N, N, N]) + runs("b", "q2", True, [T, N, N, N]) + runs("b", "n1", False, [N, N, N, N])
     )  # fmt: skip
-    a = triggers.analyze(prereg(), recs)
-    ra = a["variants"]["a"]["recall"]
-    assert ra["rate"] == pytest.approx(5 / 8) and ra["queries"] == 2 and 0 <= ra["low"] < ra["rate"] < ra["high"] <= 1
-    assert a["variants"]["a"]["false_trigger_rate"]["rate"] == pytest.approx(1 / 4)
-    (comp,) = a["comparisons"]
-    assert comp["recall"]["difference"] == pytest.approx(((1 / 4 - 3 / 4) + (1 / 4 - 2 / 4)) / 2)
-    assert comp["recall"]["run_pairs_only_reference"] == 3 and comp["recall"]["run_pairs_only_variant"] == 0
-    assert "recall" in "\n".join(triggers.summary_lines(a)) and "Side by side" in triggers.markdown(a)
+    a = analyze(prereg(), recs)
+    ra = a.variants["a"].recall
+    assert ra.rate == pytest.approx(5 / 8) and ra.queries == 2
+    assert ra.low is not None and ra.high is not None and ra.rate is not None and 0 <= ra.low < ra.rate < ra.high <= 1
+    assert a.variants["a"].false_trigger_rate.rate == pytest.approx(1 / 4)
+    (comp,) = a.comparisons
+    assert comp.recall.difference == pytest.approx(((1 / 4 - 3 / 4) + (1 / 4 - 2 / 4)) / 2)
+    assert comp.recall.run_pairs_only_reference == 3 and comp.recall.run_pairs_only_variant == 0
+    assert "recall" in "\n".join(summary_lines(a)) and "Side by side" in markdown(a)
 
 
 def test_nothing_measured_is_could_not_measure_never_a_zero_recall() -> None:
     recs = runs("a", "q1", True, [C, C]) + runs("a", "q2", True, [C]) + runs("a", "n1", False, [N, N])
-    a = triggers.analyze(prereg(), recs)
-    recall = a["variants"]["a"]["recall"]
-    assert recall["rate"] is None and "not listed" in recall["could_not_measure"]
-    assert a["variants"]["a"]["could_not_measure"] == 3
-    assert "could not measure" in "\n".join(triggers.summary_lines(a))
-    assert a["variants"]["b"]["recall"]["could_not_measure"].startswith("no run measured")
+    a = analyze(prereg(), recs)
+    recall = a.variants["a"].recall
+    assert recall.rate is None and "not listed" in (recall.could_not_measure or "")
+    assert a.variants["a"].could_not_measure == 3
+    assert "could not measure" in "\n".join(summary_lines(a))
+    assert (a.variants["b"].recall.could_not_measure or "").startswith("no run measured")
 
 
 def test_clustered_interval_is_wider_than_naive_when_queries_differ() -> None:
-    est = triggers.clustered_rate([(10, 10), (0, 10)], 0.95)
-    assert est["rate"] == 0.5 and est["low"] == 0.0 and est["high"] == 1.0
-    same = triggers.clustered_rate([(5, 5), (5, 5), (5, 5)], 0.95)
-    assert same["rate"] == 1.0 and same["low"] < 1.0, "zero robust variance falls back to Wilson over queries"
+    est = clustered_rate([(10, 10), (0, 10)], 0.95)
+    assert est.rate == 0.5 and est.low == 0.0 and est.high == 1.0
+    same = clustered_rate([(5, 5), (5, 5), (5, 5)], 0.95)
+    assert same.rate == 1.0 and same.low is not None and same.low < 1.0, "zero robust variance: Wilson over queries"
 
 
 # ------------------------------------------------------------------ every byte of the outputs
@@ -142,11 +143,11 @@ def golden_dataset() -> tuple[TriggerPrereg, list[TriggerRecord]]:
 
 def rendered() -> dict[str, str]:
     prereg, records = golden_dataset()
-    a = triggers.analyze(prereg, records)
+    a = analyze(prereg, records)
     return {
-        "triggers.json": json.dumps(a, indent=2, sort_keys=True) + "\n",
-        "triggers.md": triggers.markdown(a),
-        "summary.txt": "\n".join(triggers.summary_lines(a)) + "\n",
+        "triggers.json": triggers_json(a),
+        "triggers.md": markdown(a),
+        "summary.txt": "\n".join(summary_lines(a)) + "\n",
     }
 
 
