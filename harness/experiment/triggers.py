@@ -262,18 +262,3 @@ def _one_run(
         )
     finally:
         lifecycle.remove_labelled(engine, {RUN: run_id, TRIAL: spec.run_id})
-
-
-def add_parser(sub: Any) -> None:
-    tr = sub.add_parser(
-        "triggers",
-        help="trigger accuracy: recall and false-trigger rate of a skill's description (installed delivery)",
-        description="Run labelled queries (should-trigger / should-not-trigger) N times each with the skill "
-        "installed, one fresh sandbox per run, stopping at the first Skill call or the end of the turn; "
-        "compare descriptions (variants) side by side, paired by query.",
-    )
-    tr.add_argument("prereg", type=Path, metavar="PREREG", help="the trigger preregistration (YAML)")
-    tr.add_argument("--out", type=Path, help="output directory (default: triggers-<skill> next to PREREG)")
-    tr.add_argument("--jobs", type=int, default=None, help="concurrent runs (default 2)")
-    tr.add_argument("--scripted", type=Path, metavar="SCENARIO", help="use the scripted Messages API (offline)")
-    tr.add_argument("--verbose", action="store_true", help="print every run's verdict")
