@@ -699,6 +699,7 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> 
     from harness.plan import plan_trigger_runs
     from harness.reporting.triggers import summary_lines
     from harness.sandbox.engine import Engine
+    from harness.sandbox.images import ImageBuilder
     from harness.study.triggers import load_trigger_study
 
     prereg = root / "triggers" / "preregistration.yaml"
@@ -709,10 +710,17 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> 
     if out.exists():
         shutil.rmtree(out)
     t0 = time.monotonic()
+    engine = Engine()
     analysis = run_triggers(
         study,
-        Engine(),
-        TriggerOptions(out=out, paths=host, jobs=jobs or 2, scripted=root / "triggers" / "scenario.yaml"),
+        engine,
+        TriggerOptions(
+            out=out,
+            paths=host,
+            images=ImageBuilder(engine).ensure(),
+            jobs=jobs or 2,
+            scripted=root / "triggers" / "scenario.yaml",
+        ),
     )
     print("\n".join(summary_lines(analysis)))
     print(f"{time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
@@ -842,6 +850,7 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
     from harness.plan import plan_trigger_runs
     from harness.reporting.triggers import summary_lines
     from harness.sandbox.engine import Engine
+    from harness.sandbox.images import ImageBuilder
     from harness.study.triggers import load_trigger_study
 
     study = load_trigger_study(args.prereg)
@@ -855,12 +864,14 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
         flush=True,
     )
     t0 = time.monotonic()
+    engine = Engine()
     analysis = run_triggers(
         study,
-        Engine(),
+        engine,
         TriggerOptions(
             out=out,
             paths=host,
+            images=ImageBuilder(engine).ensure(),
             jobs=args.jobs or 2,
             scripted=args.scripted,
             api_key=env.get("ANTHROPIC_API_KEY"),

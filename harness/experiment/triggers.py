@@ -43,10 +43,10 @@ from harness.reporting.triggers import render
 from harness.sandbox import lifecycle, subnets, volumes
 from harness.sandbox import roles as sandbox
 from harness.sandbox.deadline import host_deadline_s
-from harness.sandbox.engine import Engine
-from harness.sandbox.images import ImageBuilder, ImageOptions
+from harness.sandbox.images import ImageSet
 from harness.sandbox.labels import RUN, TRIAL, make_labels
 from harness.sandbox.names import TrialNames
+from harness.sandbox.runtime import Runtime
 from harness.sidecars.gatewaylog import GatewayEvent
 from harness.study import scenario
 from harness.study.lock import copy_skill, skill_files
@@ -70,20 +70,21 @@ class TriggerOptions:
     out: Path
     paths: HostPaths
     """Where the runs' directories go and are recorded for gc (:mod:`harness.host.paths`)."""
+    images: ImageSet
+    """The images the runs' containers start from (:meth:`harness.sandbox.images.ImageBuilder.ensure`)."""
     jobs: int = 2
     scripted: Path | None = None
     api_key: str | None = None
     upstream: str = "https://api.anthropic.com"
-    images: ImageOptions = dataclasses.field(default_factory=ImageOptions)
     on_run: Callable[[TriggerRecord], None] = lambda _r: None
 
 
-def run_triggers(study: TriggerStudy, engine: Engine, options: TriggerOptions) -> TriggerAnalysis:
+def run_triggers(study: TriggerStudy, engine: Runtime, options: TriggerOptions) -> TriggerAnalysis:
     """Run every planned trigger run (fresh containers each) and write triggers.jsonl, triggers.json and
     triggers.md into ``options.out``. Returns the analysis."""
     prereg, ex = study.prereg, study.prereg.execution
     options.out.mkdir(parents=True, exist_ok=True)
-    images = ImageBuilder(engine, options.images).ensure()
+    images = options.images
     run_id = secrets.token_hex(4)
     root = workroots.prepare(options.paths)  # gc finds a killed trigger run's directories too
     work = root / f"triggers-{run_id}"
@@ -156,7 +157,7 @@ def _key(options: TriggerOptions) -> str:
 
 
 def _start_scripted(
-    engine: Engine,
+    engine: Runtime,
     profile: sandbox.Profile,
     path: Path,
     prereg: TriggerPrereg,
@@ -177,7 +178,7 @@ def _start_scripted(
 
 
 def _one_run(
-    engine: Engine,
+    engine: Runtime,
     profile: sandbox.Profile,
     prereg: TriggerPrereg,
     spec: TriggerRunSpec,

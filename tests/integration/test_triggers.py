@@ -84,7 +84,9 @@ def trigger_run(tmp_path_factory: pytest.TempPathFactory, engine: Engine, images
     analysis = run_triggers(
         study,
         engine,
-        TriggerOptions(out=tmp / "out", paths=host_paths(work), jobs=2, scripted=scen, on_run=records.append),
+        TriggerOptions(
+            out=tmp / "out", paths=host_paths(work), images=images, jobs=2, scripted=scen, on_run=records.append
+        ),
     )
     return {"analysis": analysis, "records": records, "out": tmp / "out", "work": work}
 
