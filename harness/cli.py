@@ -720,6 +720,7 @@ def _demo_triggers(root: Path, out: Path, jobs: int | None, host: HostPaths) -> 
             images=ImageBuilder(engine).ensure(),
             jobs=jobs or 2,
             scripted=root / "triggers" / "scenario.yaml",
+            say=_print_line,
         ),
     )
     print("\n".join(summary_lines(analysis)))
@@ -876,11 +877,16 @@ def cmd_triggers(args: argparse.Namespace, env: dict[str, str], host: HostPaths)
             scripted=args.scripted,
             api_key=env.get("ANTHROPIC_API_KEY"),
             on_run=_print_trigger_run if args.verbose else (lambda _r: None),
+            say=_print_line,
         ),
     )
     print("\n".join(summary_lines(analysis)))
     print(f"{n} runs in {time.monotonic() - t0:.0f} s; triggers.json and triggers.md in {out}")
     return 0
+
+
+def _print_line(text: str) -> None:
+    print(text, flush=True)
 
 
 def _print_trigger_run(rec: TriggerRecord) -> None:

@@ -45,7 +45,7 @@ from harness.experiment.events import Events, NullEvents
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.options import Admission, RunOptions, admit, results_dir
 from harness.experiment.preflight import BaseOutcome
-from harness.experiment.resources import RunResources, RunSetup, run_ttl_s
+from harness.experiment.resources import StudyResources, StudySetup, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
 from harness.host import gitops, workroots
 from harness.host.paths import HostPaths
@@ -587,16 +587,16 @@ class Experiment:
             return loop(_nothing_starts).run(left.todo).ran
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
         with (
-            RunResources(self.engine, self._run_setup(run), store, self.events) as site,
+            StudyResources(self.engine, self._run_setup(run), store, self.events.message) as site,
             TrialReaper(self._cleanup) as reaper,
         ):
             context = self._trial_context(site, store, run, reaper, on_api_pause=pause.hold)
             return loop(functools.partial(self.trial_runner, context)).run(left.todo).ran
 
-    def _run_setup(self, run: RunPlan) -> RunSetup:
+    def _run_setup(self, run: RunPlan) -> StudySetup:
         """What the run's resources are made from (nothing exists yet)."""
         ex = run.study.prereg.execution
-        return RunSetup(
+        return StudySetup(
             run_id=self.run_id,
             work_root=self._work_root(),
             labels=make_labels(self.run_id, role="run", ttl_s=run_ttl_s(ex, run.remaining.todo, self.options.jobs)),
@@ -606,7 +606,8 @@ class Experiment:
             study=run.study,
             route=self._route(),
             scenario=run.scenario,
-            library_copies=self.library_copies,
+            skill_copies=self.library_copies,
+            gateway_env=prices.gateway_env(prices.effective(ex)),
             base_sha=run.identity.provenance.base_sha,
             workspace_kind=basetrees.kind_from_env(self.options.env),
             base_excluded=self._leave_out,

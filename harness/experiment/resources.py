@@ -1,10 +1,11 @@
 """What one run sets up before its first trial and tears down after its last: one context manager.
 
-    run directory (0700) and owner file -> the gateway's key volume -> the skill copy's volume (and a
-      library's) -> whether the engine sees this machine's trial trees (a probe), then the base trees
-      -> the upstream route (the volume of its CA and proxy) -> the upstream network -> the scripted
-      Messages API (its scenario's volume), or, in a real run, the upstream preflight (one TLS
-      handshake through the route, no request)
+    run directory (0700) and owner file -> the gateway's key volume -> the skill copy's volume (an
+      experiment's) -> the named skill copies' volumes (a library's skills, a trigger study's variants)
+      -> whether the engine sees this machine's trial trees (a probe), then the base trees (an
+      experiment's) -> the upstream route (the volume of its CA and proxy) -> the upstream network ->
+      the scripted Messages API (its scenario's volume), or, in a real run, the upstream preflight (one
+      TLS handshake through the route, no request)
 
 Every file a container is given goes in a volume filled through the engine's archive API
 (:mod:`harness.sandbox.volumes`), not a bind mount of the run directory, so a run works on an engine
@@ -14,17 +15,19 @@ carry a password: ``0400``, the sidecars' uid, like the key; no secret is ever a
 variable). The run directory keeps the controller's own copies (the skill copy checked against the lock is
 what fills its volume).
 
-:class:`RunResources` makes them in that order in ``__enter__`` and returns a
-:class:`~harness.trial.site.RunSite` naming them (what every trial of the run stands on). When a step fails, ``__enter__`` undoes what the steps before it made and re-raises (the pattern
+:class:`RunResources` makes what every run needs in that order in ``__enter__`` and returns a
+:class:`~harness.trial.site.RunCore` naming it (a trigger study's run, :mod:`harness.experiment.triggers`);
+:class:`StudyResources`, an experiment's, also the locked skill's copy and the base trees, and returns a
+:class:`~harness.trial.site.RunSite` (what every trial of the run stands on). When a step fails, ``__enter__``
+undoes what the steps before it made and re-raises (the pattern
 of cibuildwheel's ``OCIContainer.__enter__``), so a run that never started leaves nothing behind.
 ``__exit__`` tears everything down on every path (success, an exception, an interrupt): it keeps the
 scripted model's log, removes every Docker object carrying the run's label (what the trials left
 included, volumes too) or, when the engine cannot list them, what this run made by name; then the run
-directory. Objects that cannot be removed are reported through
-:class:`~harness.experiment.events.Events`, never raised over the run's own outcome.
+directory. Objects that cannot be removed are reported (``say``), never raised over the run's own outcome.
 
 What the run's containers share but nothing here makes (the hardening profile, the role uids, the start
-gate, the provenance) is decided before and passed in: :class:`RunSetup`. The run directory's owner
+gate, the provenance) is decided before and passed in: :class:`RunSetup` (:class:`StudySetup`). The run directory's owner
 file (``<pid> <host>``) is what lets a later start or ``skilltrial gc`` remove it after a SIGKILL
 (:mod:`harness.sandbox.reaper`). Each trial's own objects are its :class:`~harness.trial.site.TrialSite`'s.
 """
@@ -38,11 +41,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from harness.errors import HarnessError
 from harness.experiment import upstream
-from harness.experiment.events import Events
 from harness.experiment.library_plan import lock_entries
 from harness.experiment.upstream import Upstream
 from harness.host.trees import remove_tree
@@ -50,21 +52,32 @@ from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
 from harness.results.store import ExperimentDir
 from harness.sandbox import engineview, lifecycle, names, roles, subnets, volumes
+from harness.redact import Redactor
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
-from harness.study import prices
 from harness.study.config import Execution, Study
 from harness.study.lock import copy_locked_skill
 from harness.trial.basetrees import BaseTrees, EngineSide, WorkspaceKind, parse_user
 from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
-from harness.trial.site import RunSite
+from harness.trial.site import RunCore, RunSite
 
 SCRIPTED_LOG = "scripted-api.log"
 SCRIPTED_LOG_CAP = 16 << 20
 
 
-@dataclass(frozen=True)
+class Outputs(Protocol):
+    """Where a run's outputs go (an experiment directory, a trigger study's): the scripted model's log is
+    kept there, through its redactor."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSetup:
     """Everything a run's set-up makes its resources from (decided before any of them exists)."""
 
@@ -79,14 +92,27 @@ class RunSetup:
     """The key the gateways hold (scripted runs: a fake one)."""
     key_owner: tuple[int, int]
     """uid, gid of the sidecars: the key file in its volume is theirs (mode 0400), no other uid's."""
-    study: Study
-    """The locked study whose skill is copied (once, the copy checked against the lock)."""
     route: Upstream
     """Real runs: where the gateways send the model traffic (proxy, extra CA, the user's network)."""
     scenario: bytes | None = None
     """Scripted runs: the compiled scenario the scripted Messages API serves (then ``route`` is unused)."""
-    library_copies: Callable[[Path], Mapping[str, Path]] = field(default=lambda _root: {})
-    """Makes a library experiment's skill copies under the run directory (none for A/B)."""
+    skill_copies: Callable[[Path], Mapping[str, Path]] = field(default=lambda _root: {})
+    """Makes the run's named skill copies under the run directory: a library experiment's skills, a trigger
+    study's variants (none for A/B)."""
+    gateway_env: Mapping[str, str] = field(default_factory=dict)
+    """The gateways' settings of this run (an experiment's price table; a trigger run's skill to stop at)."""
+
+    @property
+    def scripted(self) -> bool:
+        return self.scenario is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySetup(RunSetup):
+    """An experiment's run: also the locked study whose skill is copied and whose repository the trials stand on."""
+
+    study: Study
+    """The locked study whose skill is copied (once, the copy checked against the lock)."""
     base_sha: str | None = None
     """The base commit whose tree is made before any trial starts (:class:`BaseTrees`; once per run)."""
     workspace_kind: WorkspaceKind | None = None
@@ -95,30 +121,26 @@ class RunSetup:
     """Paths of the base commit that no trial's tree holds (the lock's ``base_excluded``, and a scripted run's
     scenario when the base holds it)."""
 
-    @property
-    def scripted(self) -> bool:
-        return self.scenario is not None
-
 
 class RunResources:
-    """The run's resources as one context manager (see the module docstring)."""
+    """What every run needs, as one context manager (see the module docstring): a trigger study's run."""
 
-    def __init__(self, engine: Runtime, setup: RunSetup, store: ExperimentDir, events: Events) -> None:
+    def __init__(self, engine: Runtime, setup: RunSetup, outputs: Outputs, say: Callable[[str], None]) -> None:
+        """``outputs``: where the scripted model's log is kept, redacted; ``say``: a line for the person
+        watching (cleanup problems)."""
         self.engine = engine
         self.setup = setup
-        self.store = store
-        """The experiment directory: the scripted model's log is kept there, redacted."""
-        self.events = events
+        self.outputs = outputs
+        self.say = say
         self.root = setup.work_root / setup.run_id
         self.network = names.run_object(setup.run_id, "up")
         self.scripted_name = names.run_object(setup.run_id, "scripted")
         self._made_root = False
-        self._bases: BaseTrees | None = None
         self._made: list[DockerObject] = []
         """Docker objects this set-up made (or began to make), for removal by name."""
 
     # ------------------------------------------------------------------ protocol
-    def __enter__(self) -> RunSite:
+    def __enter__(self) -> RunCore:
         try:
             return self._set_up()
         except BaseException:
@@ -129,18 +151,24 @@ class RunResources:
         self._tear_down()
 
     # ------------------------------------------------------------------- set-up
-    def _set_up(self) -> RunSite:
-        s = self.setup
+    def _set_up(self) -> RunCore:
         self._make_run_dir()
-        key_volume = self._volume("key", roles.key_tar(s.key, s.key_owner))
-        # copied once, the copy checked against the lock, only the copy given to the agent (issue 14)
-        skill_copy = copy_locked_skill(s.study, self.root / "skill", lock_entries)
-        skill_volume = self._volume("skill", volumes.tar_tree(skill_copy))
-        library_copies = {
-            name: SkillCopy(self._volume(f"library-{i}", volumes.tar_tree(path)), tree_sha256(path))
-            for i, (name, path) in enumerate(sorted(s.library_copies(self.root).items()))
+        key_volume = self._key_volume()
+        return self._connect(key_volume, self._skill_copies())
+
+    def _key_volume(self) -> str:
+        return self._volume("key", roles.key_tar(self.setup.key, self.setup.key_owner))
+
+    def _skill_copies(self) -> dict[str, SkillCopy]:
+        """The named skill copies, each in a volume of its own (root's, mounted read-only in the agents)."""
+        return {
+            name: SkillCopy(self._volume(f"copy-{i}", volumes.tar_tree(path)), tree_sha256(path))
+            for i, (name, path) in enumerate(sorted(self.setup.skill_copies(self.root).items()))
         }
-        bases = self._base_trees()
+
+    def _connect(self, key_volume: str, copies: Mapping[str, SkillCopy]) -> RunCore:
+        """The upstream side (route, network, the scripted model or the preflight), then the run's site."""
+        s = self.setup
         mounts = self._stage_route() if s.scenario is None else ()
         network = self._make_network()
         if s.scenario is not None:
@@ -149,47 +177,18 @@ class RunResources:
         else:
             self._check_route(network, mounts)
             url, route_env = s.route.url, s.route.gateway_env()
-        return RunSite(
+        return RunCore(
             engine=self.engine,
             run_id=s.run_id,
             profile=s.profile,
             root=self.root,
-            bases=bases,
             key_volume=key_volume,
-            skill_volume=skill_volume,
             upstream=url,
             upstream_network=network,
-            gateway_env={**route_env, **prices.gateway_env(prices.effective(s.study.prereg.execution))},
+            gateway_env={**route_env, **s.gateway_env},
             route_mounts=mounts,
-            library_copies=library_copies,
+            skill_copies=copies,
         )
-
-    def _base_trees(self) -> BaseTrees:
-        """Made once per run, before any trial: the one-off cost of a big repository is paid here (and
-        shown), not by each trial. Before it, whether the engine sees the trees this machine makes for
-        its trials (:mod:`harness.sandbox.engineview`): a blind engine stops the run here."""
-        s = self.setup
-        side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, s.run_id)
-        self._bases = BaseTrees(
-            s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side, s.base_excluded
-        )
-        if self._bases.kind != "volume":  # trees of this machine, bind-mounted: the engine must see them (issue 24)
-            engineview.probe(
-                self.engine,
-                self.root / "engine-probe",
-                overlay=self._bases.kind == "overlay",
-                image=s.profile.sidecar_image,
-                user=s.profile.user,
-                labels=s.labels,
-                name=names.run_object(s.run_id, "engine-probe"),
-            )
-        if s.base_sha is not None:
-            t0 = time.monotonic()
-            self._bases.get(s.base_sha)
-            self.events.message(
-                f"base tree of {s.base_sha[:12]} ready in {time.monotonic() - t0:.1f} s ({self._bases.kind} workspaces)"
-            )
-        return self._bases
 
     def _make_run_dir(self) -> None:
         self.root.mkdir(mode=0o700)  # never an existing directory: teardown removes what this made
@@ -262,11 +261,13 @@ class RunResources:
         except HarnessError:  # cannot list: what this run made, by name (never the user's network)
             _, errors = lifecycle.remove_objects(self.engine, self._made)
         for error in errors:
-            self.events.message(f"cleanup: {error}")
-        if self._bases is not None:
-            self._bases.close()  # the worktree entries in the user's repository go with them
+            self.say(f"cleanup: {error}")
+        self._release()
         if self._made_root:
             remove_tree(self.root)
+
+    def _release(self) -> None:
+        """What the run holds outside the engine and its directory (an experiment's: its base trees)."""
 
     def _save_scripted_log(self) -> None:
         """Keep the scripted model's audit trail (metadata only: events, never bodies)."""
@@ -274,8 +275,69 @@ class RunResources:
             data, _ = self.engine.logs(self.scripted_name, stdout=True, stderr=True, cap=SCRIPTED_LOG_CAP)
         except HarnessError:
             return
-        with open(self.store.root / SCRIPTED_LOG, "ab") as fh:
-            fh.write(self.store.redactor.data(data))
+        with open(self.outputs.root / SCRIPTED_LOG, "ab") as fh:
+            fh.write(self.outputs.redactor.data(data))
+
+
+class StudyResources(RunResources):
+    """An experiment's run: a locked study's skill copy and base trees besides what every run needs."""
+
+    setup: StudySetup
+
+    def __init__(self, engine: Runtime, setup: StudySetup, outputs: Outputs, say: Callable[[str], None]) -> None:
+        super().__init__(engine, setup, outputs, say)
+        self.setup = setup
+        self._bases: BaseTrees | None = None
+
+    def __enter__(self) -> RunSite:
+        try:
+            return self._set_up()
+        except BaseException:
+            self._tear_down()
+            raise
+
+    def _set_up(self) -> RunSite:
+        s = self.setup
+        self._make_run_dir()
+        key_volume = self._key_volume()
+        # copied once, the copy checked against the lock, only the copy given to the agent (issue 14)
+        skill_copy = copy_locked_skill(s.study, self.root / "skill", lock_entries)
+        skill_volume = self._volume("skill", volumes.tar_tree(skill_copy))
+        copies = self._skill_copies()
+        bases = self._base_trees()
+        core = self._connect(key_volume, copies)
+        return RunSite(**vars(core), bases=bases, skill_volume=skill_volume)
+
+    def _base_trees(self) -> BaseTrees:
+        """Made once per run, before any trial: the one-off cost of a big repository is paid here (and
+        shown), not by each trial. Before it, whether the engine sees the trees this machine makes for
+        its trials (:mod:`harness.sandbox.engineview`): a blind engine stops the run here."""
+        s = self.setup
+        side = EngineSide(self.engine, s.profile.sidecar_image, s.labels, s.run_id)
+        self._bases = BaseTrees(
+            s.study.repo_path, self.root, parse_user(s.profile.user), s.workspace_kind, side, s.base_excluded
+        )
+        if self._bases.kind != "volume":  # trees of this machine, bind-mounted: the engine must see them (issue 24)
+            engineview.probe(
+                self.engine,
+                self.root / "engine-probe",
+                overlay=self._bases.kind == "overlay",
+                image=s.profile.sidecar_image,
+                user=s.profile.user,
+                labels=s.labels,
+                name=names.run_object(s.run_id, "engine-probe"),
+            )
+        if s.base_sha is not None:
+            t0 = time.monotonic()
+            self._bases.get(s.base_sha)
+            self.say(
+                f"base tree of {s.base_sha[:12]} ready in {time.monotonic() - t0:.1f} s ({self._bases.kind} workspaces)"
+            )
+        return self._bases
+
+    def _release(self) -> None:
+        if self._bases is not None:
+            self._bases.close()  # the worktree entries in the user's repository go with them
 
 
 def run_ttl_s(execution: Execution, todo: Sequence[TrialSpec], jobs: int) -> float:

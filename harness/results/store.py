@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from harness.errors import ResumeError
 from harness.host.files import atomic_write, remove_files, write_all
-from harness.records import RESULTS, TrialRecord
+from harness.records import RESULTS, TRIGGER_RESULTS, TrialRecord, TriggerRecord
 from harness.redact import Redactor
 
 
@@ -83,8 +83,8 @@ def repair_torn_tail(path: Path) -> bool:
 
 
 class ResultsLog:
-    """The single writer of results.jsonl. ``before_first_append`` runs once, before the first line this
-    writer appends (concurrent trials append from several threads)."""
+    """The single writer of results.jsonl (and of a trigger study's triggers.jsonl). ``before_first_append``
+    runs once, before the first line this writer appends (concurrent trials append from several threads)."""
 
     def __init__(self, path: Path, redactor: Redactor, before_first_append: Callable[[], object] | None = None) -> None:
         self.path = path
@@ -93,7 +93,7 @@ class ResultsLog:
         self._before_first = before_first_append
         self._first = threading.Lock()
 
-    def append(self, record: TrialRecord) -> None:
+    def append(self, record: TrialRecord | TriggerRecord) -> None:
         if self._before_first is not None:
             with self._first:
                 if self._before_first is not None:
@@ -180,3 +180,15 @@ class ExperimentDir:
             yield
         finally:
             os.close(fd)
+
+
+class TriggerDir:
+    """A trigger study's output directory: ``triggers.jsonl`` (one :class:`~harness.records.TriggerRecord` per
+    run, through the single writer) and what is rendered from it (:mod:`harness.reporting.triggers`), the
+    scripted model's log; everything through ``redactor``."""
+
+    def __init__(self, root: Path, redactor: Redactor) -> None:
+        self.root = root
+        self.redactor = redactor
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.results = ResultsLog(root / TRIGGER_RESULTS, redactor)

@@ -1,6 +1,6 @@
 """Every name the harness gives a Docker object: built here, and nowhere else.
 
-    hx-<run>-<what>                   a run's own objects: volumes (``key``, ``skill``, ``library-<i>``,
+    hx-<run>-<what>                   a run's own objects: volumes (``key``, ``skill``, ``copy-<i>``,
                                       ``route``, ``scenario``, ``base-<sha12>``), its upstream network (``up``),
                                       containers (``scripted``, ``engine-probe``, ``preflight``)
     hx-<run>-<trial>-<role>           one attempt's containers (gateway, agent, watch, collect, verify, judge)

@@ -1,15 +1,21 @@
-"""Where trials run: what a run's set-up made for all of them (:class:`RunSite`), and one attempt's own
-place on the engine (:class:`TrialSite`), made when the trial starts and removed when it ends.
+"""Where trials run: what a run's set-up made for all of them (:class:`RunCore`, :class:`RunSite`), and one
+attempt's own place on the engine (:class:`GatewaySite`, :class:`TrialSite`), made when it starts and removed
+when it ends.
 
-    RunSite    made once per run by :class:`harness.experiment.resources.RunResources`: the engine, the
-               hardening profile, the run directory and base trees, the key's and the skill copies'
-               volumes, the upstream network and URL the gateways forward to, their environment
-    TrialSite  one attempt, as a context manager (the pattern of inspect_ai's per-sample sandbox: init,
-               yield, cleanup): its names and labels on construction (:mod:`harness.sandbox.names`);
-               :meth:`~TrialSite.make` starts the trial's network and gateway on a thread of their own
-               and makes the workspace meanwhile; :meth:`~TrialSite.open_gateway` waits for the gateway
-               and follows its log; ``__exit__`` removes everything of the attempt, on every path, or
-               hands that to the run's reaper (:mod:`harness.trial.reaper`)
+    RunCore      made once per run by :class:`harness.experiment.resources.RunResources`: the engine, the
+                 hardening profile, the run directory, the key's and the skill copies' volumes, the upstream
+                 network and URL the gateways forward to, their environment. A trigger study's run is this.
+    RunSite      an experiment's run (:class:`~harness.experiment.resources.StudyResources`): also the base
+                 trees every workspace stands on and the skill copy checked against the lock
+    GatewaySite  one attempt with a gateway, as a context manager (the pattern of inspect_ai's per-sample
+                 sandbox: init, yield, cleanup): its names and labels on construction
+                 (:mod:`harness.sandbox.names`); :meth:`~GatewaySite.start_gateway` starts its network and
+                 gateway on a thread of their own; :meth:`~GatewaySite.open_gateway` waits for the gateway and
+                 follows its log; ``__exit__`` removes everything of the attempt, on every path, or hands that to
+                 the run's reaper (:mod:`harness.trial.reaper`). A trigger run's agent needs no more (its
+                 workspace is a tmpfs).
+    TrialSite    a trial's: a gateway site with a workspace, which :meth:`~TrialSite.make` makes while the
+                 gateway comes up, and teardown removes with the rest
 
 Making the site is a step of the trial, not of ``__enter__``: the trial times it as its workspace phase and
 may be stopped before it; entering the ``with`` first is what puts every path (a set-up that failed halfway
@@ -18,8 +24,8 @@ included) through the teardown. The workspace's kind (overlay, copy or volume) i
 
 The interface, for a step that runs containers on the site: ``names`` (its containers' names), ``labels``
 (what every object of the attempt carries), ``network`` (the trial's internal network), ``gateway_ip`` (the
-gateway's address there, once :meth:`~TrialSite.open_gateway` returned), ``workspace``, ``gate`` (the run's
-start gate, for every container it starts) and ``run`` (the :class:`RunSite`).
+gateway's address there, once :meth:`~GatewaySite.open_gateway` returned), ``workspace`` (a trial's), ``gate``
+(the run's start gate, for every container it starts) and ``run`` (the :class:`RunCore` or :class:`RunSite`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, TypeVar, cast
+from typing import ClassVar, Generic, Self, TypeVar, cast
 
 from harness.errors import HarnessError
 from harness.sandbox import lifecycle, roles
@@ -44,9 +50,10 @@ from harness.trial.delivery import SkillCopy
 from harness.trial.reaper import TrialReaper
 
 
-@dataclass(frozen=True)
-class RunSite:
-    """What a run's set-up made (or chose) for every trial of the run."""
+@dataclass(frozen=True, kw_only=True)
+class RunCore:
+    """What every run's set-up made (or chose) for every attempt of the run: an experiment's trials, a trigger
+    study's runs."""
 
     engine: ContainerRuntime
     run_id: str
@@ -54,39 +61,49 @@ class RunSite:
     """The hardening profile of every container of the run (images, role uids, limits, runtime)."""
     root: Path
     """The run directory (0700): trial directories are made in it."""
-    bases: BaseTrees
-    """The run's base trees: every trial's workspace stands on one."""
     key_volume: str
     """Holds the key (:data:`harness.sandbox.roles.KEY_MOUNT`); mounted in the gateways only."""
-    skill_volume: str
-    """The skill copy, root's: mounted read-only in the skill arm's agent."""
     upstream: str
     """The URL the gateways forward to (the scripted API's, or the route's)."""
     upstream_network: str
     """The network the gateways' upstream side joins (the run's own, or the user's)."""
     gateway_env: Mapping[str, str] = field(default_factory=dict)
     """The gateways' settings beyond their role's own: the upstream route (proxy, extra CA: a real run's)
-    and the price table they meter with."""
+    and the run's own (an experiment's price table; a trigger run's skill to stop at)."""
     route_mounts: tuple[VolumeMount, ...] = ()
     """The route's volume (real runs with an extra CA or a proxy); empty otherwise."""
-    library_copies: Mapping[str, SkillCopy] = field(default_factory=dict)
-    """Library experiments: skill name -> the volume of its read-only copy (:mod:`harness.trial.delivery`)."""
+    skill_copies: Mapping[str, SkillCopy] = field(default_factory=dict)
+    """Read-only skill copies by name (:mod:`harness.trial.delivery`): a library experiment's skills, a
+    trigger study's variants."""
 
 
-class TrialSite:
-    """One attempt's place on the engine (see the module docstring)."""
+@dataclass(frozen=True, kw_only=True)
+class RunSite(RunCore):
+    """An experiment's run: a locked study's, whose trials have workspaces."""
+
+    bases: BaseTrees
+    """The run's base trees: every trial's workspace stands on one."""
+    skill_volume: str
+    """The skill copy, root's: mounted read-only in the skill arm's agent."""
+
+
+class GatewaySite:
+    """One attempt's gateway on the engine (see the module docstring)."""
+
+    ROLES: ClassVar[tuple[str, ...]] = ("gateway", "agent")
+    """The attempt's container roles (a teardown that cannot list removes them by name)."""
 
     def __init__(
         self,
-        run: RunSite,
+        run: RunCore,
         names: TrialNames,
         labels: Mapping[str, str],
         *,
         gateway_budget_usd: float,
+        trial_id: str,
         gateway_env: Mapping[str, str] | None = None,
         gate: Gate | None = None,
         reaper: TrialReaper | None = None,
-        trial_id: str,
         timed: Callable[[str], AbstractContextManager[None]] = lambda _phase: nullcontext(),
     ) -> None:
         """``labels``: the attempt's (with its trial id); ``gateway_budget_usd``: what its gateway lets through;
@@ -100,11 +117,6 @@ class TrialSite:
         self.network = names.network
         self.gate = gate
         self.trial_id = trial_id
-        self.workspace = workspace.for_trial(
-            run.bases,
-            run.root / names.key,
-            workspace.Place(run.engine, run.profile, names, self.labels, gate or _no_gate),
-        )
         self._gateway_ip: str | None = None
         self.leftovers: list[str] = []
         """What teardown could not remove (empty when it was handed to the reaper, which reports its own)."""
@@ -116,38 +128,32 @@ class TrialSite:
         self._follower: gateway.Follower | None = None
 
     # ------------------------------------------------------------------ protocol
-    def __enter__(self) -> TrialSite:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         if self._follower is not None:
             self._follower.stop()
         if self._gateway_up is not None:
-            self._gateway_up.join()  # nothing of the trial is still being made when teardown lists it
+            self._gateway_up.join()  # nothing of the attempt is still being made when teardown lists it
         with self._timed("teardown"):
             if self._reaper is not None:  # its leftovers are the run's to report (and remove)
                 self._reaper.submit(self.trial_id, lambda: self._tear_down(this_attempt=True))
             else:
                 self.leftovers = self._tear_down()
 
-    # -------------------------------------------------------------------- make
-    def make(self, base_sha: str | None, *, mountpoint: tuple[str, ...] = ()) -> BaseTree | None:
-        """The trial's network and gateway on their own thread, and meanwhile its workspace on the base tree
-        of ``base_sha`` (returned), with the empty directories ``mountpoint`` inside it. ``base_sha`` None: an
-        attempt without a workspace (the gateway only)."""
+    # ----------------------------------------------------------------- gateway
+    def start_gateway(self) -> None:
+        """Start the attempt's network and gateway on a thread of their own (:meth:`open_gateway` waits)."""
         self._gateway_up = _InBackground("gateway-up", self._start_gateway)
-        if base_sha is None:
-            return None
-        base = self.run.bases.get(base_sha)
-        self.workspace.make(base, mountpoint)
-        return base
 
-    def open_gateway(self, on_event: Callable[[GatewayEvent], None]) -> str:
-        """Wait until the gateway listens (raising its start's error), then follow its log: ``on_event`` hears
+    def open_gateway(self, on_event: Callable[[GatewayEvent], None] | None = None) -> str:
+        """Wait until the gateway listens (raising its start's error); with ``on_event``, follow its log: it hears
         each event the moment it is written, until the site closes. Returns its address on the trial network."""
-        assert self._gateway_up is not None, "open_gateway before make"
+        assert self._gateway_up is not None, "open_gateway before start_gateway"
         self._gateway_ip = self._gateway_up.result()
-        self._follower = gateway.Follower(self.run.engine, self.names.container("gateway"), on_event).start()
+        if on_event is not None:
+            self._follower = gateway.Follower(self.run.engine, self.names.container("gateway"), on_event).start()
         return self._gateway_ip
 
     @property
@@ -155,6 +161,10 @@ class TrialSite:
         """The gateway's address on the trial network (once :meth:`open_gateway` returned)."""
         assert self._gateway_ip is not None, "the gateway is not open"
         return self._gateway_ip
+
+    def gateway_events(self) -> list[GatewayEvent]:
+        """The gateway's log so far, parsed (:func:`harness.trial.gateway.events`)."""
+        return gateway.events(self.run.engine, self.names.container("gateway"))
 
     def _start_gateway(self) -> str:
         """The trial's internal network and its gateway, listening; returns the gateway's address there."""
@@ -177,10 +187,20 @@ class TrialSite:
         return run.engine.container_ip(name, self.network)
 
     # ----------------------------------------------------------------- teardown
+    def _objects(self) -> list[DockerObject]:
+        """Everything of the attempt by name, for a teardown that cannot list by label."""
+        return [
+            *(DockerObject("container", self.names.container(role)) for role in self.ROLES),
+            DockerObject("network", self.network),
+        ]
+
+    def _remove_host_side(self) -> None:
+        """What the attempt has on this machine (nothing: a trial's workspace, see :class:`TrialSite`)."""
+
     def _tear_down(self, *, this_attempt: bool = False) -> list[str]:
-        """The attempt's containers, then its network and volumes (all carry its label), and its directory
-        at the same time, on another thread. Each step removes its own container on success, so normally only
-        the gateway and the network are left. Returns one text per thing it could not remove.
+        """The attempt's containers, then its network and volumes (all carry its label), and what it has on this
+        machine at the same time, on another thread. Each step removes its own container on success, so
+        normally only the gateway and the network are left. Returns one text per thing it could not remove.
 
         ``this_attempt`` (a teardown handed to the run's reaper, which may run after the next attempt of the
         same trial started): of what carries the trial's label, only this attempt's objects (by name)."""
@@ -189,18 +209,14 @@ class TrialSite:
 
         def remove_host_side() -> None:
             try:
-                self.workspace.remove()
+                self._remove_host_side()
             except HarnessError as e:
                 errors.append(str(e))
 
         host_side = threading.Thread(target=remove_host_side, name="teardown-host")
         host_side.start()
         try:
-            named = [
-                *(DockerObject("container", self.names.container(role)) for role in ROLES),
-                DockerObject("network", self.network),
-                *self.workspace.objects(),
-            ]
+            named = self._objects()
             selector = {RUN: self.run.run_id, TRIAL: self.trial_id}
             try:
                 if this_attempt:
@@ -217,10 +233,59 @@ class TrialSite:
         return errors
 
 
-T = TypeVar("T")
+class TrialSite(GatewaySite):
+    """One trial's attempt: a gateway site with the trial's workspace (see the module docstring)."""
 
-ROLES = ("gateway", "agent", "watch", "collect", "verify", "judge")
-"""Every container role of a trial (a teardown that cannot list removes them by name)."""
+    ROLES = ("gateway", "agent", "watch", "collect", "verify", "judge")
+
+    def __init__(
+        self,
+        run: RunSite,
+        names: TrialNames,
+        labels: Mapping[str, str],
+        *,
+        gateway_budget_usd: float,
+        trial_id: str,
+        gateway_env: Mapping[str, str] | None = None,
+        gate: Gate | None = None,
+        reaper: TrialReaper | None = None,
+        timed: Callable[[str], AbstractContextManager[None]] = lambda _phase: nullcontext(),
+    ) -> None:
+        super().__init__(
+            run,
+            names,
+            labels,
+            gateway_budget_usd=gateway_budget_usd,
+            trial_id=trial_id,
+            gateway_env=gateway_env,
+            gate=gate,
+            reaper=reaper,
+            timed=timed,
+        )
+        self.run: RunSite = run
+        self.workspace = workspace.for_trial(
+            run.bases,
+            run.root / names.key,
+            workspace.Place(run.engine, run.profile, names, self.labels, gate or _no_gate),
+        )
+
+    def make(self, base_sha: str, *, mountpoint: tuple[str, ...] = ()) -> BaseTree:
+        """The trial's network and gateway on their own thread, and meanwhile its workspace on the base tree
+        of ``base_sha`` (returned), with the empty directories ``mountpoint`` inside it. (An attempt without a
+        workspace is a :class:`GatewaySite`.)"""
+        self.start_gateway()
+        base = self.run.bases.get(base_sha)
+        self.workspace.make(base, mountpoint)
+        return base
+
+    def _objects(self) -> list[DockerObject]:
+        return [*super()._objects(), *self.workspace.objects()]
+
+    def _remove_host_side(self) -> None:
+        self.workspace.remove()
+
+
+T = TypeVar("T")
 
 
 def _no_gate() -> AbstractContextManager[None]:

@@ -190,8 +190,8 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
             with phase("agent"):
                 timeout_s = ctx.execution.agent_timeout_s(spec.task)
                 agent = _agent_spec(ctx, spec, site, gateway_ip, timeout_s)
-                if ctx.site.library_copies:  # what the container is given, read from its spec: not the plan's
-                    done.skills_mounted = delivery.mounted_skills(agent, ctx.site.library_copies)
+                if ctx.site.skill_copies:  # what the container is given, read from its spec: not the plan's
+                    done.skills_mounted = delivery.mounted_skills(agent, ctx.site.skill_copies)
                 dog = site.workspace.watchdog(ctx.workspace_limit, timeout_s, lambda _trip: ctx.engine.kill(agent.name))
                 with dog:
                     run = lifecycle.run(
@@ -356,7 +356,7 @@ def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip:
         workspace=site.workspace.agent_tree,
         skill_volume=ctx.site.skill_volume if given == "skill" else None,
         command=command,
-        skill_mounts=delivery.mounts(spec.skills, ctx.site.library_copies) if given == "masked" else (),
+        skill_mounts=delivery.mounts(spec.skills, ctx.site.skill_copies) if given == "masked" else (),
         skill_target=skill_target,
     )
 

@@ -1,4 +1,5 @@
-"""RunResources on the real engine: a scripted API that dies before listening leaves nothing behind.
+"""An experiment's run resources (StudyResources) on the real engine: a scripted API that dies before listening
+leaves nothing behind.
 
 The set-up gets as far as its last step (run directory, key file, skill copy, upstream network, the
 scripted API's container created and started) before the scripted model exits on a scenario it cannot
@@ -16,7 +17,7 @@ import pytest
 
 from harness.errors import InfraError
 from harness.experiment.events import NullEvents
-from harness.experiment.resources import SCRIPTED_LOG, RunResources, RunSetup
+from harness.experiment.resources import SCRIPTED_LOG, StudyResources, StudySetup
 from harness.experiment.upstream import Upstream
 from harness.redact import Redactor
 from harness.results.store import ExperimentDir
@@ -34,7 +35,7 @@ def test_a_scripted_api_that_dies_while_starting_leaves_nothing(
     study = load_study(next(iter(demo_setup.preregistrations.values())))
     users = roles.role_users(engine, os.getuid(), os.getgid())
     run_id = "resfail" + os.urandom(2).hex()
-    setup = RunSetup(
+    setup = StudySetup(
         run_id=run_id,
         work_root=work_root,
         labels=make_labels(run_id, role="run", ttl_s=600),
@@ -47,7 +48,7 @@ def test_a_scripted_api_that_dies_while_starting_leaves_nothing(
     )
     store = ExperimentDir(tmp_path / "out", Redactor([setup.key]))
     made: list[set[tuple[str, str]]] = []  # positive control: what existed when teardown began
-    resources = RunResources(engine, setup, store, NullEvents())
+    resources = StudyResources(engine, setup, store, NullEvents().message)
     original = resources._save_scripted_log
 
     def save_and_look() -> None:

@@ -1,4 +1,5 @@
-"""RunResources without Docker: each set-up step fails in turn and nothing made before it stays behind.
+"""An experiment's run resources (StudyResources) without Docker: each set-up step fails in turn and nothing
+made before it stays behind.
 
 The engine is :class:`tests.fakes.FakeRuntime`: every container and network the set-up makes is in it
 until removed, so "nothing stays behind" is checked against what the runtime still holds.
@@ -16,7 +17,7 @@ import pytest
 from harness.errors import HarnessError, InfraError, LockError, PrerequisiteError
 from harness.experiment import upstream
 from harness.experiment.events import NullEvents
-from harness.experiment.resources import SCRIPTED_LOG, RunResources, RunSetup
+from harness.experiment.resources import SCRIPTED_LOG, StudyResources, StudySetup
 from harness.experiment.upstream import Upstream
 from harness.redact import Redactor
 from harness.results.store import ExperimentDir
@@ -64,7 +65,7 @@ def _objects(runtime: FakeRuntime) -> set[tuple[str, str]]:
 
 
 @pytest.fixture
-def setup(make_study: Any, tmp_path: Path) -> Callable[..., RunSetup]:
+def setup(make_study: Any, tmp_path: Path) -> Callable[..., StudySetup]:
     files = make_study()
     lock(files.prereg)
     study = load_study(files.prereg)
@@ -73,7 +74,7 @@ def setup(make_study: Any, tmp_path: Path) -> Callable[..., RunSetup]:
     users = RoleUsers(agent=(1000, 1000), sidecar=(1001, 1001), how="controller-user")
     profile = roles.make_profile(Resources(), "trial:test", "sidecar:test", users, None)
 
-    def build(**kw: Any) -> RunSetup:
+    def build(**kw: Any) -> StudySetup:
         fields: dict[str, Any] = {
             "run_id": RUN_ID,
             "work_root": work,
@@ -84,8 +85,9 @@ def setup(make_study: Any, tmp_path: Path) -> Callable[..., RunSetup]:
             "study": study,
             "route": Upstream(url="https://api.example"),
             "scenario": b'{"tasks": {}}',
+            "gateway_env": prices.gateway_env(prices.effective(study.prereg.execution)),  # as the experiment's
         }
-        return RunSetup(**{**fields, **kw})
+        return StudySetup(**{**fields, **kw})
 
     return build
 
@@ -94,8 +96,10 @@ def _store(tmp_path: Path) -> ExperimentDir:
     return ExperimentDir(tmp_path / "out", Redactor([KEY]))
 
 
-def _resources(runtime: FakeRuntime, s: RunSetup, tmp_path: Path, store: ExperimentDir | None = None) -> RunResources:
-    return RunResources(runtime, s, store or _store(tmp_path), NullEvents())
+def _resources(
+    runtime: FakeRuntime, s: StudySetup, tmp_path: Path, store: ExperimentDir | None = None
+) -> StudyResources:
+    return StudyResources(runtime, s, store or _store(tmp_path), NullEvents().message)
 
 
 Snapshot = tuple[list[str], set[tuple[str, str]]]
@@ -105,23 +109,23 @@ def _watch_teardown(monkeypatch: pytest.MonkeyPatch, runtime: FakeRuntime) -> li
     """What existed when teardown began (files under the run directory, Docker objects): the positive
     control that the steps before the failure really made something."""
     seen: list[Snapshot] = []
-    real = RunResources._tear_down
+    real = StudyResources._tear_down
 
-    def spy(self: RunResources) -> None:
+    def spy(self: StudyResources) -> None:
         files = sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*")) if self.root.exists() else []
         seen.append((files, _objects(runtime)))
         real(self)
 
-    monkeypatch.setattr(RunResources, "_tear_down", spy)
+    monkeypatch.setattr(StudyResources, "_tear_down", spy)
     return seen
 
 
 def _fail_method(name: str, error: BaseException) -> Callable[[pytest.MonkeyPatch], None]:
     def apply(monkeypatch: pytest.MonkeyPatch) -> None:
-        def boom(self: RunResources, *args: object) -> Any:
+        def boom(self: StudyResources, *args: object) -> Any:
             raise error
 
-        monkeypatch.setattr(RunResources, name, boom)
+        monkeypatch.setattr(StudyResources, name, boom)
 
     return apply
 
@@ -155,7 +159,7 @@ SCRIPTED_STEPS = [
     ("step", "inject", "fail", "files", "objects"), SCRIPTED_STEPS, ids=[s[0] for s in SCRIPTED_STEPS]
 )
 def test_a_failed_step_undoes_every_step_before_it(
-    setup: Callable[..., RunSetup],
+    setup: Callable[..., StudySetup],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     step: str,
@@ -178,7 +182,7 @@ def test_a_failed_step_undoes_every_step_before_it(
 
 
 def test_a_skill_changed_after_the_lock_check_undoes_the_key_volume(
-    setup: Callable[..., RunSetup], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    setup: Callable[..., StudySetup], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = setup()
     (s.study.skill_dir / "SKILL.md").write_text("# Tidy\nSwapped after the lock check.\n")
@@ -191,7 +195,7 @@ def test_a_skill_changed_after_the_lock_check_undoes_the_key_volume(
 
 
 def test_a_failed_library_copy_undoes_the_copies_made_before_it(
-    setup: Callable[..., RunSetup], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    setup: Callable[..., StudySetup], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def copies(root: Path) -> dict[str, Path]:
         (root / "library" / "first").mkdir(parents=True)
@@ -199,7 +203,7 @@ def test_a_failed_library_copy_undoes_the_copies_made_before_it(
 
     runtime = _runtime()
     seen = _watch_teardown(monkeypatch, runtime)
-    s = setup(library_copies=copies)
+    s = setup(skill_copies=copies)
     with pytest.raises(OSError, match="second copy"), _resources(runtime, s, tmp_path):
         pass
     assert "library/first" in seen[0][0]
@@ -214,7 +218,7 @@ def test_a_failed_library_copy_undoes_the_copies_made_before_it(
     ],
 )
 def test_a_real_runs_route_failure_undoes_the_run(
-    setup: Callable[..., RunSetup],
+    setup: Callable[..., StudySetup],
     tmp_path: Path,
     step: str,
     route_kw: dict[str, Any],
@@ -230,7 +234,7 @@ def test_a_real_runs_route_failure_undoes_the_run(
 
 
 def test_an_existing_run_directory_is_never_taken_over_or_removed(
-    setup: Callable[..., RunSetup], tmp_path: Path
+    setup: Callable[..., StudySetup], tmp_path: Path
 ) -> None:
     s = setup()
     theirs = s.work_root / RUN_ID
@@ -244,7 +248,9 @@ def test_an_existing_run_directory_is_never_taken_over_or_removed(
     assert {c.method for c in runtime.calls} <= {"labelled"}, runtime.calls
 
 
-def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[..., RunSetup], tmp_path: Path) -> None:
+def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(
+    setup: Callable[..., StudySetup], tmp_path: Path
+) -> None:
     runtime = _runtime()
     store = _store(tmp_path)
     s = setup()
@@ -255,7 +261,7 @@ def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[
         assert skill.startswith(b"#") and (uid, mode) == (0, 0o444), "root's, read-only"
         assert not list(site.root.rglob("api-key")), "the key is in its volume only, never in the run directory"
         price_table = prices.gateway_env(prices.effective(s.study.prereg.execution))
-        assert site.gateway_env == price_table and site.route_mounts == (), "no route: only the price table"
+        assert site.gateway_env == price_table and site.route_mounts == (), "no route: only the run's price table"
         assert site.upstream == f"http://hx-{RUN_ID}-scripted:{roles.SCRIPTED_PORT}"
         assert site.upstream_network == NETWORK[1] and _objects(runtime) == SCRIPTED_UP
         left = roles.verify_spec(
@@ -267,7 +273,7 @@ def test_a_run_that_ran_is_torn_down_and_keeps_the_scripted_log(setup: Callable[
     assert b"listening" in (store.root / SCRIPTED_LOG).read_bytes()
 
 
-def test_teardown_runs_when_the_trials_raise(setup: Callable[..., RunSetup], tmp_path: Path) -> None:
+def test_teardown_runs_when_the_trials_raise(setup: Callable[..., StudySetup], tmp_path: Path) -> None:
     runtime = _runtime()
     s = setup()
     with pytest.raises(KeyboardInterrupt), _resources(runtime, s, tmp_path):
@@ -276,7 +282,7 @@ def test_teardown_runs_when_the_trials_raise(setup: Callable[..., RunSetup], tmp
 
 
 def test_when_the_engine_cannot_list_what_the_run_made_is_removed_by_name(
-    setup: Callable[..., RunSetup], tmp_path: Path
+    setup: Callable[..., StudySetup], tmp_path: Path
 ) -> None:
     runtime = _runtime("labelled")
     s = setup()
@@ -291,7 +297,7 @@ def test_when_the_engine_cannot_list_what_the_run_made_is_removed_by_name(
 
 
 def test_the_users_own_upstream_network_is_used_and_never_removed(
-    setup: Callable[..., RunSetup], tmp_path: Path
+    setup: Callable[..., StudySetup], tmp_path: Path
 ) -> None:
     runtime = _runtime("labelled")  # the by-name fallback must not name it either
     runtime.create_network("corp-net", {}, internal=False)  # the user's, unlabelled
@@ -304,7 +310,7 @@ def test_the_users_own_upstream_network_is_used_and_never_removed(
 
 
 def test_a_proxys_password_reaches_the_sidecars_as_a_file_of_theirs_never_an_environment_variable(
-    setup: Callable[..., RunSetup], tmp_path: Path
+    setup: Callable[..., StudySetup], tmp_path: Path
 ) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")

@@ -1,4 +1,4 @@
-"""TrialSite on the FakeRuntime: an attempt's gateway, by itself (no workspace), and its teardown.
+"""GatewaySite on the FakeRuntime: an attempt's gateway, by itself (no workspace: a trigger run's), and its teardown.
 
 The whole trial's use of the site (every phase, every kind of workspace) is tests/unit/test_trial_run.py."""
 
@@ -15,9 +15,8 @@ from harness.sandbox.labels import make_labels
 from harness.sandbox.names import TrialNames
 from harness.sandbox.runtime import Limits
 from harness.sidecars.gatewaylog import GatewayEvent, Listening
-from harness.trial.basetrees import BaseTrees
 from harness.trial.reaper import TrialReaper
-from harness.trial.site import RunSite, TrialSite
+from harness.trial.site import GatewaySite, RunCore
 from tests.fakes import GATEWAY, FakeRuntime, Outcome
 
 TRIAL_IMAGE, SIDECAR_IMAGE = "harness-trial:fake", "harness-sidecar:fake"
@@ -26,29 +25,27 @@ RUN_ID = "s1"
 RUN_OWN = [("network", f"hx-{RUN_ID}-up"), ("volume", f"hx-{RUN_ID}-key")]
 
 
-def _run_site(runtime: FakeRuntime, tmp_path: Path) -> RunSite:
+def _run_site(runtime: FakeRuntime, tmp_path: Path) -> RunCore:
     user = f"{os.getuid()}:{os.getgid()}"
     run_labels = make_labels(RUN_ID, role="run", ttl_s=60)
     runtime.create_network(f"hx-{RUN_ID}-up", run_labels, internal=True)
     runtime.create_volume(f"hx-{RUN_ID}-key", run_labels)
-    return RunSite(
+    return RunCore(
         engine=runtime,
         run_id=RUN_ID,
         profile=roles.Profile(TRIAL_IMAGE, SIDECAR_IMAGE, Limits(), user=user, sidecar_user=user),
         root=tmp_path,
-        bases=BaseTrees(tmp_path / "repo", tmp_path, kind="copy"),
         key_volume=f"hx-{RUN_ID}-key",
-        skill_volume=f"hx-{RUN_ID}-skill",
         upstream="http://upstream:8080",
         upstream_network=f"hx-{RUN_ID}-up",
         gateway_env={"GATEWAY_PRICES": "run's", "GATEWAY_PROXY_FILE": "/route/proxy"},
     )
 
 
-def _site(run: RunSite, reaper: TrialReaper | None = None) -> TrialSite:
+def _site(run: RunCore, reaper: TrialReaper | None = None) -> GatewaySite:
     names = TrialNames(RUN_ID, "q1-s0-a1")
     labels = make_labels(RUN_ID, role="trial", trial_id="q1.skill.0", ttl_s=60)
-    return TrialSite(
+    return GatewaySite(
         run,
         names,
         labels,
@@ -64,7 +61,7 @@ def test_a_site_without_a_workspace_brings_up_its_gateway_and_leaves_only_the_ru
     run = _run_site(runtime, tmp_path)
     seen: list[GatewayEvent] = []
     with _site(run) as site:
-        assert site.make(None) is None
+        site.start_gateway()
         ip = site.open_gateway(seen.append)
         gateway = runtime.containers[site.names.container("gateway")]
         assert ip == site.gateway_ip and site.network in gateway.networks
@@ -81,7 +78,7 @@ def test_a_gateway_that_never_listens_is_raised_by_open_and_still_torn_down(tmp_
     runtime = FakeRuntime({"gateway": Outcome(exit_code=1, stderr=b"boom\n")}, images=IMAGES)
     run = _run_site(runtime, tmp_path)
     with _site(run) as site:
-        site.make(None)
+        site.start_gateway()
         with pytest.raises(InfraError, match="exited before listening"):
             site.open_gateway(lambda _event: None)
     assert [(o.kind, o.name) for o in runtime.left()] == RUN_OWN
@@ -93,8 +90,8 @@ def test_with_a_reaper_the_teardown_is_handed_over_and_done_when_it_closes(tmp_p
     problems: list[str] = []
     with TrialReaper(problems.append) as reaper:
         with _site(run, reaper) as site:
-            site.make(None)
-            site.open_gateway(lambda _event: None)
+            site.start_gateway()
+            site.open_gateway()
         assert site.leftovers == [], "the reaper reports what it cannot remove, not the site"
     assert problems == []
     assert [(o.kind, o.name) for o in runtime.left()] == RUN_OWN

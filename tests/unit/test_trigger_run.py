@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.errors import PrerequisiteError
+from harness.errors import InfraError, PrerequisiteError
+from harness.experiment.resources import SCRIPTED_LOG
 from harness.experiment.triggers import TriggerOptions, run_triggers
 from harness.host.paths import HostPaths
 from harness.plan import paired_session_id
 from harness.records import TRIGGER_RESULTS, TriggerRecord
+from harness.sandbox import roles
 from harness.sandbox.images import ImageSet
 from harness.sandbox.runtime import ContainerSpec
 from harness.sidecars.gatewaylog import ModelToolUse, Refused, SkillRequest, ToolUse
@@ -191,3 +194,51 @@ def test_a_real_run_without_a_key_stops_before_anything_is_made(
     with pytest.raises(PrerequisiteError, match="ANTHROPIC_API_KEY"):
         run_triggers(study, rt, options(tmp_path, paths, scripted=None, api_key=None))
     assert rt.left() == [] and not [p for p in paths.work_root.glob("*") if p.is_dir()]
+
+
+# ------------------------------------------------------------------ on the shared resources
+
+
+def test_a_set_up_that_fails_halfway_on_an_engine_that_cannot_list_is_undone(
+    tmp_path: Path, paths: HostPaths, study: TriggerStudy
+) -> None:
+    """The scripted model dies before it listens, after the key, the variants' copies, the network and the
+    scenario were made; and the engine cannot list by label. What the set-up made is removed by name, the
+    run directory too, and the error is the set-up's own."""
+    rt = runtime()
+    rt.behave("scripted-api", Outcome(exit_code=1, stderr=b"Traceback: the scenario is not JSON\n"))
+    rt.fail("labelled", times=None)
+    made: list[str] = []
+    real_create_volume = rt.create_volume
+
+    def create_volume(name: str, labels: Mapping[str, str]) -> None:
+        made.append(name)
+        real_create_volume(name, labels)
+
+    rt.create_volume = create_volume  # type: ignore[method-assign]
+    with pytest.raises(InfraError, match="exited before listening"):
+        run_triggers(study, rt, options(tmp_path, paths))
+    assert len(made) >= 4, "positive control: the key, two copies and the scenario were made before it failed"
+    assert rt.left() == [], "nothing the set-up made stays"
+    assert list(paths.work_root.iterdir()) == [], "nor its run directory"
+
+
+def test_the_scripted_models_log_is_kept_redacted(tmp_path: Path, paths: HostPaths, study: TriggerStudy) -> None:
+    """What the scripted model logged is kept in the output directory, through the run's redactor: a key it
+    saw (here: one a gateway echoed to it) never lands in a file."""
+    rt = runtime()
+    keys: list[str] = []
+
+    def gateway(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        key = (runtime.mount_path(spec, roles.KEY_MOUNT) / "api-key").read_text()
+        keys.append(key)
+        scripted = next(c.spec.name for c in runtime.containers.values() if c.role == "scripted-api")
+        runtime.append_log(scripted, f'{{"event": "unauthorized", "echo": "{key[::-1]}|{key}"}}\n'.encode())
+        return SERVICE
+
+    rt.behave("gateway", gateway)
+    run_triggers(study, rt, options(tmp_path, paths))
+    log = (tmp_path / "out" / SCRIPTED_LOG).read_text()
+    assert keys and keys[0].startswith("sk-ant-test-"), "positive control: the gateways held the run's key"
+    assert "listening" in log and log.count("[REDACTED]") == len(keys), "the log is kept, each key redacted"
+    assert keys[0] not in log and keys[0][::-1] in log
