@@ -30,6 +30,7 @@ gateway's address there, once :meth:`~GatewaySite.open_gateway` returned), ``wor
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -87,15 +88,18 @@ class RunSite(RunCore):
     """The skill copy, root's: mounted read-only in the skill arm's agent."""
 
 
-class GatewaySite:
-    """One attempt's gateway on the engine (see the module docstring)."""
+R = TypeVar("R", bound=RunCore)
+
+
+class GatewaySite(Generic[R]):
+    """One attempt's gateway on the engine (see the module docstring); ``R``: what the run made for it."""
 
     ROLES: ClassVar[tuple[str, ...]] = ("gateway", "agent")
     """The attempt's container roles (a teardown that cannot list removes them by name)."""
 
     def __init__(
         self,
-        run: RunCore,
+        run: R,
         names: TrialNames,
         labels: Mapping[str, str],
         *,
@@ -213,10 +217,10 @@ class GatewaySite:
             except HarnessError as e:
                 errors.append(str(e))
 
+        named = self._objects()  # before the host side's thread: what both read is made on this one
         host_side = threading.Thread(target=remove_host_side, name="teardown-host")
         host_side.start()
         try:
-            named = self._objects()
             selector = {RUN: self.run.run_id, TRIAL: self.trial_id}
             try:
                 if this_attempt:
@@ -233,41 +237,17 @@ class GatewaySite:
         return errors
 
 
-class TrialSite(GatewaySite):
+class TrialSite(GatewaySite[RunSite]):
     """One trial's attempt: a gateway site with the trial's workspace (see the module docstring)."""
 
     ROLES = ("gateway", "agent", "watch", "collect", "verify", "judge")
 
-    def __init__(
-        self,
-        run: RunSite,
-        names: TrialNames,
-        labels: Mapping[str, str],
-        *,
-        gateway_budget_usd: float,
-        trial_id: str,
-        gateway_env: Mapping[str, str] | None = None,
-        gate: Gate | None = None,
-        reaper: TrialReaper | None = None,
-        timed: Callable[[str], AbstractContextManager[None]] = lambda _phase: nullcontext(),
-    ) -> None:
-        super().__init__(
-            run,
-            names,
-            labels,
-            gateway_budget_usd=gateway_budget_usd,
-            trial_id=trial_id,
-            gateway_env=gateway_env,
-            gate=gate,
-            reaper=reaper,
-            timed=timed,
-        )
-        self.run: RunSite = run
-        self.workspace = workspace.for_trial(
-            run.bases,
-            run.root / names.key,
-            workspace.Place(run.engine, run.profile, names, self.labels, gate or _no_gate),
-        )
+    @functools.cached_property
+    def workspace(self) -> workspace.TrialWorkspace:
+        """Of the run's kind, named on first use and made by :meth:`make` (teardown removes it on every path)."""
+        run = self.run
+        place = workspace.Place(run.engine, run.profile, self.names, self.labels, self.gate or _no_gate)
+        return workspace.for_trial(run.bases, run.root / self.names.key, place)
 
     def make(self, base_sha: str, *, mountpoint: tuple[str, ...] = ()) -> BaseTree:
         """The trial's network and gateway on their own thread, and meanwhile its workspace on the base tree

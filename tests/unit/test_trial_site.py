@@ -42,7 +42,7 @@ def _run_site(runtime: FakeRuntime, tmp_path: Path) -> RunCore:
     )
 
 
-def _site(run: RunCore, reaper: TrialReaper | None = None) -> GatewaySite:
+def _site(run: RunCore, reaper: TrialReaper | None = None) -> GatewaySite[RunCore]:
     names = TrialNames(RUN_ID, "q1-s0-a1")
     labels = make_labels(RUN_ID, role="trial", trial_id="q1.skill.0", ttl_s=60)
     return GatewaySite(
