@@ -290,11 +290,9 @@ class StudyResources(RunResources):
         self._bases: BaseTrees | None = None
 
     def __enter__(self) -> RunSite:
-        try:
-            return self._set_up()
-        except BaseException:
-            self._tear_down()
-            raise
+        site = super().__enter__()
+        assert isinstance(site, RunSite)  # made by this class's _set_up
+        return site
 
     def _set_up(self) -> RunSite:
         s = self.setup
