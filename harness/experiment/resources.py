@@ -50,9 +50,8 @@ from harness.experiment.upstream import Upstream
 from harness.host.trees import remove_tree
 from harness.host.workroots import OWNER_FILE
 from harness.plan import TrialSpec
-from harness.results.store import ExperimentDir
-from harness.sandbox import engineview, lifecycle, names, roles, subnets, volumes
 from harness.redact import Redactor
+from harness.sandbox import engineview, lifecycle, names, roles, subnets, volumes
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
