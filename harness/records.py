@@ -67,6 +67,16 @@ class Provenance(FrozenModel):
     """Installed delivery: ``ok`` when the arm saw what it should (skill arm: its skill listed; baseline: not
     listed); anything else makes the comparison invalid (a skill arm without its listing is not a miss)."""
 
+    agent: str | None = None
+    """The coding agent under test: ``claude-code`` or ``codex`` (None: old records, Claude Code). ``cli_version``
+    and ``image_digest`` are its CLI's and its image's."""
+    agent_sandbox: str | None = None
+    """The agent's own sandbox mode inside the container (Codex: ``danger-full-access``; Claude Code: ``none``)."""
+    agent_approval: str | None = None
+    """The agent's approval mode (Codex: ``never``; Claude Code: ``allowedTools``)."""
+    judge_agent: str | None = None
+    """The judge's CLI (always ``claude-code``: independent of the agent under test)."""
+
     def of_run(self) -> Provenance:
         """What the run knew of this before any trial: without what a trial observes of itself
         (:data:`OBSERVED_PROVENANCE`). A record and the run it belongs to are compared on this."""

@@ -74,6 +74,10 @@ class ProvenanceFields(TypedDict, total=False):
     delivery: str | None
     listing_sha256: str | None
     delivery_check: str | None
+    agent: str | None
+    agent_sandbox: str | None
+    agent_approval: str | None
+    judge_agent: str | None
 
 
 PROV = Provenance(

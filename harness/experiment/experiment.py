@@ -30,6 +30,7 @@ trial starts, running ones finish, and every trial that did not run gets a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import secrets
@@ -68,6 +69,7 @@ from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
 from harness.study.skillname import listed_name
 from harness.trial import basetrees, installed, samepatch
+from harness.trial.agents import agent_for
 from harness.trial.reaper import TrialReaper
 from harness.trial.site import RunSite
 from harness.trial.trial import StartGate, TrialContext, run_trial
@@ -240,9 +242,18 @@ class Experiment:
         other trial inputs than the directory's) and writes nothing of the directory but the preflight's record
         of a refusal."""
         ex = self.study.prereg.execution
+        if ex.agent != "claude-code" and self.options.scripted is None:
+            raise ConfigError(
+                self.study.prereg_path,
+                f"execution.agent {ex.agent!r} runs offline only (--scripted): its real-API mode is not built yet",
+                field="execution.agent",
+            )
         existing, records = self._resume_state(store, admitted.lock.sha256)
         self._reap_leftovers()
-        images = ImageBuilder(self.engine, self.options.images, on_line=self._build_line).ensure()
+        builder = ImageBuilder(self.engine, self.options.images, on_line=self._build_line)
+        images = builder.ensure()
+        if ex.agent == "codex":  # the agent's own image beside the trial image (verify and judge run in that one)
+            images = dataclasses.replace(images, codex=builder.ensure_codex(images))
         provenance = self._provenance(admitted.lock, images)
         inputs, fingerprints = self._baseline_inputs(provenance, images, scenario)
         identity = RecordIdentity.of_run(provenance, shard=self.shard_text, baseline_fingerprints=fingerprints)
@@ -338,13 +349,14 @@ class Experiment:
             base_sha=lock.base_sha,
             model=ex.model,
             judge_model=ex.judge_model,
-            cli_version=images.claude_code_version,
-            image_digest=images.trial_id,
+            cli_version=images.codex.codex_version if images.codex is not None else images.claude_code_version,
+            image_digest=images.codex.image_id if images.codex is not None else images.trial_id,
             prompt_template_sha256=self.prompt_template_sha256()
             if ex.delivery == "prompt"
             else installed.prompt_template_sha256(),
             harness_version=__version__,
             delivery=ex.delivery,
+            **agent_for(ex.agent).provenance(),
             **self._route_provenance(),
         )
 
@@ -607,7 +619,7 @@ class Experiment:
             route=self._route(),
             scenario=run.scenario,
             skill_copies=self.library_copies,
-            gateway_env=prices.gateway_env(prices.effective(ex)),
+            gateway_env={**prices.gateway_env(prices.effective(ex)), **agent_for(ex.agent).gateway_env()},
             base_sha=run.identity.provenance.base_sha,
             workspace_kind=basetrees.kind_from_env(self.options.env),
             base_excluded=self._leave_out,
@@ -669,7 +681,8 @@ class Experiment:
     def _profile(self, images: ImageSet) -> sandbox.Profile:
         """The hardening profile of every container of this run (trials and preflight)."""
         ex = self.study.prereg.execution
-        return sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
+        profile = sandbox.make_profile(ex.resources, images.trial, images.sidecar, self._users(), self.options.runtime)
+        return profile if images.codex is None else dataclasses.replace(profile, codex_image=images.codex.tag)
 
     def _role_users(self) -> uids.RoleUsers:
         """uids no host account uses (issue 14): a host process as `nobody` must not read the key."""

@@ -50,6 +50,7 @@ def trial_inputs(
         "trial_image": images.trial_id,
         "sidecar_image": images.sidecar_id,
         "claude_code_version": images.claude_code_version,
+        **({"codex_image": images.codex.image_id, "codex_version": images.codex.codex_version} if images.codex else {}),
         "base_image": base_image or images.runtime,
         "base_image_id": base_image_id or "",
         "scenario_sha256": hashlib.sha256(scenario).hexdigest() if scenario is not None else None,

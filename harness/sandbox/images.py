@@ -80,6 +80,8 @@ class ImageSet:
     """Image id (sha256:...) of the trial image: the digest recorded in every result line."""
     sidecar_id: str
     claude_code_version: str
+    codex: CodexImage | None = None
+    """The Codex CLI's image, when the run's agent is Codex (:meth:`ImageBuilder.ensure_codex`)."""
 
 
 @dataclass(frozen=True)

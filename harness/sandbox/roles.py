@@ -92,6 +92,8 @@ class Profile:
     host account uses, see :mod:`harness.sandbox.uids`)."""
     sidecar_user: str
     runtime: str | None = None
+    codex_image: str | None = None
+    """The Codex CLI's image (``harness-codex:<hash>``), when the run's agent is Codex (issue 30)."""
 
 
 def role_users(engine: ContainerRuntime, euid: int, egid: int) -> uids.RoleUsers:
@@ -166,16 +168,19 @@ def _claude_spec(
     mounts: tuple[BindMount, ...],
     workdir: str,
     volumes: tuple[VolumeMount, ...] = (),
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ContainerSpec:
-    """A container running the Claude Code CLI: its only peer is the gateway, which is also its DNS
-    upstream (and serves none, so no name outside the trial resolves)."""
+    """A container running a coding agent's CLI (Claude Code unless ``image`` and ``env`` say another's): its
+    only peer is the gateway, which is also its DNS upstream (and serves none, so no name outside the trial
+    resolves)."""
     return ContainerSpec(
         name=name,
-        image=p.trial_image,
+        image=image or p.trial_image,
         command=tuple(command),
         labels=labels,
         user=p.user,
-        env=claude_env(gateway_ip),
+        env=dict(env) if env is not None else claude_env(gateway_ip),
         mounts=mounts,
         volumes=volumes,
         network=network,
@@ -199,11 +204,14 @@ def agent_spec(
     command: Sequence[str],
     skill_mounts: Sequence[VolumeMount] = (),
     skill_target: str = "/skill",
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ContainerSpec:
     """``skill_volume``: the run's read-only skill copy (skill arm only). ``skill_mounts``: a library
     experiment's masked arm, read-only copies under /skills/ (harness.trial.delivery).
     ``skill_target``: where the read-only skill copy is mounted (the installed delivery mounts it
-    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.trial.installed`)."""
+    at ``/workspace/.claude/skills/<name>``, see :mod:`harness.trial.installed`). ``image``, ``env``: the
+    agent's (:mod:`harness.trial.agents`; default Claude Code's)."""
     binds, trees = tree_mount(workspace, "/workspace", read_only=False)
     skills = [VolumeMount(skill_volume, skill_target, read_only=True)] if skill_volume is not None else []
     skills.extend(skill_mounts)
@@ -217,6 +225,8 @@ def agent_spec(
         mounts=binds,
         volumes=(*trees, *skills),
         workdir="/workspace",
+        image=image,
+        env=env,
     )
 
 

@@ -57,7 +57,8 @@ class ToolUse:
 
     name: str
     skill: str | None = None
-    """For the ``Skill`` tool: the skill it was called on."""
+    """The skill the call loads: Claude Code's ``Skill`` tool names it; a Codex shell call that reads a listed
+    skill's ``SKILL.md`` (``responses_api.AnswerTrace``)."""
 
 
 # ---------------------------------------------------------------- the events

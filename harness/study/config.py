@@ -254,7 +254,17 @@ def model_dir_name(model: str) -> str:
     return "_" + name[1:] if name.startswith(".") else name
 
 
+AGENT_MODELS = {"claude-code": "sonnet", "codex": "gpt-6.2-sol"}
+"""Each agent's default model (Codex: the pinned CLI's own default, docs/agents.md)."""
+CLAUDE_MODEL = re.compile(r"(?i)^(sonnet|haiku|opus|claude[-.\w]*|anthropic[/.:][-.\w]*)$")
+"""A model name only Claude Code runs: an error for another agent, which would meter it at a Claude price."""
+
+
 class Execution(Strict):
+    agent: Literal["claude-code", "codex"] = "claude-code"
+    """The coding agent under test: ``claude-code`` (the Claude Code CLI) or ``codex`` (OpenAI's Codex CLI,
+    offline against the scripted Responses API; see docs/agents.md). Its model is ``model`` (default: the
+    agent's own, ``sonnet`` or ``gpt-6.2-sol``). The judge is Claude Code whatever the agent."""
     runs_per_arm: Annotated[Int, Field(ge=1, le=100)] = 3
     """How often each task runs in each arm (the trials of a task are averaged; tasks are the unit)."""
     model: str = "sonnet"
@@ -296,7 +306,12 @@ class Execution(Strict):
     @classmethod
     def _model_from_models(cls, data: Any) -> Any:
         """``models`` and ``model`` are exclusive; with ``models``, ``model`` reads its first entry, so code
-        that knows one model (prices, calibration, the ledger) never sees the default by accident."""
+        that knows one model (prices, calibration, the ledger) never sees the default by accident. Without
+        either, the model is the agent's default (:data:`AGENT_MODELS`)."""
+        if isinstance(data, Mapping) and data.get("models") is None and "model" not in data:
+            agent = data.get("agent")
+            if isinstance(agent, str) and agent in AGENT_MODELS:
+                return {**data, "model": AGENT_MODELS[agent]}
         if not isinstance(data, Mapping) or data.get("models") is None:
             return data
         if "model" in data:
@@ -351,6 +366,16 @@ class Execution(Strict):
         """The sum of a trial's three deadlines on ``task`` (agent, verify, judge)."""
         b = self.budgets
         return self.agent_timeout_s(task) + b.verify_timeout_s + b.judge_timeout_s
+
+    @model_validator(mode="after")
+    def _agent_model(self) -> Execution:
+        if self.agent != "claude-code" and CLAUDE_MODEL.fullmatch(self.model):
+            raise _FieldError(
+                "model",
+                f"{self.model!r} is a Claude model and execution.agent is {self.agent!r}: name one of its models "
+                f"(default {AGENT_MODELS[self.agent]!r})",
+            )
+        return self
 
     @model_validator(mode="after")
     def _judge_differs(self) -> Execution:
@@ -559,6 +584,7 @@ class Preregistration(Strict):
         if self.decision.models_rule != "every" and not self.execution.models:
             raise _FieldError("decision.models_rule", "applies only to a model matrix (execution.models)")
         self._check_sequential()
+        self._check_agent()
         if self.library is not None and self.execution.delivery != "prompt":
             # the masked arm names its skills in the prompt prefix; the installed command line drops the prefix,
             # so its trials would run with mounts they are never told about
@@ -568,6 +594,19 @@ class Preregistration(Strict):
                 "installed delivery is for single-skill A/B experiments",
             )
         return self
+
+    def _check_agent(self) -> None:
+        """The single-skill A/B (either delivery) runs any agent; the other experiment types run Claude Code
+        until they support another (each refused here by name, so ``skilltrial lock`` says so)."""
+        agent = self.execution.agent
+        if agent == "claude-code":
+            return
+        if self.library is not None:
+            raise _FieldError("execution.agent", f"a library experiment runs Claude Code only, not {agent!r}")
+        if self.execution.models:
+            raise _FieldError(
+                "execution.agent", f"a model matrix (execution.models) runs Claude Code only, not {agent!r}"
+            )
 
     def _check_sequential(self) -> None:
         seq = self.decision.sequential

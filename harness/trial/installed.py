@@ -136,7 +136,8 @@ class Observed(NamedTuple):
 def observe(evts: Sequence[GatewayEvent], *, skill: str, arm: Arm, delivery: str) -> Observed:
     """The trial's :class:`SkillUse`, its provenance additions and flags, from the gateway's log.
 
-    A trigger is a ``Skill`` tool_use naming the skill anywhere in the CLI's conversation (its
+    A trigger is a call the gateway names the skill on (Claude Code: a ``Skill`` tool_use naming it; Codex: a
+    shell call reading its listed ``SKILL.md``) anywhere in the CLI's conversation (its
     subagents' and its compacted continuation included), not a mention in text, not the listing.
     Side requests (the gateway's attribution: the CLI did not send them) are counted and flagged and
     play no other part; nor does the agent's stdout."""
@@ -152,8 +153,9 @@ def observe(evts: Sequence[GatewayEvent], *, skill: str, arm: Arm, delivery: str
         )
     if any(r.forked for r in all_requests):
         flags.append("conversation_forked: a second request continued one of the model's answers (a side request)")
-    uses = [f"Skill:{u.skill or ''}" if u.name == "Skill" else u.name for r in responses for u in r.uses]
-    called = f"Skill:{skill}" in uses
+    calls = [u for r in responses for u in r.uses]
+    uses = [f"{u.name}:{u.skill or ''}" if u.name == "Skill" or u.skill else u.name for u in calls]
+    called = any(u.skill == skill for u in calls)  # Claude Code's Skill tool; Codex: a read of the listed SKILL.md
     sizes = tuple(r.request_bytes for r in requests)
     loaded = any(skill in r.loaded for r in requests)
     if delivery != "installed":
@@ -175,7 +177,7 @@ def observe(evts: Sequence[GatewayEvent], *, skill: str, arm: Arm, delivery: str
             flags.append("skill_listing_changed: a later request listed other skills than the first")
             break
     if arm == "baseline" and called:
-        flags.append(f"baseline_invoked_skill: the baseline called Skill {skill!r}")
+        flags.append(f"baseline_invoked_skill: the baseline called the skill {skill!r}")
     reason = None
     if first.listed is None:
         reason = "no skill listing in the first request"

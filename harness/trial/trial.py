@@ -20,7 +20,7 @@ import functools
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError, InfraError, Interrupted, NeedsLocalEngine
@@ -45,9 +45,10 @@ from harness.sandbox.deadline import host_deadline_s
 from harness.sandbox.labels import make_labels
 from harness.sandbox.names import TrialNames, trial_key
 from harness.sandbox.runtime import ContainerRuntime, ContainerSpec, ExitInfo
-from harness.sidecars.gatewaylog import GatewayEvent
+from harness.sidecars.gatewaylog import Forwarded, GatewayEvent
 from harness.study.config import Execution, Task
 from harness.trial import apihealth, claude, delivery, gateway, installed, judge, patch, samepatch, watchdog
+from harness.trial.agents import DEFAULT_AGENT, Agent, AgentRun, agent_for
 from harness.trial.basetrees import WorkspaceKind
 from harness.trial.reaper import TrialReaper
 from harness.trial.site import RunSite, TrialSite
@@ -123,6 +124,11 @@ class TrialContext:
     def engine(self) -> ContainerRuntime:
         return self.site.engine
 
+    @property
+    def agent(self) -> Agent:
+        """The agent under test (``execution.agent``): everything of its own is behind this seam."""
+        return agent_for(self.execution.agent)
+
 
 @dataclass
 class _TrialState:
@@ -180,7 +186,7 @@ def run_trial(ctx: TrialContext, spec: TrialSpec, attempt: int) -> TrialRecord:
     try:
         with site:  # removed on every path, or handed to the run's reaper
             with phase("workspace"):  # the gateway's network and container come up on their own thread meanwhile
-                mountpoint = installed.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
+                mountpoint = ctx.agent.mountpoint(ctx.skill_name) if _installs_skill(ctx, spec) else ()
                 site.make(ctx.identity.provenance.base_sha, mountpoint=mountpoint)
                 done.workspace_kind = site.workspace.kind
 
@@ -258,9 +264,9 @@ def _agent_done(
     listing = installed.listing_text(events) if ctx.execution.delivery == "installed" else None
     if listing is not None:
         done.artifacts["skill-listing.txt"] = ctx.artifacts.put(listing)
-    done.agent = claude.parse_result(run.stdout, run.exit_code)
-    done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # stream-json, redacted
-    done.artifacts["agent.json"] = ctx.artifacts.put(claude.result_json(run.stdout))
+    done.agent = ctx.agent.parse_result(run.stdout, run.exit_code)
+    done.artifacts["transcript.jsonl"] = ctx.artifacts.put(run.stdout)  # the agent's JSON lines, redacted
+    done.artifacts["agent.json"] = ctx.artifacts.put(ctx.agent.result_json(run.stdout))
     if run.stdout_truncated:
         done.flags.append(f"agent_output_truncated: more than {AGENT_OUTPUT_CAP} bytes on stdout")
     done.oom = run.oom_killed
@@ -269,8 +275,9 @@ def _agent_done(
     if dog.tripped is not None:
         _workspace_limit(dog.tripped, done)
         raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
-    done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s)
+    done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s, agent=ctx.agent)
     done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
+    done.flags.extend(other_api_flags(events, ctx.agent))
 
 
 # ---------------------------------------------------------------------- the steps
@@ -333,20 +340,22 @@ def _site(
 
 
 def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip: str, timeout_s: int) -> ContainerSpec:
-    """The agent's container: its argv and where its skill copy is mounted by the preregistered delivery, and
-    what its arm's treatment gives it (the skill copy, a library mask's skills)."""
-    ex, given = ctx.execution, spec.treated_as
-    budget = ex.budgets.per_trial_usd
-    if ex.delivery != "installed":
-        command = claude.agent_command(
-            spec.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
+    """The agent's container: the agent's own argv, environment and image (:mod:`harness.trial.agents`), where
+    its skill copy is mounted by the preregistered delivery, and what its arm's treatment gives it (the skill
+    copy, a library mask's skills)."""
+    ex, given, agent = ctx.execution, spec.treated_as, ctx.agent
+    installed_delivery = ex.delivery == "installed"
+    command = agent.command(
+        AgentRun(
+            prompt=spec.task.prompt if installed_delivery else spec.prompt,  # installed: no prefix, both arms alike
+            model=ex.model,
+            allowed_tools=ex.allowed_tools,
+            max_budget_usd=ex.budgets.per_trial_usd,
+            timeout_s=timeout_s,
+            delivery=ex.delivery,
+            gateway_ip=gateway_ip,
         )
-        skill_target = "/skill"
-    else:
-        command = installed.agent_command(
-            spec.task.prompt, model=ex.model, allowed_tools=ex.allowed_tools, max_budget_usd=budget, timeout_s=timeout_s
-        )
-        skill_target = installed.skill_target(ctx.skill_name)
+    )
     return sandbox.agent_spec(
         ctx.site.profile,
         name=site.names.container("agent"),
@@ -357,8 +366,19 @@ def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip:
         skill_volume=ctx.site.skill_volume if given == "skill" else None,
         command=command,
         skill_mounts=delivery.mounts(spec.skills, ctx.site.skill_copies) if given == "masked" else (),
-        skill_target=skill_target,
+        skill_target=agent.skill_target(ctx.skill_name) if installed_delivery else "/skill",
+        image=agent.image(ctx.site.profile),
+        env=agent.env(gateway_ip),
     )
+
+
+def other_api_flags(events: Sequence[GatewayEvent], agent: Agent) -> list[str]:
+    """The gateway of an agent that does not speak the Messages API forwards it too, for the judge after the
+    agent has exited; a Messages request while the agent ran is the agent reaching for another model."""
+    if agent.api == "messages":
+        return []
+    other = [e for e in events if isinstance(e, Forwarded) and e.path.startswith("/v1/messages")]
+    return [f"agent_used_judge_api: {len(other)} Messages API request(s) while the agent ran"] if other else []
 
 
 def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:
@@ -390,7 +410,12 @@ def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None
 
 
 def classify_agent(
-    run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float | None = None
+    run: ExitInfo,
+    result: AgentResult,
+    meter: GatewayMeter,
+    *,
+    timeout_s: float | None = None,
+    agent: Agent = DEFAULT_AGENT,
 ) -> TrialStatus:
     """The agent phase's status. The CLI's own words win where it gave them, except on whether
     the API failed: that comes from the gateway's record of upstream answers only
@@ -406,7 +431,7 @@ def classify_agent(
     _raise_if_api_failed(run, result, meter)
     if run.timed_out or (run.exit_code in (124, 137) and result.subtype is None and not oom):
         return "timeout"
-    if claude.cli_says_budget_exceeded(result) or meter.budget_stopped:
+    if agent.says_budget_exceeded(result) or meter.budget_stopped:
         return "budget_exceeded"
     if result.subtype is None and meter.forwarded == 0 and not oom:
         # the CLI never got an answer through: the environment, not the agent
