@@ -8,7 +8,9 @@ placeholder.
 
 Policy:
 - ``HEAD``/``GET /api/hello`` is answered locally (the CLI's connectivity probe);
-- only ``POST /v1/messages`` and ``POST /v1/messages/count_tokens`` are forwarded;
+- only the APIs ``GATEWAY_APIS`` names are forwarded (:data:`API_PATHS`): ``POST /v1/messages`` and
+  ``POST /v1/messages/count_tokens`` (Claude Code, and the judge in every trial), ``POST /v1/responses``
+  (the Codex CLI: policy, key, meter and "did the skill fire?" from ``responses_api.py``);
 - the client's ``x-api-key`` / ``authorization`` are dropped and the real key injected;
 - bodies asking for ``mcp_servers``, a ``container``, or server-side tools (any tool
   with a ``type`` other than ``custom``) are refused, as are bodies over the cap and content
@@ -49,8 +51,27 @@ try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package
     import skilltrace  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - host-side import of this file
     from harness.sidecars import skilltrace
+try:  # in the sidecar: a sibling file in /opt/harness; on the host: the package module
+    import responses_api  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # pragma: no cover - host-side import of this file
+    from harness.sidecars import responses_api
 
-FORWARD_PATHS = {"/v1/messages", "/v1/messages/count_tokens"}
+MESSAGES_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+API_PATHS = {"messages": MESSAGES_PATHS, "responses": responses_api.FORWARD_PATHS}
+"""The gateway's half of the agent seam: the APIs it can forward, by the name ``GATEWAY_APIS`` lists (the
+agent's, then the judge's Messages API; :meth:`harness.trial.agents.base.Agent.gateway_env`)."""
+
+
+def forward_paths(apis: str) -> frozenset[str]:
+    """The paths of the APIs named in ``apis`` (comma-separated; empty: the Messages API alone)."""
+    names = [a.strip() for a in apis.split(",") if a.strip()] or ["messages"]
+    unknown = [a for a in names if a not in API_PATHS]
+    if unknown:
+        raise ValueError(f"GATEWAY_APIS names an API this gateway does not speak: {unknown[0][:40]!r}")
+    return frozenset(p for a in names for p in API_PATHS[a])
+
+
+FORWARD_PATHS = MESSAGES_PATHS
 FORWARD_HEADERS = {"anthropic-version", "anthropic-beta", "content-type", "accept", "user-agent", "x-app"}
 MAX_BODY = int(os.environ.get("GATEWAY_MAX_BODY", str(32 << 20)))
 DEFAULT_PRICING = {
@@ -178,6 +199,7 @@ class Gateway(BaseHTTPRequestHandler):
     api_key: str
     meter: Meter
     link: upstream_link.Link
+    forward_paths: frozenset[str] = FORWARD_PATHS
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -209,7 +231,18 @@ class Gateway(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] == "/api/hello":
             self._reply(200, {"ok": True})
             return
-        self._refuse(403, "only the Messages API is forwarded")
+        self._refuse(403, self._only())
+
+    def _only(self) -> str:
+        return (
+            "only the Responses API is forwarded"
+            if self.forward_paths == responses_api.FORWARD_PATHS
+            else (
+                "only the Messages API is forwarded"
+                if self.forward_paths == MESSAGES_PATHS
+                else "only the Responses and Messages APIs are forwarded"
+            )
+        )
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_GET
 
@@ -223,8 +256,12 @@ class Gateway(BaseHTTPRequestHandler):
             self._refuse(403, "absolute-form requests are not allowed", close=True)
             return
         path = parsed.path
-        if path not in FORWARD_PATHS:
-            self._refuse(403, "only the Messages API is forwarded")
+        if path not in self.forward_paths:
+            self._refuse(403, self._only())
+            return
+        responses = path in responses_api.FORWARD_PATHS
+        if responses and (found := responses_api.header_violation(dict(self.headers.items()))):
+            self._refuse(400, found, close=True)
             return
         try:
             length = int(self.headers.get("content-length") or "0")
@@ -246,7 +283,7 @@ class Gateway(BaseHTTPRequestHandler):
         except ValueError:
             self._refuse(400, "body is not JSON")
             return
-        violation = policy_violation(body)
+        violation = responses_api.policy_violation(body) if responses else policy_violation(body)
         if violation:
             self._refuse(403, violation)
             return
@@ -258,7 +295,86 @@ class Gateway(BaseHTTPRequestHandler):
             return
         if path == "/v1/messages":
             self.skill_placement = skilltrace.observe_request(body, log, skilltrace.ATTRIBUTION)
+        if responses:
+            placement = responses_api.observe_request(body, log, skilltrace.ATTRIBUTION, responses_api.SKILL_FILES)
+            self.forward_responses(path, raw, str(body.get("model", "")), placement)
+            return
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
+
+    def forward_responses(self, path: str, raw: bytes, model: str, placement: skilltrace.Placement) -> None:
+        """``POST /v1/responses``: the real key as a bearer token, the usage of the stream's final event metered,
+        the answer registered with the attribution before the line that completes it reaches the CLI."""
+        up = self.upstream
+        conn = self.link.connection(timeout=600)
+        headers = responses_api.upstream_headers(dict(self.headers.items()), self.api_key)
+        headers["content-length"] = str(len(raw))
+        try:
+            conn.request("POST", up.path.rstrip("/") + path, body=raw, headers=headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            log(gatewaylog.UpstreamError(path=path, error=type(e).__name__, detail=self.link.describe(e)))
+            self._reply(502, {"error": {"type": "api_error", "message": "gateway: upstream unreachable"}})
+            return
+        meter = responses_api.StreamMeter()
+        trace = responses_api.AnswerTrace(placement, skilltrace.ATTRIBUTION, responses_api.SKILL_FILES)
+        stream = "text/event-stream" in (resp.getheader("content-type") or "")
+        self.send_response(resp.status)
+        for key in ("content-type", "x-request-id", "retry-after"):
+            value = resp.getheader(key)
+            if value:
+                self.send_header(key, value)
+        broken = False
+        if stream:
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            self.close_connection = True
+            self.end_headers()
+            buffer = b""
+            try:
+                while True:
+                    try:
+                        chunk = resp.read1(65536)
+                    except (OSError, http.client.HTTPException):
+                        break  # the upstream cut the stream: no terminal event, `complete` stays False
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:  # read before forwarding (skilltrace.Attribution)
+                        meter.feed(line)
+                        trace.feed(line)
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:
+                broken = True
+        else:
+            data = resp.read()
+            try:
+                parsed = json.loads(data)
+                if resp.status == 200:
+                    meter.feed_body(parsed)
+                    trace.feed_body(parsed)
+            except ValueError:
+                pass
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        conn.close()
+        trace.emit(log)
+        cost = self.meter.add(meter.model or model, meter.usage)
+        log(
+            gatewaylog.Forwarded(
+                path=path,
+                status=resp.status,
+                model=meter.model or model,
+                stream=stream,
+                usage=meter.usage,
+                cost_usd=round(cost, 8),
+                broken=broken,
+                complete=meter.ended,
+                retry_after=resp.getheader("retry-after"),
+            )
+        )
 
     def forward(self, path: str, query: str, raw: bytes, model: str) -> None:
         up = self.upstream
@@ -376,7 +492,7 @@ def main() -> int:
     upstream = os.environ.get("GATEWAY_UPSTREAM", "https://api.anthropic.com")
     key_file = os.environ.get("GATEWAY_KEY_FILE", "/run/harness/api-key")
     budget = float(os.environ.get("GATEWAY_BUDGET_USD", "0") or 0)
-    pricing = dict(DEFAULT_PRICING)
+    pricing = {**DEFAULT_PRICING, **responses_api.DEFAULT_PRICING}
     if os.environ.get("GATEWAY_PRICING"):
         pricing.update(json.loads(os.environ["GATEWAY_PRICING"]))
     with open(key_file, encoding="utf-8") as fh:
@@ -388,6 +504,11 @@ def main() -> int:
     Gateway.api_key = api_key
     Gateway.meter = Meter(budget, pricing)
     Gateway.link = upstream_link.Link.from_env(os.environ)
+    try:
+        Gateway.forward_paths = forward_paths(os.environ.get("GATEWAY_APIS", ""))
+    except ValueError as e:
+        log(gatewaylog.Fatal(reason=str(e)))
+        return 2
     server = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("GATEWAY_PORT", "8080"))), Gateway)
     server.daemon_threads = True
     log(gatewaylog.Listening(upstream_scheme=Gateway.upstream.scheme, budget_usd=budget))

@@ -488,3 +488,107 @@ def loaded_skills(body: Any, paths: Mapping[str, str]) -> list[str]:
                 if name.strip() in paths and path.strip() == paths[name.strip()]:
                     names.append(name.strip())
     return list(dict.fromkeys(names))
+
+
+# --------------------------------------------------------------------------- the gateway's log for one request
+
+
+class SkillFiles:
+    """The listed skills' files (name -> ``SKILL.md`` path), from the first listing of a request of the CLI's:
+    what a read is matched against for the rest of the trial. A side request cannot set them (its listing
+    could name another file to make an unrelated read count as a load)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+
+    def learn(self, listing: list[ListedSkill] | None, placement: skilltrace.Placement) -> None:
+        if listing is not None and not self.paths and not placement.side:
+            self.paths = {s.name: s.path for s in listing}
+
+
+SKILL_FILES = SkillFiles()
+"""One per gateway process (one gateway per trial), beside :data:`skilltrace.ATTRIBUTION`."""
+
+
+def _tool_names(tools: Any) -> list[str]:
+    return (
+        [str(t.get("name") or t.get("type"))[:80] for t in tools if isinstance(t, dict)]
+        if isinstance(tools, list)
+        else []
+    )
+
+
+def observe_request(
+    body: Any, log: skilltrace.Log, attribution: skilltrace.Attribution, files: SkillFiles
+) -> skilltrace.Placement:
+    """The request's ``skill_request`` line, in the fields the Messages API's has (:func:`skilltrace.observe_request`):
+    where the attribution placed it, the skills listed (each listing line as ``- name: description``, on the
+    CLI's first request), the skills whose file came back to the model since its last answer. Metadata only."""
+    if not isinstance(body, dict):
+        return skilltrace.Placement(None)
+    messages = as_messages(body.get("input"))
+    placement = attribution.place({"messages": messages})
+    listing = skill_listing(body)
+    files.learn(listing, placement)
+    lines = None if listing is None else [f"- {s.name}: {s.description}" for s in listing]
+    log(
+        gatewaylog.SkillRequest(
+            turn=sum(1 for m in messages if m["role"] == "assistant"),
+            tools=tuple(_tool_names(body.get("tools"))[:64]),
+            listed=None if listing is None else tuple(s.name for s in listing),
+            loaded=tuple(loaded_skills(body, files.paths)),
+            request_bytes=len(json.dumps(body, separators=(",", ":"))),
+            thread=placement.thread,
+            side=placement.side,
+            root=placement.root,
+            forked=placement.forked,
+            listing=tuple(lines) if placement.root and placement.thread == "cli" and lines is not None else None,
+        )
+    )
+    return placement
+
+
+class AnswerTrace:
+    """One response's output items as its SSE lines pass (:class:`OutputCollector`); on the completing line the
+    answer is registered with the attribution, before the gateway forwards that line (the CLI cannot continue an
+    answer not yet known). Its ``model_tool_use`` line names each call, and for a call that reads a listed
+    ``SKILL.md`` the skill it loads: Codex's "Skill tool" (:func:`skill_reads`)."""
+
+    def __init__(
+        self, placement: skilltrace.Placement, attribution: skilltrace.Attribution | None, files: SkillFiles
+    ) -> None:
+        self.placement = placement
+        self.attribution = attribution
+        self.files = files
+        self.collector = OutputCollector()
+        self.registered = False
+
+    def feed(self, line: bytes) -> None:
+        if self.collector.feed(line):
+            self.finish()
+
+    def feed_body(self, body: Any) -> None:
+        """A response that was not streamed."""
+        if isinstance(body, dict) and isinstance(body.get("output"), list):
+            self.collector.items = [i for i in body["output"] if isinstance(i, dict)]
+            self.collector.finished = True
+            self.finish()
+
+    def finish(self) -> None:
+        if self.registered:
+            return
+        self.registered = True
+        if self.attribution is not None:
+            self.attribution.answer(self.placement, self.collector.blocks())
+
+    def uses(self) -> tuple[gatewaylog.ToolUse, ...]:
+        out: list[gatewaylog.ToolUse] = []
+        for block in self.collector.blocks():
+            if block.get("type") != "tool_use":
+                continue
+            read = skill_reads([block], self.files.paths)
+            out.append(gatewaylog.ToolUse(name=str(block.get("name"))[:80], skill=read[0][:200] if read else None))
+        return tuple(out)
+
+    def emit(self, log: skilltrace.Log) -> None:
+        log(gatewaylog.ModelToolUse(uses=self.uses(), thread=self.placement.thread, side=self.placement.side))
