@@ -177,6 +177,12 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="only the two prompt-delivery A/B experiments (no installed delivery, library or trigger parts)",
     )
+    dm.add_argument(
+        "--codex",
+        action="store_true",
+        help="only the Codex A/B: careful-fixer installed, OpenAI's Codex CLI as the agent under test against the "
+        "scripted Responses API, the judge Claude Code (builds the Codex image the first time: a few minutes)",
+    )
     _preflight_arg(dm)
     _image_args(dm)
 
@@ -641,19 +647,25 @@ def cmd_plan(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
 
 def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
-    from harness.demo import prepare_demo
+    from harness.demo import DEMO_CODEX, DEMO_INSTALLED, prepare_demo
     from harness.experiment.evaluate import default_jobs, evaluate
     from harness.experiment.options import RunOptions
     from harness.study.config import load_study
 
     setup = prepare_demo(args.out.resolve())
     print(f"demo: example repository, tasks and two skills prepared and locked under {setup.root}")
-    for n, (skill, prereg) in enumerate(setup.preregistrations.items()):
+    runs = setup.preregistrations.items()
+    if args.codex:
+        if setup.codex is None:
+            raise PrerequisiteError("the Codex demo's preregistration is missing", hint="reinstall the harness")
+        runs = {DEMO_CODEX: setup.codex}.items()
+    for n, (skill, prereg) in enumerate(runs):
         if args.quick and n >= 2:
             break
         print(f"\n=== skill {skill} ===")
         study = load_study(prereg)
-        own = setup.root / "demo" / f"scenario-{skill}.yaml"  # the installed part has its own
+        # the installed part has its own scenario; the Codex A/B is the installed part with another agent
+        own = setup.root / "demo" / f"scenario-{DEMO_INSTALLED if skill == DEMO_CODEX else skill}.yaml"
         options = RunOptions(
             out=args.out.resolve() / f"results-{skill}",
             jobs=args.jobs or default_jobs(study, env),
@@ -666,7 +678,7 @@ def cmd_demo(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         )
         _show(evaluate(study, options, _progress(study)))
         _print_demo_outcome(args.out.resolve() / f"results-{skill}")
-    if args.quick:
+    if args.quick or args.codex:
         return 0
     if setup.library is not None:
         from harness.experiment.library import evaluate_library

@@ -21,6 +21,8 @@ from harness.study.lock import lock
 DEMO_SKILLS = ("careful-fixer", "verbose-planner")
 DEMO_INSTALLED = "careful-fixer-installed"
 """The same skill in the installed delivery (non-bare CLI, .claude/skills): does it fire, and does it help?"""
+DEMO_CODEX = "careful-fixer-codex"
+"""The installed A/B with the Codex CLI as the agent (``skilltrial demo --codex`` only: it builds the Codex image)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class DemoSetup:
     library: Path | None = None
     """The library demo's preregistration (examples/library), run after the A/B demos."""
     library_scenario: Path | None = None
+    codex: Path | None = None
+    """The Codex A/B's preregistration (``skilltrial demo --codex``), run on the installed part's scenario."""
 
 
 def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
@@ -62,6 +66,9 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
             continue
         lock(path)
         preregs[skill] = path
+    codex = setup_root / "demo" / f"preregistration-{DEMO_CODEX}.yaml"
+    if codex.is_file():
+        lock(codex)
     library = setup_root / "library" / "preregistration.yaml"
     if library.is_file():
         from harness.experiment.library_plan import lock_entries  # numpy and scipy: only for the library demo
@@ -73,4 +80,5 @@ def prepare_demo(work: Path, *, examples: Path | None = None) -> DemoSetup:
         setup_root / "demo" / "scenario.yaml",
         library if library.is_file() else None,
         setup_root / "library" / "scenario.yaml",
+        codex if codex.is_file() else None,
     )

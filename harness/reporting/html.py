@@ -576,7 +576,7 @@ def _footer(r: ReportInput) -> str:
     items = [
         ("experiment", f"{r.experiment_id} (lock {r.lock_hash})"),
         ("model", f"{prov['model']} ({prov['resolved_model']}); judge {prov['judge_model']}"),
-        ("Claude Code", prov["cli_version"]),
+        (prov["agent"] if prov["agent"] != "n/a" else "agent", prov["cli_version"]),
         ("image", prov["image_digest"]),
         ("base image", r.base_image or "n/a (not recorded)"),
         ("base commit", prov["base_sha"]),

@@ -77,7 +77,7 @@ def _header(r: ReportInput) -> list[str]:
         "",
         f"Experiment `{r.experiment_id}` · {a.n_tasks} tasks x {r.prereg.execution.runs_per_arm} runs per arm · "
         f"model {md_code(prov['model'])} ({md_escape(prov['resolved_model'])}) · "
-        f"Claude Code {md_code(prov['cli_version'])} · {md_escape((last or 'n/a')[:16].replace('T', ' '))} UTC",
+        f"{md_escape(prov['agent'] if prov['agent'] != 'n/a' else 'agent')} {md_code(prov['cli_version'])} · {md_escape((last or 'n/a')[:16].replace('T', ' '))} UTC",
     ]
 
 

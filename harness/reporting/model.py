@@ -338,10 +338,15 @@ def _provenance(records: Iterable[TrialRecord], pick: Callable[[TrialRecord], st
     return ", ".join(values) if values else "n/a"
 
 
+AGENT_NAMES = {"claude-code": "Claude Code", "codex": "Codex CLI"}
+"""How the reports name ``provenance.agent`` (records without one ran Claude Code)."""
+
+
 def run_provenance(r: ReportInput) -> dict[str, str]:
-    """Model, resolved model, CLI version and image of the trials that reached the model."""
+    """Agent, model, resolved model, CLI version and image of the trials that reached the model."""
     finals = r.final_records
     return {
+        "agent": _provenance(finals, lambda x: AGENT_NAMES.get(x.provenance.agent or "claude-code")),
         "model": _provenance(finals, lambda x: x.provenance.model),
         "resolved_model": _provenance(finals, lambda x: x.agent.resolved_model if x.agent else None),
         "judge_model": _provenance(finals, lambda x: x.provenance.judge_model),

@@ -207,3 +207,21 @@ def test_the_other_experiment_types_refuse_codex_by_name(tmp_path: Path) -> None
     matrix = "skill: tidy\nskill_ref: skill\nexecution: {agent: codex, models: [gpt-6-luna, gpt-6-sol]}\n"
     err = prereg_error(tmp_path, matrix)
     assert err.field == "execution.agent" and "a model matrix" in str(err)
+
+
+def test_the_reports_name_the_agent_that_ran() -> None:
+    from harness.reporting import html as report_html
+    from harness.reporting.markdown import markdown
+    from tests import reportkit as kit
+
+    claude_run = kit.make_input(kit.WIN)
+    assert "· Claude Code `2.1.0` ·" in markdown(claude_run)  # records without an agent: Claude Code
+    recs = [
+        r.model_copy(
+            update={"provenance": r.provenance.model_copy(update={"agent": "codex", "cli_version": "0.171.0"})}
+        )
+        for r in claude_run.records
+    ]
+    codex_run = kit.make_input(kit.WIN, recs=recs)
+    assert "· Codex CLI `0.171.0` ·" in markdown(codex_run) and "Claude Code `" not in markdown(codex_run)
+    assert "Codex CLI" in report_html.render(codex_run)
