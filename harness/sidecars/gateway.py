@@ -33,6 +33,7 @@ import os
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
@@ -301,6 +302,56 @@ class Gateway(BaseHTTPRequestHandler):
             return
         self.forward(path, parsed.query, raw, str(body.get("model", "")))
 
+    def relay(
+        self,
+        resp: http.client.HTTPResponse,
+        headers: tuple[str, ...],
+        on_line: Callable[[bytes], None],
+        on_body: Callable[[Any], None],
+    ) -> tuple[bool, bool]:
+        """The upstream's answer to the client, either API: its ``headers``, then an SSE stream chunk by chunk,
+        each complete line handed to ``on_line`` *before* the chunk is forwarded (the answer is the CLI's,
+        skilltrace.Attribution, before the CLI has the line that completes it and can continue it), or a
+        JSON body handed to ``on_body`` once parsed. Returns (streamed, the client went away)."""
+        stream = "text/event-stream" in (resp.getheader("content-type") or "")
+        self.send_response(resp.status)
+        for key in headers:
+            value = resp.getheader(key)
+            if value:
+                self.send_header(key, value)
+        if not stream:
+            data = resp.read()
+            try:
+                on_body(json.loads(data))
+            except ValueError:
+                pass
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return False, False
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        buffer = b""
+        try:
+            while True:
+                try:
+                    chunk = resp.read1(65536)
+                except (OSError, http.client.HTTPException):
+                    break  # the upstream cut the stream (a reset): no end event, so not complete
+                if not chunk:
+                    break
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    on_line(line)
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            return True, True
+        return True, False
+
     def forward_responses(self, path: str, raw: bytes, model: str, placement: skilltrace.Placement) -> None:
         """``POST /v1/responses``: the real key as a bearer token, the usage of the stream's final event metered,
         the answer registered with the attribution before the line that completes it reaches the CLI."""
@@ -317,48 +368,17 @@ class Gateway(BaseHTTPRequestHandler):
             return
         meter = responses_api.StreamMeter()
         trace = responses_api.AnswerTrace(placement, skilltrace.ATTRIBUTION, responses_api.SKILL_FILES)
-        stream = "text/event-stream" in (resp.getheader("content-type") or "")
-        self.send_response(resp.status)
-        for key in ("content-type", "x-request-id", "retry-after"):
-            value = resp.getheader(key)
-            if value:
-                self.send_header(key, value)
-        broken = False
-        if stream:
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.close_connection = True
-            self.end_headers()
-            buffer = b""
-            try:
-                while True:
-                    try:
-                        chunk = resp.read1(65536)
-                    except (OSError, http.client.HTTPException):
-                        break  # the upstream cut the stream: no terminal event, `complete` stays False
-                    if not chunk:
-                        break
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:  # read before forwarding (skilltrace.Attribution)
-                        meter.feed(line)
-                        trace.feed(line)
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
-            except OSError:
-                broken = True
-        else:
-            data = resp.read()
-            try:
-                parsed = json.loads(data)
-                if resp.status == 200:
-                    meter.feed_body(parsed)
-                    trace.feed_body(parsed)
-            except ValueError:
-                pass
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+
+        def line(data: bytes) -> None:
+            meter.feed(data)
+            trace.feed(data)
+
+        def body(parsed: Any) -> None:
+            if resp.status == 200:
+                meter.feed_body(parsed)
+                trace.feed_body(parsed)
+
+        stream, broken = self.relay(resp, ("content-type", "x-request-id", "retry-after"), line, body)
         conn.close()
         trace.emit(log)
         cost = self.meter.add(meter.model or model, meter.usage)
@@ -392,56 +412,26 @@ class Gateway(BaseHTTPRequestHandler):
                 502, {"type": "error", "error": {"type": "api_error", "message": "gateway: upstream unreachable"}}
             )
             return
-        usage = gatewaylog.Usage()
         placement = getattr(self, "skill_placement", None) if path == "/v1/messages" else None
         trace = skilltrace.ResponseTrace(placement, skilltrace.ATTRIBUTION if placement is not None else None)
-        stream = "text/event-stream" in (resp.getheader("content-type") or "")
-        self.send_response(resp.status)
-        for key in ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after"):
-            value = resp.getheader(key)
-            if value:
-                self.send_header(key, value)
-        broken = False
-        ended = not stream  # a stream is complete only once message_stop arrived
-        if stream:
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.close_connection = True
-            self.end_headers()
-            buffer = b""
-            try:
-                while True:
-                    try:
-                        chunk = resp.read1(65536)
-                    except (OSError, http.client.HTTPException):
-                        break  # the upstream cut the stream (a reset): `complete` stays False
-                    if not chunk:
-                        break
-                    # read before forwarding: the answer is the CLI's (skilltrace.Attribution) before the
-                    # CLI has the line that completes it and can send the request that continues it
-                    buffer += chunk
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        usage = meter_sse_line(line, usage)
-                        ended = ended or upstream_link.stream_ended(line)
-                        trace.feed(line)
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
-            except OSError:
-                broken = True
-        else:
-            data = resp.read()
-            try:
-                parsed = json.loads(data)
-                if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
-                    usage = messages_usage(usage, parsed["usage"])
-                if resp.status == 200:
-                    trace.feed_message(parsed)
-            except ValueError:
-                pass
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        usage, ended = gatewaylog.Usage(), False  # a stream is complete only once message_stop arrived
+
+        def line(data: bytes) -> None:
+            nonlocal usage, ended
+            usage = meter_sse_line(data, usage)
+            ended = ended or upstream_link.stream_ended(data)
+            trace.feed(data)
+
+        def body(parsed: Any) -> None:
+            nonlocal usage
+            if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
+                usage = messages_usage(usage, parsed["usage"])
+            if resp.status == 200:
+                trace.feed_message(parsed)
+
+        headers_back = ("content-type", "request-id", "anthropic-ratelimit-requests-remaining", "retry-after")
+        stream, broken = self.relay(resp, headers_back, line, body)
+        ended = ended or not stream
         conn.close()
         if path == "/v1/messages":
             trace.emit(log)

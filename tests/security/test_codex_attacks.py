@@ -43,20 +43,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 host_listener = test_network.host_listener
 """A service on the host bound to 0.0.0.0 (a fixture)."""
 
-FIND_GATEWAY = r"""
-import glob, re, socket
-def tcp(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=2) as s:
-            s.sendall(b"HEAD /api/hello HTTP/1.0\r\n\r\n")
-            return "open:" + s.recv(32).decode(errors="replace").split("\r\n")[0]
-    except Exception as e:
-        return "blocked:" + type(e).__name__
-def resolve(name):
-    try:
-        return "resolved:" + socket.gethostbyname(name)
-    except Exception as e:
-        return "failed:" + type(e).__name__
+FIND_GATEWAY = test_network.CONNECT + r"""
+import glob, re
 gw = None
 for p in glob.glob("/proc/[0-9]*/cmdline"):
     try:
