@@ -276,6 +276,9 @@ def _agent_done(
         _workspace_limit(dog.tripped, done)
         raise _SkipRest  # not extracted (it may hold millions of files), verified or judged
     done.status = classify_agent(run, done.agent, done.meter, timeout_s=timeout_s, agent=ctx.agent)
+    if done.status == "completed" and over_budget(ctx.agent, done.meter, ctx.execution.budgets.per_trial_usd):
+        done.status = "budget_exceeded"
+        done.flags.append(f"agent_over_budget: the gateway metered ${done.meter.cost_usd:.6f} for the agent")
     done.flags.extend(integrity_flags(run, done.agent, done.meter, timeout_s=timeout_s))
     done.flags.extend(other_api_flags(events, ctx.agent))
 
@@ -370,6 +373,12 @@ def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip:
         image=agent.image(ctx.site.profile),
         env=agent.env(gateway_ip),
     )
+
+
+def over_budget(agent: Agent, meter: GatewayMeter, budget_usd: float) -> bool:
+    """An agent without a budget of its own spent more than the trial's (the gateway's cap is the agent's and
+    the judge's together, so it stops such an agent only later): the trial is cut as Claude Code's would be."""
+    return not agent.own_budget and budget_usd > 0 and meter.cost_usd > budget_usd + 1e-9
 
 
 def other_api_flags(events: Sequence[GatewayEvent], agent: Agent) -> list[str]:

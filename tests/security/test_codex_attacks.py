@@ -43,7 +43,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 host_listener = test_network.host_listener
 """A service on the host bound to 0.0.0.0 (a fixture)."""
 
-FIND_GATEWAY = test_network.CONNECT + r"""
+FIND_GATEWAY = (
+    test_network.CONNECT
+    + r"""
 import glob, re
 gw = None
 for p in glob.glob("/proc/[0-9]*/cmdline"):
@@ -55,6 +57,7 @@ for p in glob.glob("/proc/[0-9]*/cmdline"):
         gw = m.group(1).decode()
         break
 """
+)
 
 
 NETWORK = r"""

@@ -225,3 +225,23 @@ def test_the_reports_name_the_agent_that_ran() -> None:
     codex_run = kit.make_input(kit.WIN, recs=recs)
     assert "· Codex CLI `0.171.0` ·" in markdown(codex_run) and "Claude Code `" not in markdown(codex_run)
     assert "Codex CLI" in report_html.render(codex_run)
+
+
+def test_codex_is_held_to_the_trials_budget_by_the_gateways_meter(make_rig: Callable[..., Rig]) -> None:
+    """Codex has no budget of its own and the gateway's cap is the agent's and the judge's together: a Codex run
+    the gateway metered above ``per_trial_usd`` is cut (budget_exceeded, not verified or judged), as a Claude
+    Code run stopped by --max-budget-usd is."""
+
+    def spender(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, dataclasses.replace(forwarded(0.55), path="/v1/responses"))
+        return codex_agent(spec, runtime)
+
+    ex = Execution(agent="codex", judge_model="haiku", budgets=Budgets(timeout_s=600, per_trial_usd=0.5))
+    rig = make_rig(agent=spender, execution=ex)
+    site = dataclasses.replace(rig.ctx.site, profile=dataclasses.replace(rig.ctx.site.profile, codex_image="codex:t"))
+    rig.ctx = dataclasses.replace(rig.ctx, site=site)
+    rig.runtime.add_image("codex:t")
+    rec = rig.run()
+    assert rec.status == "budget_exceeded" and rec.judge is None
+    assert any(f.startswith("agent_over_budget") for f in rec.flags), rec.flags
+    # the control: the same trial metered at $0.02 completes (test_a_codex_trial_runs_the_codex_image_...)

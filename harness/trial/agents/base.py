@@ -53,6 +53,9 @@ class Agent(abc.ABC):
     """Its own sandbox mode inside our container (recorded; the container is the sandbox either way)."""
     approval: str
     """Its approval mode (recorded): headless, nothing waits for a person."""
+    own_budget: bool
+    """It stops itself at ``budgets.per_trial_usd`` (Claude Code's ``--max-budget-usd``). Without one, the trial
+    holds it to that budget from the gateway's meter (:func:`harness.trial.trial.over_budget`)."""
 
     @abc.abstractmethod
     def command(self, run: AgentRun) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ class ClaudeCode(Agent):
     sandbox = "none"
     """Claude Code has no sandbox of its own in ``-p`` mode: ``--allowedTools`` bounds it, the container contains it."""
     approval = "allowedTools"
+    own_budget = True
 
     def command(self, run: AgentRun) -> tuple[str, ...]:
         if run.delivery == "installed":

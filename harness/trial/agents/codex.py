@@ -24,6 +24,7 @@ class Codex(Agent):
     sandbox = "danger-full-access"
     """Its own sandbox (bubblewrap) cannot start in the hardened container (docs/agents.md, "Sandbox")."""
     approval = "never"
+    own_budget = False
 
     def command(self, run: AgentRun) -> tuple[str, ...]:
         base_url = f"http://{run.gateway_ip}:{roles.GATEWAY_PORT}/v1"
