@@ -39,6 +39,7 @@ from scipy import linalg as _linalg
 from scipy import stats as _scipy_stats
 
 from harness.analysis import exact
+from harness.analysis.family import holm
 from harness.analysis.masks import DesignError, check_identifiable, condition_number
 from harness.errors import HarnessError
 
@@ -212,18 +213,6 @@ def draw_counts(n_groups: int, n_boot: int, seed: int) -> np.ndarray:
     idx = np.minimum((u * n_groups).astype(np.int64), n_groups - 1)
     flat = idx + np.repeat(np.arange(n_boot, dtype=np.int64) * n_groups, n_groups)
     return np.bincount(flat, minlength=n_boot * n_groups).reshape(n_boot, n_groups).astype(float)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (monotone, capped at 1), in the input order."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def _p_value(beta: float, se: float, df: int) -> float:

@@ -20,7 +20,6 @@ from harness.analysis.contributions import (
     LibraryFit,
     Observation,
     fit,
-    holm,
     recompute,
     select,
     to_json,
@@ -279,12 +278,6 @@ def test_bootstrap_is_seeded_and_counts_singular_resamples() -> None:
     assert a.estimates != c.estimates
     # 8 single-row tasks over 3 skills: some resamples miss a skill entirely and must be dropped, not solved
     assert 0 < a.n_boot_singular < a.n_boot / 2
-
-
-def test_holm_adjustment() -> None:
-    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    assert holm([]) == []
 
 
 def test_selection_positive_vs_holm() -> None:
