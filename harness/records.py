@@ -284,6 +284,9 @@ class TrialRecord(FrozenModel):
     """Library experiments: the skills the agent container actually had (None outside library runs)."""
     skill: SkillUse | None = None
     """Whether the skill was listed and invoked, as the gateway saw it (None: old records)."""
+    split: str | None = None
+    """The task's split in tasks.json when the trial ran (None: the task had none, or an older record): a
+    library pairs a masked trial with the bare one of the same (split, task, sample) only."""
 
     @property
     def is_outcome(self) -> bool:

@@ -8,7 +8,7 @@ Pure planning and analysis around the estimator (:mod:`harness.analysis.contribu
                and one ``masked`` trial with exactly the mask's skills (harness.trial.delivery)
     lock       the lock hash also covers the estimator's identity, the drawn masks and, when the
                bare arm is reused (``library.baseline_from``), a hash of the baseline data
-    analyse    strict one-to-one pairing by (task, sample), the audits, then one regression
+    analyse    strict one-to-one pairing by (split, task, sample), the audits, then one regression
                ``R - B = C^T beta`` (no intercept) per component; a failed check is a
                :class:`LibraryCheckError`: no selection, no fallback.
 """
@@ -75,6 +75,8 @@ class Pair:
     sample: int
     mask: tuple[int, ...]
     skills: tuple[str, ...]
+    split: str | None = None
+    """The task's split (tasks.json): its masked and bare trials pair only within it."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ def design(study: Study) -> Design:
     for task in tasks:
         for sample in range(samples):
             m = tuple(drawn[i])
-            pairs.append(Pair(task.id, sample, m, tuple(s for s, on in zip(skills, m, strict=True) if on)))
+            on = tuple(s for s, bit in zip(skills, m, strict=True) if bit)
+            pairs.append(Pair(task.id, sample, m, on, task.split))
             i += 1
     return Design(skills, tuple(pairs), tasks, samples)
 
@@ -235,6 +238,8 @@ def check_reusable_baseline(study: Study, base_sha: str) -> None:
                 missed[tid] = reuse.NO_RECORD
             elif not rec.is_outcome or outcome(rec, rule) not in ("pass", "fail"):
                 missed[tid] = f"not final and scorable ({rec.status}, {outcome(rec, rule)})"
+            elif rec.split != task.split:  # a bare trial pairs only within its split (field split of the record)
+                missed[tid] = f"split {rec.split!r} there, {task.split!r} here"
             else:
                 then = {
                     **(recorded.of(task.id) if recorded is not None else {}),
@@ -315,8 +320,26 @@ def _refuse(problems: Sequence[str], what: str) -> None:
         )
 
 
+def _where(r: TrialRecord) -> str:
+    """The results file a record was read from: the run's own, or the one it was reused from."""
+    return f"{r.reused_from.directory}/{RESULTS}" if r.reused_from is not None else RESULTS
+
+
+def _split_problems(p: Pair, masked: TrialRecord, bare: TrialRecord) -> list[str]:
+    """A pair never crosses splits: both records must carry the planned task's split (tasks.json)."""
+    out = []
+    for r, arm in ((masked, "masked"), (bare, "bare")):
+        if r.split != p.split:
+            out.append(
+                f"{r.trial_id}: the {arm} trial's field split is {r.split!r} in {_where(r)}, but task {p.task_id!r} "
+                f"is in split {p.split!r} of tasks.json: a masked trial pairs only with the bare trial of the same "
+                "(split, task, sample)"
+            )
+    return out
+
+
 def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule) -> list[Paired]:
-    """Strict one-to-one pairing by (task, sample). Every deviation is an error, never a silent drop."""
+    """Strict one-to-one pairing by (split, task, sample). Every deviation is an error, never a silent drop."""
     planned = {(p.task_id, p.sample): p for p in d.pairs}
     problems: list[str] = []
     # exactly one completed record per episode (retried infrastructure failures are fine)
@@ -334,6 +357,7 @@ def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule)
     _refuse(problems, "the records do not pair one to one")
     finals = {r.trial_id: r for r in final_attempts(records).finals}
     out: list[Paired] = []
+    crossing: list[str] = []
     for p in d.pairs:
         m = finals.get(trial_id(p.task_id, MASKED, p.sample))
         b = finals.get(trial_id(p.task_id, BARE, p.sample))
@@ -346,12 +370,14 @@ def pair_records(d: Design, records: Sequence[TrialRecord], pass_rule: PassRule)
         if b is None:
             problems.append(f"{p.task_id}/{p.sample}: the masked trial has no bare partner")
             continue
+        crossing += _split_problems(p, m, b)
         for r, arm in ((m, "masked"), (b, "bare")):
             if not r.is_outcome:
                 problems.append(f"{r.trial_id}: the {arm} trial ended {r.status} ({r.error or 'no outcome'})")
         if b.is_outcome and outcome(b, pass_rule) not in ("pass", "fail"):
             problems.append(f"{b.trial_id}: the bare trial is not scorable ({outcome(b, pass_rule)})")
         out.append(Paired(p, m, b))
+    _refuse(crossing, "a pair would cross splits")
     _refuse(problems, "coverage: not every planned (task, sample) pair has a final, scorable bare and masked trial")
     provs = {r.provenance for pr in out for r in (pr.masked, pr.bare)}
     if len(provs) > 1:

@@ -103,7 +103,7 @@ def baseline_fingerprint(settings: Mapping[str, Any], task: Task, upstream_task:
             {
                 "format": FINGERPRINT_FORMAT,
                 "settings": dict(settings),
-                "task": task.model_dump(mode="json"),
+                "task": task_json(task),
                 "prompt": plan.prompt_for("baseline", task.prompt),
                 "judge_prompt_sha256": sha256_hex(judge.judge_prompt(task, 0, "", None).encode()),
                 "upstream_task": upstream_task,
@@ -112,11 +112,17 @@ def baseline_fingerprint(settings: Mapping[str, Any], task: Task, upstream_task:
     )
 
 
+def task_json(task: Task) -> dict[str, Any]:
+    """The task as a baseline trial sees it: every field but ``split``, which labels the task for the analysis
+    (which held-out set it is in) and changes nothing the trial does."""
+    return task.model_dump(mode="json", exclude={"split"})
+
+
 def task_parts(task: Task, upstream_task: Any = None) -> dict[str, str]:
     """The task's part of a baseline fingerprint, by name, each as a hash (what :class:`BaselineInputs`
     keeps per task)."""
     return {
-        "task": sha256_hex(canonical_json(task.model_dump(mode="json"))),
+        "task": sha256_hex(canonical_json(task_json(task))),
         "prompt": sha256_hex(plan.prompt_for("baseline", task.prompt).encode()),
         "judge_prompt_sha256": sha256_hex(judge.judge_prompt(task, 0, "", None).encode()),
         "upstream_task": sha256_hex(canonical_json(upstream_task)),

@@ -25,6 +25,7 @@ class Identity(TypedDict):
     experiment_id: str
     trial_id: str
     task_id: str
+    split: str | None
     arm: Arm
     run_index: int
     attempt: int
@@ -63,6 +64,7 @@ class RecordIdentity:
             experiment_id=self.experiment_id,
             trial_id=spec.trial_id,
             task_id=spec.task.id,
+            split=spec.task.split,
             arm=spec.arm,
             run_index=spec.run_index,
             attempt=attempt,

@@ -28,6 +28,7 @@ from harness.study.inputs import load_json, load_yaml, read_input
 
 # matched with fullmatch: '$' would accept a trailing newline
 TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\([^\x00-\x1f\x7f]*\))?")
 MODEL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,200}")
 GIT_REF = re.compile(r"[^\s\x00-\x1f\x7f~^:?*\[\\-][^\s\x00-\x1f\x7f]{0,254}")
@@ -89,6 +90,9 @@ class Task(Strict):
     """Paths (files or directories) restored from base before verify; edits to them are flagged."""
     timeout_s: Annotated[Int, Field(gt=0, le=24 * 3600)] | None = None
     """Per-task agent deadline; defaults to the preregistration's budgets.timeout_s."""
+    split: str | None = None
+    """Which held-out split the task belongs to (``val``, ``test``, ...): a preregistration's ``split`` runs and
+    analyses only the tasks of one split, and a library's bare and masked trials pair only within one."""
 
     @field_validator("id")
     @classmethod
@@ -96,6 +100,15 @@ class Task(Strict):
         if not TASK_ID.fullmatch(v):
             raise ValueError(
                 "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        return v
+
+    @field_validator("split")
+    @classmethod
+    def _split_shape(cls, v: str | None) -> str | None:
+        if v is not None and not SPLIT_NAME.fullmatch(v):
+            raise ValueError(
+                "must be 1-32 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
             )
         return v
 
@@ -545,6 +558,9 @@ class Preregistration(Strict):
     """Path to tasks.json, relative to this file."""
     target_tasks: tuple[str, ...] | Literal["all"] = "all"
     """Task ids from the tasks file this experiment runs, or ``all``."""
+    split: str | None = None
+    """Run and analyse only the target tasks of this split (tasks.json's ``split``): the preregistered split of a
+    library's estimate, or the held-out split ``skilltrial confirm`` runs. None: every target task."""
     expected_effect: str = ""
     """What should get better with the skill, and why: written before the run, shown in the reports."""
     side_effects_to_watch: tuple[str, ...] = ()
@@ -571,6 +587,15 @@ class Preregistration(Strict):
     def _skill_name(cls, v: str) -> str:
         if not TASK_ID.fullmatch(v):
             raise ValueError("must be a short name of letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("split")
+    @classmethod
+    def _split_name(cls, v: str | None) -> str | None:
+        if v is not None and not SPLIT_NAME.fullmatch(v):
+            raise ValueError(
+                "must be 1-32 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
         return v
 
     @model_validator(mode="after")
@@ -853,17 +878,24 @@ class Study:
         return (self.root / self.prereg.shelf).resolve()
 
     def target_tasks(self) -> tuple[Task, ...]:
-        """Runnable tasks the preregistration targets (TODO prompts excluded)."""
+        """Runnable tasks the preregistration targets (TODO prompts excluded), of its ``split`` when it names one."""
+        return tuple(t for t in self.listed_tasks() if not t.is_todo and t.id not in self.excluded and self._in_split(t))
+
+    def listed_tasks(self) -> tuple[Task, ...]:
+        """The tasks ``target_tasks`` names (every task for ``all``), before the split and TODO filters."""
         targets = self.prereg.target_tasks
         if targets == "all":
-            return tuple(t for t in self.task_file.runnable if t.id not in self.excluded)
+            return self.task_file.tasks
         by_id = self.task_file.by_id()
-        return tuple(by_id[t] for t in targets if not by_id[t].is_todo and t not in self.excluded)
+        return tuple(by_id[t] for t in targets)
+
+    def _in_split(self, task: Task) -> bool:
+        return self.prereg.split is None or task.split == self.prereg.split
 
     def skipped_tasks(self) -> tuple[Task, ...]:
         targets = self.prereg.target_tasks
         wanted = set(t.id for t in self.task_file.tasks) if targets == "all" else set(targets)
-        return tuple(t for t in self.task_file.skipped if t.id in wanted)
+        return tuple(t for t in self.task_file.skipped if t.id in wanted and self._in_split(t))
 
 
 def _resolve(path: Path, source: Path | None = None, field: str | None = None) -> Path:
@@ -914,6 +946,14 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
                 )
             if tid in prereg.target_tasks[:i]:  # a repeated id would plan the same trial ids twice
                 raise ConfigError(prereg_path, f"task {tid!r} is listed twice", field=f"target_tasks[{i}]")
+    if prereg.split is not None and not any(t.split == prereg.split for t in study.listed_tasks()):
+        splits = sorted({t.split for t in study.listed_tasks() if t.split is not None})
+        raise ConfigError(
+            prereg_path,
+            f"no target task of {study.tasks_path.name} is in split {prereg.split!r}",
+            field="split",
+            hint=f"the target tasks' splits: {', '.join(repr(x) for x in splits) or '(none: add split to the tasks)'}",
+        )
     if not study.target_tasks():
         raise ConfigError(
             prereg_path, "no runnable task is targeted (all are TODO or none listed)", field="target_tasks"

@@ -218,7 +218,12 @@ def lock_digest(
         prereg["decision"].pop("futility_stop", None)
     if prereg["decision"].get("sequential") is None:
         prereg["decision"].pop("sequential", None)
+    if prereg.get("split") is None:
+        prereg.pop("split", None)
     tasks = study.task_file.model_dump(mode="json")
+    for task in tasks["tasks"]:  # a task's split, too, counts only when set
+        if task.get("split") is None:
+            task.pop("split", None)
     files = {
         "preregistration": sha256_hex(canonical_json(prereg)),
         "tasks": sha256_hex(canonical_json(tasks)),

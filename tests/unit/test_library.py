@@ -667,3 +667,90 @@ def test_library_shards_merge_and_report(tmp_path: Path, capsys: pytest.CaptureF
 
     with pytest.raises(TypeError, match="library_plan"):  # the planner is passed in (it sits above results)
         merge(tmp_path / "unplanned", dirs)
+
+
+# ------------------------------------------------------------------------------ splits (issue 28 item 3)
+
+SPLIT_TASKS = [
+    {"id": f"t{i}", "prompt": f"Do task {i}.", "verify_cmd": "true", "split": "val" if i < 4 else "test"}
+    for i in range(6)
+]
+
+
+def _split_library(root: Path, split: str | None = "val") -> Any:
+    prereg = make_library(root, tasks=SPLIT_TASKS)
+    if split is not None:
+        prereg.write_text(prereg.read_text() + f"split: {split}\n")
+    return load_study(prereg)
+
+
+def test_the_design_and_the_estimate_use_the_preregistered_split_only(tmp_path: Path) -> None:
+    study = _split_library(tmp_path)
+    d = library.design(study)
+    assert {p.task_id for p in d.pairs} == {"t0", "t1", "t2", "t3"}
+    assert {p.split for p in d.pairs} == {"val"}
+    records = [r.model_copy(update={"split": "val"}) for r in complete_records(study, d)]
+    res = library.analyze(study, d, records)  # positive control: pairs within the split
+    assert res.paired == len(d.pairs) == 12
+    # a trial of the held-out split in the results is not part of this estimate: refused, never folded in
+    stray = record("t4", "baseline", 0).model_copy(update={"split": "test"})
+    with pytest.raises(library.LibraryCheckError, match=re.escape("no planned (task, sample) pair t4/0")):
+        library.analyze(study, d, [*records, stray])
+
+
+def test_a_pair_across_splits_is_refused_naming_the_file_and_the_field(tmp_path: Path) -> None:
+    study = _split_library(tmp_path)
+    d = library.design(study)
+    records = [r.model_copy(update={"split": "val"}) for r in complete_records(study, d)]
+    i = next(i for i, r in enumerate(records) if r.trial_id == "t2.baseline.1")
+    records[i] = records[i].model_copy(update={"split": "test"})
+    with pytest.raises(library.LibraryCheckError) as e:
+        library.analyze(study, d, records)
+    msg = str(e.value)
+    assert "a pair would cross splits" in msg
+    assert "t2.baseline.1: the bare trial's field split is 'test' in results.jsonl" in msg
+    assert "task 't2' is in split 'val' of tasks.json" in msg
+    # a record of an older harness (no split) does not pair with a task that has one either
+    records[i] = records[i].model_copy(update={"split": None})
+    with pytest.raises(library.LibraryCheckError, match=re.escape("field split is None in results.jsonl")):
+        library.analyze(study, d, records)
+
+
+def test_a_reused_bare_trial_of_another_split_is_refused_before_any_model_call(tmp_path: Path) -> None:
+    prereg = make_library(tmp_path, tasks=SPLIT_TASKS[:4])
+    out = _reusable_bare_dir(tmp_path, prereg)
+    lines = (out / RESULTS).read_text().splitlines()
+    (out / RESULTS).write_text("".join(line.replace('"split":null', '"split":"val"') + "\n" for line in lines))
+    lock(prereg, library_entries=library.lock_entries)  # positive control: every bare trial in split val
+    lock_path(prereg).unlink()
+    (out / RESULTS).write_text(
+        "".join(
+            line.replace('"split":null', '"split":"test"' if '"t1.baseline.2"' in line else '"split":"val"') + "\n"
+            for line in lines
+        )
+    )
+    with pytest.raises(ConfigError, match=re.escape("split 'test' there, 'val' here")) as e:
+        lock(prereg, library_entries=library.lock_entries)
+    assert e.value.field == "library.baseline_from"
+
+
+def test_a_split_no_target_task_is_in_is_refused_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no target task of tasks.json is in split 'holdout'") as e:
+        _split_library(tmp_path, "holdout")
+    assert e.value.field == "split"
+    assert "'test', 'val'" in (e.value.hint or "")
+
+
+def test_tasks_without_split_lock_as_before(tmp_path: Path) -> None:
+    """A field added after the first locks counts only when set: an existing lock stays valid."""
+    from harness.study.lock import lock_digest
+
+    study = load_study(make_library(tmp_path / "a"))
+    tasks = study.task_file.model_dump(mode="json")
+    assert all(t["split"] is None for t in tasks["tasks"])
+    files = lock_digest(study, "0" * 40, library_entries=lambda s, b: {}).files
+    from harness.study.lock import canonical_json, sha256_hex
+
+    for t in tasks["tasks"]:
+        t.pop("split")
+    assert files["tasks"] == sha256_hex(canonical_json(tasks))
