@@ -142,6 +142,8 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
         own.append((study.skill_dir, "the library under test"))
         if prereg.library.baseline_from is not None:
             own.append((baseline_dir(study), "the library's reused baseline, library.baseline_from"))
+    elif prereg.arms is not None:
+        own += [(study.version_dir(n), f"version {n} of the skill under test") for n in prereg.arms.versions]
     else:
         own.append((study.skill_dir, "the skill under test"))
     return own
@@ -150,11 +152,14 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
 def _skills_under_test(study: Study) -> tuple[set[str], set[bytes]]:
     """The names the skill(s) under test are listed under (and the preregistration's ``skill``), and
     their SKILL.md contents."""
-    folders = (
-        [study.skill_dir / name for name in library_skills(study)]
-        if study.prereg.library is not None
-        else [study.skill_dir]
-    )
+    if study.prereg.library is not None:
+        folders = [study.skill_dir / name for name in library_skills(study)]
+    elif (
+        study.prereg.arms is not None
+    ):  # every version: a baseline must not find a variant in its tree, nor the reverse
+        folders = [study.version_dir(n) for n in study.prereg.arms.versions]
+    else:
+        folders = [study.skill_dir]
     names = {study.prereg.skill} if study.prereg.library is None else set()
     contents = set()
     for folder in folders:

@@ -510,6 +510,59 @@ class MaskSettings(Strict):
     """Seeds the masks (independent of execution.seed, which orders the trials)."""
 
 
+BARE = "bare"
+"""``arms.baseline: bare``: the baseline arm has no skill at all (the A/B baseline)."""
+MAX_VARIANTS = 8
+"""The most versions one preregistration may compare with its baseline (``arms``): each is a complete A/B."""
+
+
+class SkillVersion(Strict):
+    path: str
+    """The version's skill folder (holding SKILL.md), relative to this file."""
+
+
+class Arms(Strict):
+    """Versions of one skill compared paired with one baseline: version against version, or A/B/n."""
+
+    baseline: str = BARE
+    """``bare`` (no skill: the A/B baseline) or the name of one of ``versions``: the arm every other version
+    (a *variant*) is compared with, paired, with Holm's correction across the variants when there are several."""
+    versions: dict[str, SkillVersion]
+    """Each version of the skill by name (letters, digits, '.', '_', '-'), in the order reports list them."""
+
+    @model_validator(mode="after")
+    def _checks(self) -> Arms:
+        for name in self.versions:
+            if not TASK_ID.fullmatch(name) or name == BARE:
+                raise _FieldError(
+                    f"versions.{name}", "a version's name is 1-64 letters, digits, '.', '_' or '-', and not 'bare'"
+                )
+        if self.baseline != BARE and self.baseline not in self.versions:
+            raise _FieldError(
+                "baseline", f"must be 'bare' or one of the versions ({', '.join(self.versions) or 'none'})"
+            )
+        n = len(self.variants)
+        if not 1 <= n <= MAX_VARIANTS:
+            raise _FieldError(
+                "versions",
+                f"needs 1 to {MAX_VARIANTS} versions besides the baseline ({n} given): "
+                + ("version against version names two" if self.baseline != BARE else "a bare baseline and one or more"),
+            )
+        paths = [v.path for v in self.versions.values()]
+        for name, v in self.versions.items():
+            problem = None if v.path.strip() else "must name a folder"
+            if problem is None and paths.count(v.path) > 1:
+                problem = f"{v.path!r} is named by another version too: two versions are two folders"
+            if problem:
+                raise _FieldError(f"versions.{name}.path", problem)
+        return self
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The versions compared with the baseline, in the preregistered order."""
+        return tuple(n for n in self.versions if n != self.baseline)
+
+
 class Library(Strict):
     """A library experiment (see :mod:`harness.experiment.library`): which of K skills earn their place."""
 
@@ -554,6 +607,9 @@ class Preregistration(Strict):
     """Path to the skill folder (holding SKILL.md), relative to this file. Required unless library is set."""
     library: Library | None = None
     """A library experiment instead of a single-skill A/B."""
+    arms: Arms | None = None
+    """Versions of the skill compared with one baseline (version against version, or several variants) instead of
+    ``skill_ref``: each variant is a complete paired A/B against the baseline, the baseline run once for all."""
     tasks: str = "tasks.json"
     """Path to tasks.json, relative to this file."""
     target_tasks: tuple[str, ...] | Literal["all"] = "all"
@@ -600,7 +656,9 @@ class Preregistration(Strict):
 
     @model_validator(mode="after")
     def _skill_or_library(self) -> Preregistration:
-        if self.library is None and self.skill_ref is None:
+        if self.arms is not None:
+            self._check_arms()
+        elif self.library is None and self.skill_ref is None:
             raise _FieldError("skill_ref", "required field is missing")
         if self.library is not None and self.skill_ref is not None:
             raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
@@ -632,6 +690,24 @@ class Preregistration(Strict):
             raise _FieldError(
                 "execution.agent", f"a model matrix (execution.models) runs Claude Code only, not {agent!r}"
             )
+        if self.arms is not None:
+            raise _FieldError("execution.agent", f"versions of a skill (arms) run Claude Code only, not {agent!r}")
+
+    def _check_arms(self) -> None:
+        arms = self.arms
+        assert arms is not None
+        if self.skill_ref is not None:
+            raise _FieldError("skill_ref", "with arms, each version names its folder (arms.versions.<name>.path)")
+        if self.library is not None:
+            raise _FieldError("arms", "a library experiment has no arms: remove one of library and arms")
+        if self.execution.models:
+            raise _FieldError("arms", "compares versions under one model (execution.model), not a model matrix")
+        if len(arms.variants) > 1:
+            # each comparison's early stop certifies its own verdict, not the family's Holm-corrected one
+            if self.decision.sequential is not None:
+                raise _FieldError("decision.sequential", "is not supported with several variants (arms)")
+            if self.decision.early_stop != "none":
+                raise _FieldError("decision.early_stop", "must be none with several variants (arms)")
 
     def _check_sequential(self) -> None:
         seq = self.decision.sequential
@@ -836,6 +912,8 @@ class Study:
         study of a matrix (:meth:`for_model`), whose ``prereg`` names that model alone."""
         self.matrix_model: str | None = None
         """The executor model of one model's study of a matrix (None: the study as preregistered)."""
+        self.variant: str | None = None
+        """The variant of one comparison of ``arms`` (:meth:`for_variant`); None: the study as preregistered."""
 
     def for_model(self, model: str) -> Study:
         """One model's A/B of a model matrix (``execution.models``): the same study with ``execution`` narrowed
@@ -855,6 +933,38 @@ class Study:
         study.excluded = {**self.excluded, **tasks}
         return study
 
+    def variants(self) -> tuple[str, ...]:
+        """The versions compared with the baseline (``arms``), in the preregistered order; () without arms."""
+        arms = self.locked_prereg.arms
+        return arms.variants if arms is not None else ()
+
+    @property
+    def baseline_version(self) -> str | None:
+        """The version the baseline arm carries (version against version); None: a bare baseline."""
+        arms = self.locked_prereg.arms
+        return None if arms is None or arms.baseline == BARE else arms.baseline
+
+    def for_variant(self, variant: str) -> Study:
+        """One comparison of ``arms``: the variant against the baseline as a single-skill A/B (``skill_ref`` the
+        variant's folder), its lock still the whole preregistration's (every version's files)."""
+        arms = self.locked_prereg.arms
+        if arms is None or variant not in arms.variants:
+            raise ValueError(f"{variant!r} is not a variant of {self.prereg_path}")
+        narrowed = self.prereg.model_copy(update={"skill_ref": arms.versions[variant].path})
+        study = Study(self.prereg_path, narrowed, self.task_file)
+        study.locked_prereg = self.locked_prereg
+        study.variant = variant
+        study.excluded = dict(self.excluded)
+        return study
+
+    def version_dir(self, name: str) -> Path:
+        """A version's skill folder: the variant's own is :attr:`skill_dir` (a run's checked copy, once copied)."""
+        arms = self.locked_prereg.arms
+        assert arms is not None
+        if name == self.variant:
+            return self.skill_dir
+        return (self.root / arms.versions[name].path).resolve()
+
     @property
     def root(self) -> Path:
         return self.prereg_path.parent
@@ -866,7 +976,9 @@ class Study:
     @property
     def skill_dir(self) -> Path:
         """The skill folder; for a library experiment, the folder of skills (all of it is locked)."""
-        lib = self.prereg.library
+        lib, arms = self.prereg.library, self.prereg.arms
+        if arms is not None and self.prereg.skill_ref is None:  # the whole family: its first variant stands for it
+            return (self.root / arms.versions[arms.variants[0]].path).resolve()
         return (self.root / (lib.path if lib is not None else self.prereg.skill_ref or "")).resolve()
 
     @property
@@ -879,7 +991,9 @@ class Study:
 
     def target_tasks(self) -> tuple[Task, ...]:
         """Runnable tasks the preregistration targets (TODO prompts excluded), of its ``split`` when it names one."""
-        return tuple(t for t in self.listed_tasks() if not t.is_todo and t.id not in self.excluded and self._in_split(t))
+        return tuple(
+            t for t in self.listed_tasks() if not t.is_todo and t.id not in self.excluded and self._in_split(t)
+        )
 
     def listed_tasks(self) -> tuple[Task, ...]:
         """The tasks ``target_tasks`` names (every task for ``all``), before the split and TODO filters."""
@@ -923,6 +1037,8 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     paths = {"skill_ref": prereg.skill_ref, "tasks": prereg.tasks, "shelf": prereg.shelf}
     if prereg.library is not None:
         paths["library.path"] = prereg.library.path
+    if prereg.arms is not None:
+        paths.update({f"arms.versions.{n}.path": v.path for n, v in prereg.arms.versions.items()})
     for name, value in paths.items():
         if value is not None:
             _resolve(prereg_path.parent / value, prereg_path, name)
@@ -961,13 +1077,20 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     if prereg.library is not None:
         check_library_folder(study)
         return study
-    skill = study.skill_dir
+    if prereg.arms is not None:
+        for name in prereg.arms.versions:
+            _check_skill_folder(prereg_path, study.version_dir(name), f"arms.versions.{name}.path")
+    else:
+        _check_skill_folder(prereg_path, study.skill_dir, "skill_ref")
+    return study
+
+
+def _check_skill_folder(prereg_path: Path, skill: Path, field: str) -> None:
     if not skill.is_dir():
-        raise ConfigError(prereg_path, f"skill folder {skill} does not exist", field="skill_ref")
+        raise ConfigError(prereg_path, f"skill folder {skill} does not exist", field=field)
     skill_md = skill / "SKILL.md"
     if skill_md.is_symlink() or not skill_md.is_file():
-        raise ConfigError(prereg_path, f"{skill_md} is missing or not a regular file", field="skill_ref")
-    return study
+        raise ConfigError(prereg_path, f"{skill_md} is missing or not a regular file", field=field)
 
 
 # ------------------------------------------------------------------------- a library's folder

@@ -135,13 +135,31 @@ def study_skill_files(study: Study) -> dict[str, bytes]:
     """The skill's files, without the experiment's own control files when they live inside the
     skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
     check_skill_ref(study)
+    return _folder_files(study, study.skill_dir)
+
+
+def _folder_files(study: Study, folder: Path) -> dict[str, bytes]:
     own = {study.prereg_path.resolve(), study.tasks_path.resolve(), lock_path(study.prereg_path).resolve()}
     out = {}
-    for rel, data in skill_files(study.skill_dir).items():
-        path = (study.skill_dir / rel).resolve()
+    for rel, data in skill_files(folder).items():
+        path = (folder / rel).resolve()
         if path in own or Path(rel).name in CONTROL_FILES:
             continue
         out[rel] = data
+    return out
+
+
+def locked_skill_files(study: Study) -> dict[str, bytes]:
+    """What the lock covers of the skill, by lock entry name: ``skill/<path>``, or with ``arms`` every version's
+    files as ``version/<name>/<path>`` (the same entries from the whole study and from each variant's)."""
+    arms = study.locked_prereg.arms
+    if arms is None:
+        return {f"skill/{rel}": data for rel, data in study_skill_files(study).items()}
+    out: dict[str, bytes] = {}
+    for name, version in arms.versions.items():
+        folder = study.version_dir(name)
+        _check_not_linked(study, version.path, f"arms.versions.{name}.path")
+        out.update({f"version/{name}/{rel}": data for rel, data in _folder_files(study, folder).items()})
     return out
 
 
@@ -151,6 +169,12 @@ def check_skill_ref(study: Study) -> None:
     own tree, never a folder elsewhere that a link happens to point at."""
     lib = study.prereg.library
     ref, field = (lib.path, "library.path") if lib is not None else (study.prereg.skill_ref or "", "skill_ref")
+    if study.prereg.arms is not None and study.prereg.skill_ref is None:  # the whole family: every version's
+        return
+    _check_not_linked(study, ref, field)
+
+
+def _check_not_linked(study: Study, ref: str, field: str) -> None:
     written = Path(os.path.abspath(study.root / ref))
     if written.resolve() != written:
         raise ConfigError(
@@ -229,8 +253,8 @@ def lock_digest(
         "tasks": sha256_hex(canonical_json(tasks)),
         "analysis": sha256_hex(canonical_json(prereg["decision"])),
     }
-    for rel, data in study_skill_files(study).items():
-        files[f"skill/{rel}"] = sha256_hex(data)
+    for name, data in locked_skill_files(study).items():
+        files[name] = sha256_hex(data)
     files.update(
         _library_entries(study, library_entries, base_sha)
     )  # the estimator, the drawn masks, the reused baseline
@@ -370,6 +394,7 @@ class _StudyOnCopy(Study):
     def __init__(self, study: Study, copy: Path) -> None:
         super().__init__(study.prereg_path, study.prereg, study.task_file)
         self.locked_prereg = study.locked_prereg
+        self.variant = study.variant  # a variant's version is read from the copy, the others from their folders
         self._copy = copy
 
     @property

@@ -735,7 +735,7 @@ def test_a_reused_bare_trial_of_another_split_is_refused_before_any_model_call(t
 
 
 def test_a_split_no_target_task_is_in_is_refused_naming_the_field(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no target task of tasks.json is in split 'holdout'") as e:
+    with pytest.raises(ConfigError, match=re.escape("no target task of tasks.json is in split 'holdout'")) as e:
         _split_library(tmp_path, "holdout")
     assert e.value.field == "split"
     assert "'test', 'val'" in (e.value.hint or "")

@@ -1,0 +1,130 @@
+"""``arms:`` (issue 28 items 1-2): versions of one skill against one baseline: the preregistration, the lock, the
+per-variant studies and the base tree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError, LockError
+from harness.host import gitops
+from harness.study.basetree import survey
+from harness.study.config import load_study
+from harness.study.lock import copy_locked_skill, lock, verify_lock
+from tests.factories import StudyFactory, StudyFiles, init_repo
+
+ARMS_PREREG = """\
+skill: tidy
+tasks: tasks.json
+arms:
+  baseline: {baseline}
+  versions:
+    shipped: {{path: skill}}
+    edited: {{path: skill-edited}}
+{more}execution:
+  runs_per_arm: 2
+  repo: repo
+"""
+
+
+def arms_study(make_study: StudyFactory, baseline: str = "shipped", more: str = "", extra: str = "") -> StudyFiles:
+    s = make_study(prereg=ARMS_PREREG.format(baseline=baseline, more=more) + extra)
+    edited = s.root / "skill-edited"
+    edited.mkdir()
+    (edited / "SKILL.md").write_text("# Tidy\nAlways tidy up, and say what you tidied.\n")
+    return s
+
+
+def test_version_against_version_loads_with_one_variant(make_study: StudyFactory) -> None:
+    study = load_study(arms_study(make_study).prereg)
+    assert study.variants() == ("edited",)
+    assert study.baseline_version == "shipped"
+    one = study.for_variant("edited")
+    assert one.skill_dir == (study.root / "skill-edited").resolve()
+    assert one.version_dir("shipped") == (study.root / "skill").resolve()
+    assert one.variant == "edited" and one.locked_prereg is study.locked_prereg
+
+
+def test_a_bare_baseline_with_several_variants(make_study: StudyFactory) -> None:
+    study = load_study(arms_study(make_study, baseline="bare").prereg)
+    assert study.variants() == ("shipped", "edited")
+    assert study.baseline_version is None
+    with pytest.raises(ValueError, match="not a variant"):
+        study.for_variant("bare")
+
+
+@pytest.mark.parametrize(
+    ("baseline", "more", "extra", "field", "words"),
+    [
+        ("nightly", "", "", "arms.baseline", "must be 'bare' or one of the versions"),
+        ("shipped", "", "skill_ref: skill\n", "skill_ref", "each version names its folder"),
+        ("bare", "    bare: {path: other}\n", "", "arms.versions.bare", "not 'bare'"),
+        ("shipped", "    again: {path: skill}\n", "", "arms.versions.shipped.path", "named by another version"),
+        (
+            "bare",
+            "",
+            "decision:\n  rule: interval\n  early_stop: curtail\n",
+            "decision.early_stop",
+            "several variants",
+        ),
+    ],
+)
+def test_bad_arms_are_refused_naming_the_field(
+    make_study: StudyFactory, baseline: str, more: str, extra: str, field: str, words: str
+) -> None:
+    s = arms_study(make_study, baseline=baseline, more=more, extra=extra)
+    with pytest.raises(ConfigError, match=words) as e:
+        load_study(s.prereg)
+    assert e.value.field == field, e.value
+
+
+def test_a_single_version_without_a_bare_baseline_is_refused(make_study: StudyFactory) -> None:
+    s = make_study(
+        prereg="skill: tidy\narms:\n  baseline: only\n  versions:\n    only: {path: skill}\nexecution:\n  repo: repo\n"
+    )
+    with pytest.raises(ConfigError, match="version against version names two") as e:
+        load_study(s.prereg)
+    assert e.value.field == "arms.versions"
+
+
+def test_a_missing_version_folder_is_named(make_study: StudyFactory) -> None:
+    s = make_study(prereg=ARMS_PREREG.format(baseline="shipped", more=""))
+    with pytest.raises(ConfigError, match="does not exist") as e:
+        load_study(s.prereg)
+    assert e.value.field == "arms.versions.edited.path"
+
+
+def test_the_lock_covers_every_version_and_every_variant_verifies_it(make_study: StudyFactory) -> None:
+    s = arms_study(make_study)
+    lock(s.prereg)
+    study = load_study(s.prereg)
+    block = verify_lock(study)
+    assert {"version/shipped/SKILL.md", "version/edited/SKILL.md"} <= set(block.files)
+    assert not any(k.startswith("skill/") for k in block.files)
+    assert verify_lock(study.for_variant("edited")).sha256 == block.sha256
+    # the baseline's version is as much under test as the variant's: editing it breaks the lock
+    (s.root / "skill" / "SKILL.md").write_text("# Tidy\nchanged\n")
+    with pytest.raises(LockError, match=re.escape("version/shipped/SKILL.md")):
+        verify_lock(load_study(s.prereg).for_variant("edited"))
+
+
+def test_a_variants_checked_copy_is_what_its_lock_check_reads(make_study: StudyFactory, tmp_path: Path) -> None:
+    s = arms_study(make_study)
+    lock(s.prereg)
+    one = load_study(s.prereg).for_variant("edited")
+    copy = copy_locked_skill(one, tmp_path / "copy")
+    assert (copy / "SKILL.md").read_text().startswith("# Tidy\nAlways tidy up, and say")
+
+
+def test_the_base_tree_leaves_out_every_version(make_study: StudyFactory) -> None:
+    """Both folders live in the repository: neither arm may find the other's version in its tree."""
+    s = arms_study(make_study)
+    repo = s.root / "repo"
+    init_repo(repo, {"README.md": "x\n", "a/SKILL.md": "# Tidy\nAlways tidy up.\n",
+                     "b/SKILL.md": "# Tidy\nAlways tidy up, and say what you tidied.\n"})  # fmt: skip
+    study = load_study(s.prereg)
+    sha = gitops.resolve_commit(repo, "HEAD")
+    found = survey(study, sha)
+    assert {"a", "b"} <= set(found.excluded), found
