@@ -47,6 +47,7 @@ from harness import fmt
 from harness.analysis.matrix import MatrixVerdict
 from harness.errors import ConfigError, HarnessError
 from harness.records import FrozenModel
+from harness.reporting.family import FamilyReport
 from harness.reporting.model import ReportInput
 from harness.study.config import Study
 
@@ -104,6 +105,11 @@ class SkillEntry(FrozenModel):
     transitions: tuple[Transition, ...] = ()
     models: dict[str, ModelEntry] | None = None
     """A model matrix's last run: each model's verdict and figures (the entry's verdict is the combined one)."""
+    variants: dict[str, ModelEntry] | None = None
+    """A family's last run (``arms``): each variant's Holm-corrected verdict and figures against the baseline."""
+    version: str | None = None
+    """A family's last run: the version it adopted (None: none won), and the baseline it was compared with."""
+    baseline_version: str | None = None
 
 
 class CalibrationEntry(FrozenModel):
@@ -454,8 +460,63 @@ def record_matrix(
     return _record(study, run, study.locked_prereg.on_rejection, models=models)
 
 
+def record_family(study: Study, f: FamilyReport, *, now: dt.datetime | None = None) -> LedgerUpdate:
+    """Apply a family (``arms``) to the ledger once, after every variant ran: the family's verdict, the version
+    that won (``version``, and its folder as ``skill_path``) and each variant's corrected verdict and figures.
+
+    Against a bare baseline the verdict moves the status as an A/B's does. Against a baseline *version* (the one
+    shipped), only an adoption moves it (to the winning version); a rejected or unclear edit says nothing against
+    the version in use, so its status stays. Nothing is shelved: every version's folder stays where it is."""
+    reports = {r.variant: r.report for r in f.rows if r.report is not None}
+    runs = {v: summarize_run(r, now) for v, r in reports.items()}
+    first = next(iter(runs.values()))
+
+    def each(pick: Callable[[RunSummary], str | None]) -> str:
+        return "; ".join(f"{v} {pick(run)}" for v, run in runs.items())
+
+    members = {v: (f.member(v).verdict if f.member(v) is not None else "unavailable") for v in runs}  # type: ignore[union-attr]
+    run = RunSummary(
+        skill=study.prereg.skill,
+        verdict=f.verdict,
+        rule=f"{first.rule} per variant, Holm across {len(f.rows)}",
+        baseline=first.baseline,
+        skill_rate=each(lambda x: x.skill_rate),
+        cost_delta=each(lambda x: x.cost_delta),
+        run_id=f.lock_hash[:12],
+        model=first.model,
+        resolved_model=first.resolved_model,
+        cli_version=", ".join(sorted({x.cli_version for x in runs.values()})),
+        reasons=(f"family: {f.reason}", *(f"{v}: {members[v]}" for v in runs)),
+        date=first.date,
+    )
+    variants = {
+        v: ModelEntry(verdict=members[v], baseline=x.baseline, skill=x.skill_rate, cost_delta=x.cost_delta,
+                      resolved_model=x.resolved_model)
+        for v, x in runs.items()
+    }  # fmt: skip
+    baseline = study.baseline_version
+    winner = study.for_variant(f.adopted).skill_dir if f.adopted is not None else None
+    return _record(
+        study,
+        run,
+        "keep",
+        variants=variants,
+        version=(f.adopted, baseline),
+        keep_status=baseline is not None and f.verdict != "adopt",
+        skill_dir=winner or (study.version_dir(baseline) if baseline is not None else None),
+    )
+
+
 def _record(
-    study: Study, run: RunSummary, on_rejection: str, *, models: dict[str, ModelEntry] | None = None
+    study: Study,
+    run: RunSummary,
+    on_rejection: str,
+    *,
+    models: dict[str, ModelEntry] | None = None,
+    variants: dict[str, ModelEntry] | None = None,
+    version: tuple[str | None, str | None] | None = None,
+    keep_status: bool = False,
+    skill_dir: Path | None = None,
 ) -> LedgerUpdate:
     path = ledger_path(study)
     base = path.parent
@@ -463,10 +524,17 @@ def _record(
         ledger = load(path)
         before = ledger.skills.get(run.skill)
         entry = apply(before, run)
+        if keep_status and before is not None:  # the verdict is recorded, the status and its history are not moved
+            entry = entry.model_copy(update={"status": before.status, "transitions": before.transitions})
         if models is not None:
             entry = entry.model_copy(update={"models": models})
-        if study.skill_dir.is_dir():
-            entry = entry.model_copy(update={"skill_path": _rel(study.skill_dir, base), "shelved_to": None})
+        if variants is not None and version is not None:
+            entry = entry.model_copy(
+                update={"variants": variants, "version": version[0], "baseline_version": version[1]}
+            )
+        folder = skill_dir or study.skill_dir
+        if folder.is_dir():
+            entry = entry.model_copy(update={"skill_path": _rel(folder, base), "shelved_to": None})
         shelved: Path | None = None
         failure: HarnessError | None = None
         skill_ref = study.prereg.skill_ref

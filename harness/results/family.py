@@ -1,0 +1,124 @@
+"""A family of variants' top directory as data (``arms:``): ``family.json``, and where each comparison lives.
+
+``skilltrial eval`` on a preregistration with ``arms`` runs one complete paired A/B per variant against the
+baseline, each in its own experiment directory ``<top>/variants/<name>/`` (its ``experiment.json`` names the
+variant). The top directory holds ``family.json``, written once when the family starts (this module: one
+writer, one reader), and the family's reports (:mod:`harness.reporting.family`): the Holm-corrected verdict
+over the variants, which version won. ``family.json`` is what resume, ``skilltrial gate`` and
+``skilltrial report`` read: the lock, the variants in order, the baseline, so the gate needs neither the
+preregistration nor reports that may be stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import ConfigError, ResumeError
+from harness.host.files import atomic_write, read_json_document
+from harness.records import FrozenModel
+from harness.results.meta import META, Mode
+from harness.study.config import BARE, Study, validate
+
+FAMILY_JSON = "family.json"
+VARIANTS_DIR = "variants"
+"""The folder of the per-variant experiment directories inside the top directory."""
+FAMILY_VERSION = 1
+
+
+class FamilyMeta(FrozenModel):
+    """The description of a family's top directory."""
+
+    meta_version: int = FAMILY_VERSION
+    lock_hash: str
+    preregistration: str | None = None
+    skill: str
+    baseline: str = BARE
+    """``bare``, or the version the baseline arm carries (version against version)."""
+    variants: tuple[str, ...]
+    """The versions compared with the baseline, in the preregistration's order (the order they run in)."""
+    confidence: float = 0.95
+    """``decision.confidence``: the family's alpha is 1 - confidence (Holm's correction)."""
+    shard: str | None = None
+    mode: Mode | None = None
+    created_at: str | None = None
+    harness_version: str | None = None
+
+    @classmethod
+    def start(cls, study: Study, lock_hash: str, *, shard: str | None, mode: Mode | None) -> FamilyMeta:
+        prereg = study.locked_prereg
+        assert prereg.arms is not None
+        return cls(
+            lock_hash=lock_hash,
+            preregistration=str(study.prereg_path),
+            skill=prereg.skill,
+            baseline=prereg.arms.baseline,
+            variants=prereg.arms.variants,
+            confidence=prereg.decision.confidence,
+            shard=shard,
+            mode=mode,
+            created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            harness_version=__version__,
+        )
+
+    @property
+    def experiment_id(self) -> str:
+        return self.lock_hash[:12]
+
+
+def variant_dir(root: Path, variant: str) -> Path:
+    """Where ``variant``'s comparison of the family at ``root`` lives (names are checked: letters, digits, ._-)."""
+    return root / VARIANTS_DIR / variant
+
+
+def is_family_dir(root: Path) -> bool:
+    """``root`` is a family's top directory (it has a ``family.json``)."""
+    return (root / FAMILY_JSON).is_file()
+
+
+def read_family_meta(root: Path) -> FamilyMeta | None:
+    """``root/family.json``, or None when there is none; a :class:`ConfigError` naming the file (and the field)
+    when it cannot be read or is not a family description."""
+    path = root / FAMILY_JSON
+    data = read_json_document(path)
+    if data is None:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("meta_version"), int) and data["meta_version"] > FAMILY_VERSION:
+        raise ConfigError(path, f"was written by a newer harness (meta_version {data['meta_version']})",
+                          field="meta_version")  # fmt: skip
+    return validate(path, FamilyMeta, data, "a family of variants description")
+
+
+def write_family_meta(root: Path, meta: FamilyMeta) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    atomic_write(root / FAMILY_JSON, text.encode())
+
+
+def start_or_resume(root: Path, wanted: FamilyMeta) -> FamilyMeta:
+    """The top directory's description: written when the family starts, else checked against ``wanted``."""
+    if (root / META).exists():
+        raise ResumeError(
+            f"{root} holds a single experiment (experiment.json), not a family of variants",
+            hint="a preregistration with arms runs into its own --out directory",
+        )
+    try:
+        meta = read_family_meta(root)
+    except ConfigError as e:
+        raise ResumeError(e.message, hint="move the directory aside") from e
+    if meta is None:
+        write_family_meta(root, wanted)
+        return wanted
+    if meta.lock_hash != wanted.lock_hash:
+        raise ResumeError(
+            f"{root} holds family {meta.lock_hash[:12]}, not this preregistration's lock {wanted.lock_hash[:12]}",
+            hint="a changed preregistration is a new experiment: use another --out directory",
+        )
+    if meta.shard != wanted.shard:
+        raise ResumeError(f"{root} was run as shard {meta.shard}, not {wanted.shard}")
+    if (meta.mode or wanted.mode) != wanted.mode:
+        raise ResumeError(f"{root} was run against the {meta.mode} model, not the {wanted.mode} one",
+                          hint="scripted and real trials never share an experiment: use another --out directory")  # fmt: skip
+    return meta
