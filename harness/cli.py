@@ -215,7 +215,9 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         description="Print the experiment's verdict and reasons on one line and exit with its code. Reads "
         "DIR/decision.json when it matches DIR/results.jsonl, else recomputes the decision (read-only). On a "
         "model matrix's directory (execution.models): every model gated so, then the preregistered "
-        "decision.models_rule over them (a model that rejects rejects; one without a verdict: exit 3).",
+        "decision.models_rule over them (a model that rejects rejects; one without a verdict: exit 3). On a "
+        "family of variants' directory (arms): every comparison recomputed, then Holm's correction across them; "
+        "0 only when the best variant's corrected comparison adopts.",
         epilog="exit codes:\n  0  adopt\n  1  reject\n  2  inconclusive (the data cannot carry a verdict)\n"
         "  3  infrastructure error: DIR or its results are missing or unreadable, the decision cannot be\n"
         "     recomputed, or the comparison is invalid (provenance differs between the arms)\n",
@@ -602,6 +604,10 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         from harness.experiment.matrix import evaluate_matrix
 
         _show(evaluate_matrix(study, options, _progress, _show))
+    elif study.prereg.arms is not None:  # versions of the skill: one A/B per variant, Holm across them
+        from harness.experiment.family import evaluate_family
+
+        _show(evaluate_family(study, options, _progress, _show))
     else:
         _show(evaluate(study, options, _progress(study)))
     return 0
@@ -764,6 +770,13 @@ def cmd_report(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -
 
         print("\n".join(report_matrix(args.dir, args.prereg)))
         return 0
+    from harness.results.family import is_family_dir
+
+    if is_family_dir(args.dir):  # a family of variants: every variant's reports, then the family's
+        from harness.experiment.family import report_family
+
+        print("\n".join(report_family(args.dir, args.prereg)))
+        return 0
     # a refused analysis (a result line edited by hand, a re-locked preregistration) leaves reports that say so
     data, paths = analyse_and_write(args.dir, lambda: load_experiment(args.dir, args.prereg))
     print(data.decision.verdict.upper() + f" ({data.decision.rule} rule) {data.prereg.skill}")
@@ -785,6 +798,15 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         matrix = gate_matrix(args.dir)
         print("gate: " + "\n".join(matrix.lines))
         return matrix.exit_code
+    from harness.results.family import is_family_dir
+
+    if is_family_dir(args.dir):  # a family of variants: each comparison recomputed, then Holm across them
+        from harness.experiment.family import family_of
+        from harness.reporting.family import gate_lines
+
+        family = family_of(args.dir)
+        print("gate: " + "\n".join(gate_lines(family)))
+        return family.exit_code
     result = gate(args.dir)
     print(f"gate: {result.line}")
     return result.exit_code

@@ -29,7 +29,7 @@ from pathlib import Path
 from harness.errors import HarnessError, Interrupted, ResultsUnavailable
 from harness.experiment.evaluate import Evaluated, run_and_report
 from harness.experiment.events import Events
-from harness.experiment.experiment import RunOptions
+from harness.experiment.options import RunOptions, admit, results_dir
 from harness.reporting import analyse_and_write, ledger
 from harness.reporting.family import (
     FAMILY_OUTPUTS,
@@ -44,7 +44,6 @@ from harness.reporting.outputs import retract
 from harness.results.family import FamilyMeta, read_family_meta, start_or_resume, variant_dir
 from harness.results.meta import require_meta
 from harness.study.config import Study
-from harness.study.lock import verify_lock
 
 RunVariant = Callable[[Study, RunOptions, Events | None], Evaluated]
 """How one variant's comparison is run and reported (:func:`harness.experiment.evaluate.run_and_report`)."""
@@ -61,8 +60,8 @@ def evaluate_family(
     """Run every variant's comparison into ``options.out/variants/<name>/`` (see the module docstring).
     Returns the lines to show at the end: the family's table and verdict, then what the ledger did."""
     variants = study.variants()
-    lock_hash = verify_lock(study).sha256
-    top = options.out
+    lock_hash = admit(study, options).lock.sha256  # each variant's run admits its own study again
+    top = options.out or results_dir(study.prereg.skill, lock_hash, options.shard)
     shard = f"{options.shard[0]}/{options.shard[1]}" if options.shard else None
     meta = start_or_resume(
         top, FamilyMeta.start(study, lock_hash, shard=shard, mode="scripted" if options.scripted else "real")

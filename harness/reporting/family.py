@@ -165,6 +165,16 @@ def _family_reasons(f: FamilyReport) -> tuple[Reason, ...]:
     return f.result.reasons if f.result is not None else ()
 
 
+def gate_lines(f: FamilyReport) -> list[str]:
+    """What ``skilltrial gate`` prints for a family: the verdict line, then one line per variant."""
+    out = [f"{f.verdict.upper()} (exit {f.exit_code}) {f.skill}: {f.reason}"]
+    for r in f.rows:
+        c = _cells(f, r)
+        why = r.error if r.report is None else f"alone {c['own']}, gain {c['gain']}, Holm p {c['p_holm']}"
+        out.append(f"  {r.variant}: {c['verdict'].upper()} ({why})")
+    return [clean(x) for x in out]
+
+
 # ============================================================================ renderers
 
 

@@ -1,0 +1,103 @@
+"""A family of variants (``arms:``, A/B/n) through the real pipeline: two versions of the demo's skill against a
+bare baseline, on the real engine, images, Claude Code CLI and git against the scripted Messages API. One version
+carries the scenario's marker (the scripted model then follows its script to a pass), the other does not (the
+model reads a SKILL.md without the marker and fails). Small on purpose: 2 tasks x 1 run, 6 trials: the baseline
+runs once (2 trials) and the second variant reuses it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.demo import DemoSetup
+from harness.experiment.events import NullEvents
+from harness.experiment.family import evaluate_family
+from harness.experiment.options import RunOptions
+from harness.reporting import ledger
+from harness.results.family import variant_dir
+from harness.results.store import read_results
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
+from harness.study.config import load_study
+from harness.study.lock import lock
+from tests.integration.helpers import demo_task_scripts, host_paths, write_experiment
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+TASKS = ["fix-mean", "fix-median"]
+
+
+def test_two_variants_share_one_baseline_and_holm_decides_the_family(
+    tmp_path: Path,
+    engine: Engine,
+    images: ImageSet,
+    demo_setup: DemoSetup,
+    work_root: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    skills = demo_setup.root / "skills"
+    plain = skills / "careful-fixer-plain"
+    plain.mkdir()
+    (plain / "SKILL.md").write_text("# careful fixer, shortened\nFix the bug; keep the tests as they are.\n")
+    scenario = {
+        "seed": 5,
+        "skill_marker": "careful-fixer-7c1e",
+        "defaults": {"usage": {"input_tokens": 1000, "output_tokens": 100}},
+        "arms": {"baseline": {"p_success": 0}, "skill": {"p_success": 1}},
+        "tasks": {t: dict(scripts) for t, scripts in demo_task_scripts(demo_setup.root).items() if t in TASKS},
+    }
+    prereg, scen = write_experiment(demo_setup.root, "variants", tasks=TASKS, scenario=scenario,
+                                    extra={"decision": {"rule": "point"}})  # fmt: skip
+    data = yaml.safe_load(prereg.read_text())
+    del data["skill_ref"]
+    data["arms"] = {
+        "baseline": "bare",
+        "versions": {"marked": {"path": "../skills/careful-fixer"}, "plain": {"path": "../skills/careful-fixer-plain"}},
+    }
+    prereg.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock(prereg)
+
+    out = tmp_path / "out"
+    shown: list[str] = []
+    options = RunOptions(out=out, jobs=2, scripted=scen, host_slots=2, paths=host_paths(work_root), preflight=False)
+    lines = evaluate_family(load_study(prereg), options, lambda s: NullEvents(), shown.extend)
+
+    marked = read_results(variant_dir(out, "marked") / "results.jsonl").records
+    plain_records = read_results(variant_dir(out, "plain") / "results.jsonl").records
+    assert {r.status for r in (*marked, *plain_records)} == {"completed"}, [(r.trial_id, r.error) for r in marked]
+    # the baseline ran once: the second comparison's baseline trials are the first one's, copied
+    assert all(r.reused_from is None for r in marked)
+    reused = [r for r in plain_records if r.arm == "baseline"]
+    assert len(reused) == 2 and all(r.reused_from is not None for r in reused)
+    assert {r.reused_from.directory for r in reused if r.reused_from} == {str(variant_dir(out, "marked"))}
+    first = {r.trial_id: r.artifacts for r in marked if r.arm == "baseline"}
+    assert {r.trial_id: r.artifacts for r in reused} == first
+
+    decision = json.loads((out / "decision.json").read_text())
+    assert decision["kind"] == "family" and decision["correction"] == "holm"
+    by = {v["variant"]: v for v in decision["variants"]}
+    assert (by["marked"]["variant_arm"]["rate"], by["marked"]["baseline"]["rate"]) == ("2/2", "0/2")
+    assert (by["plain"]["variant_arm"]["rate"], by["plain"]["verdict"]) == ("0/2", "reject")
+    assert by["marked"]["verdict"] == "inconclusive", "better, but two tasks can never adopt"
+    assert decision["verdict"] == "inconclusive" and decision["best"] == "marked" and decision["adopted"] is None
+    assert decision["exit_code"] == 2
+    for name in ("summary.txt", "report.md", "report.html", "junit.xml"):
+        assert (out / name).is_file()
+    assert "| `plain` | REJECT | ❌ REJECT |" in (out / "report.md").read_text()
+    assert 'tests="3"' in (out / "junit.xml").read_text()  # the family's decision and one case per variant
+    assert any(x.startswith("FAMILY DECISION: INCONCLUSIVE") for x in lines)
+    assert "=== variant 2/2: plain ===" in shown
+
+    entry = ledger.load(ledger.ledger_path(load_study(prereg))).skills["careful-fixer"]
+    assert entry.variants is not None and set(entry.variants) == {"marked", "plain"}
+    assert entry.version is None and entry.verdict == "inconclusive"
+
+    capsys.readouterr()
+    assert main(["gate", str(out)]) == 2
+    said = capsys.readouterr().out
+    assert "INCONCLUSIVE (exit 2) careful-fixer" in said and "plain: REJECT" in said
+    assert main(["gate", str(variant_dir(out, "plain"))]) == 1  # one comparison is still gated on its own
