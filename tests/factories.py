@@ -462,3 +462,42 @@ def write_matrix(root: Path, specs: Mapping[str, Mapping[str, tuple[str, str]] |
         records = outcome_records(spec, prov=prov, resolved=f"claude-{model}-x")
         write_experiment_dir(top / "models" / model_dir_name(model), meta, records)
     return top
+
+
+def write_family(root: Path, specs: Mapping[str, Mapping[str, tuple[str, str]] | None], *, rule: str = "interval",
+                 baseline: str = "bare", lock: str = LOCK, skill: str = "tidy") -> Path:  # fmt: skip
+    """A family of variants (``arms``) from outcome codes, one spec per variant (None: that variant has no
+    directory yet): returns the top directory ``root/family`` (``family.json``, ``variants/<name>/``), its locked
+    study in ``root/study`` (one folder per version, and the baseline's when ``baseline`` names a version)."""
+    study = root / "study"
+    versions = [*([baseline] if baseline != "bare" else []), *specs]
+    for v in versions:
+        (study / v).mkdir(parents=True, exist_ok=True)
+        (study / v / "SKILL.md").write_text(f"# {skill}\nBe tidy ({v}).\n")
+    task_ids = sorted({t for spec in specs.values() if spec for t in spec})
+    (study / "tasks.json").write_text(json.dumps({"tasks": [{"id": t, "prompt": f"Fix {t}.", "verify_cmd": "true"}
+                                                            for t in task_ids]}))  # fmt: skip
+    runs = max(len(b) for spec in specs.values() if spec for b, _ in spec.values())
+    pr = {
+        "skill": skill, "tasks": "tasks.json",
+        "arms": {"baseline": baseline, "versions": {v: {"path": v} for v in versions}},
+        "execution": {"runs_per_arm": runs},
+        "decision": {"rule": rule},
+        "lock": {"locked_at": "2026-11-01T00:00:00Z", "sha256": lock, "base_sha": "c" * 40},
+    }  # fmt: skip
+    prereg = study / "preregistration.yaml"
+    prereg.write_text(yaml.safe_dump(pr))
+    top = root / "family"
+    top.mkdir(parents=True, exist_ok=True)
+    (top / "family.json").write_text(json.dumps({
+        "lock_hash": lock, "preregistration": str(prereg), "skill": skill, "baseline": baseline,
+        "variants": list(specs), "mode": "scripted",
+    }))  # fmt: skip
+    for variant, spec in specs.items():
+        if spec is None:
+            continue
+        prov = provenance(OUTCOME_PROV, lock_hash=lock)
+        meta = {"lock_hash": lock, "skill": skill, "preregistration": str(prereg),
+                "created_at": "2026-11-10T10:00:00+00:00"}  # fmt: skip
+        write_experiment_dir(top / "variants" / variant, meta, outcome_records(spec, prov=prov))
+    return top

@@ -6,7 +6,8 @@ first tests reproduce that from records; the property tests then draw result set
 field of :class:`~harness.records.TrialRecord` and of its nested models, at any depth, is absent or None
 (:mod:`tests.strategies` reads the fields from the models, so a new field is drawn too) and run the whole
 analysis on them: the decision, every renderer (terminal, Markdown, HTML, JUnit, decision.json), the gate
-(from decision.json and recomputed), history, the ledger's summary, the model matrix's summary and gate,
+(from decision.json and recomputed), history, the ledger's summary, the model matrix's summary and gate, a
+family of variants' reports and gate (Holm across the comparisons),
 the A/A calibration, and a library experiment's analysis and reports. The only exception allowed is a
 refusal that names its cause (a :class:`~harness.errors.HarnessError`), and then every output says so.
 """
@@ -30,6 +31,7 @@ from harness.analysis.observations import context_from_records, observations_fro
 from harness.errors import HarnessError
 from harness.experiment import calibrate
 from harness.experiment import library_plan as library
+from harness.experiment.family import family_of, report_family
 from harness.experiment.library import CONTRIBUTIONS_JSON, report_library
 from harness.experiment.matrix import report_matrix
 from harness.records import AgentResult, GatewayMeter, TrialRecord
@@ -40,7 +42,15 @@ from harness.reporting.model import load_experiment
 from harness.results.load import read_experiment
 from harness.study.config import DecisionSettings, load_study
 from harness.study.lock import lock
-from tests.factories import LOCK, outcome_records, provenance, write_experiment, write_experiment_dir, write_matrix
+from tests.factories import (
+    LOCK,
+    outcome_records,
+    provenance,
+    write_experiment,
+    write_experiment_dir,
+    write_family,
+    write_matrix,
+)
 from tests.strategies import holed_sets, result_sets
 from tests.unit.test_library import complete_records, make_library
 
@@ -187,6 +197,26 @@ def test_a_model_matrix_summarises_and_gates_any_result_set(data: st.DataObject)
         assert any("MATRIX DECISION" in line for line in lines)
         assert {"models.md", "models.json"} <= {p.name for p in top.iterdir()}
         assert gate_matrix(top).exit_code in (0, 1, 2, 3)
+
+
+@examples(15)
+@given(data=st.data())
+def test_a_family_of_variants_reports_and_gates_any_result_set(data: st.DataObject) -> None:
+    """Issue 28: one comparison of the family holed anywhere; the family still gets a verdict (or none, exit 3)
+    in every one of its outputs, and the gate agrees with decision.json."""
+    with scratch() as root:
+        top = write_family(root, {"a": SPEC, "b": SPEC}, rule=data.draw(st.sampled_from(["point", "interval"])))
+        prov = provenance(lock_hash=LOCK)
+        records = data.draw(holed_sets(outcome_records(SPEC, prov=prov)))
+        sub = top / "variants" / "b"
+        meta = json.loads((sub / "experiment.json").read_text())
+        write_experiment_dir(sub, meta, records)
+        lines = report_family(top)
+        assert any("FAMILY DECISION" in line for line in lines)
+        assert {DECISION_JSON, SUMMARY_TXT, REPORT_MD, REPORT_HTML, JUNIT_XML} <= {p.name for p in top.iterdir()}
+        decided = json.loads((top / DECISION_JSON).read_text())
+        assert decided["kind"] == "family"
+        assert family_of(top).exit_code == decided["exit_code"] in (0, 1, 2, 3)
 
 
 @examples(15)

@@ -1,0 +1,121 @@
+"""A family of variants' reports, gate and ledger entry from outcome codes (no Docker): harness.reporting.family,
+harness.experiment.family (report and gate), harness.reporting.ledger.record_family."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+from harness.cli import main
+from harness.experiment.family import family_of, report_family
+from harness.reporting import ledger
+from harness.reporting.family import decision_data, junit_xml, markdown
+from harness.study.config import load_study
+from tests.factories import write_family
+
+# 12 tasks x 3 runs (as in tests/unit/test_family.py): "strong" clearly better, "weak" adopts alone (p = 0.021),
+# "worse" rejected, "null" no better.
+BASE = [0, 1, 2, 1, 0, 2, 1, 1, 0, 2, 1, 0]
+STRONG = [2, 3, 3, 2, 2, 3, 2, 3, 2, 3, 2, 2]
+WEAK = [0, 3, 3, 2, 1, 2, 1, 1, 2, 2, 3, 1]
+WORSE = [0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0]
+NULL = [1, 1, 1, 1, 0, 2, 1, 1, 1, 2, 1, 0]
+
+
+def spec(skill: list[int]) -> dict[str, tuple[str, str]]:
+    return {
+        f"t{i:02d}": ("P" * b + "F" * (3 - b), "P" * s + "F" * (3 - s))
+        for i, (b, s) in enumerate(zip(BASE, skill, strict=True))
+    }
+
+
+def test_a_family_adopts_its_best_variant_and_says_so_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    top = write_family(tmp_path, {"weak": spec(WEAK), "strong": spec(STRONG), "worse": spec(WORSE)})
+    lines = report_family(top)
+    f = family_of(top)
+    assert f.verdict == "adopt" and f.adopted == "strong"
+    assert any(x.startswith("FAMILY DECISION: ADOPT: adopt version strong") for x in lines)
+    data = json.loads((top / "decision.json").read_text())
+    assert data == json.loads(json.dumps(decision_data(f)))
+    by = {v["variant"]: v for v in data["variants"]}
+    raw = [by[v]["p_value"] for v in ("weak", "strong", "worse")]
+    assert [by[v]["p_holm"] for v in ("weak", "strong", "worse")] == pytest.approx(
+        list(multipletests(raw, method="holm")[1])
+    )
+    # weak's p (0.021) meets Holm's second step (x2) once strong took the first: it adopts too, strong wins
+    assert by["weak"]["own_verdict"] == by["weak"]["verdict"] == "adopt"
+    assert by["worse"]["verdict"] == "reject"
+    md = (top / "report.md").read_text()
+    assert md == markdown(f) and "**ADOPT**" in md and "| `weak` | ADOPT | ✅ ADOPT |" in md
+    junit = junit_xml(f)
+    assert 'tests="4"' in junit and 'failures="1"' in junit  # worse fails; the family, weak and strong pass
+    assert "strong" in (top / "report.html").read_text()
+    # every comparison got its own reports too
+    assert all((top / "variants" / v / "decision.json").is_file() for v in ("weak", "strong", "worse"))
+    capsys.readouterr()
+    assert main(["gate", str(top)]) == 0
+    out = capsys.readouterr().out
+    assert "ADOPT (exit 0) tidy: adopt version strong" in out and "weak: ADOPT" in out
+
+
+def test_an_adoption_holm_takes_back_leaves_the_family_inconclusive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    top = write_family(tmp_path, {"null": spec(NULL), "weak": spec(WEAK), "worse": spec(WORSE)})
+    report_family(top)
+    data = json.loads((top / "decision.json").read_text())
+    by = {v["variant"]: v for v in data["variants"]}
+    assert by["weak"]["own_verdict"] == "adopt" and by["weak"]["verdict"] == "inconclusive"
+    assert "HOLM_NOT_SIGNIFICANT" in {r["code"] for r in by["weak"]["reasons"]}
+    assert (data["verdict"], data["adopted"], data["exit_code"]) == ("inconclusive", None, 2)
+    assert "| `weak` | ADOPT | ⚠️ INCONCLUSIVE |" in (top / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["gate", str(top)]) == 2
+    assert main(["gate", str(top / "variants" / "weak")]) == 0  # alone it adopts: only the family corrects it
+
+
+def test_a_variant_without_results_leaves_the_family_without_a_verdict(tmp_path: Path) -> None:
+    top = write_family(tmp_path, {"strong": spec(STRONG), "later": None})
+    f = family_of(top)
+    assert f.verdict == "unavailable" and f.exit_code == 3 and f.result is None
+    assert "later" in f.reason
+    assert main(["gate", str(top)]) == 3
+
+
+def test_the_ledger_records_which_version_won(tmp_path: Path) -> None:
+    top = write_family(tmp_path, {"weak": spec(WEAK), "strong": spec(STRONG)})
+    study = load_study(tmp_path / "study" / "preregistration.yaml")
+    update = ledger.record_family(study, family_of(top))
+    entry = update.entry
+    assert (entry.status, entry.verdict, entry.version, entry.baseline_version) == ("adopted", "adopt", "strong", None)
+    assert entry.skill_path == "strong"
+    assert (
+        entry.variants is not None and entry.variants["weak"].verdict == "adopt"
+    )  # both survive Holm; strong has the larger gain
+    assert "version: strong" in ledger.dumps(ledger.load(update.path))
+
+
+def test_against_a_shipped_version_a_rejected_edit_keeps_the_status(tmp_path: Path) -> None:
+    """Version against version: a reject says the edit is no better than what ships, nothing against what ships."""
+    top = write_family(tmp_path, {"edit": spec(WORSE)}, baseline="shipped")
+    study = load_study(tmp_path / "study" / "preregistration.yaml")
+    path = ledger.ledger_path(study)
+    adopted = ledger.SkillEntry(status="adopted", verdict="adopt", rule="interval", baseline="1/3", skill="2/3",
+                                cost_delta="+0%", last_run="x", model="sonnet", cli_version="2.1.0", date="2026-11-01")  # fmt: skip
+    ledger.save(path, ledger.Ledger(skills={"tidy": adopted}))
+    f = family_of(top)
+    assert f.verdict == "reject"
+    entry = ledger.record_family(study, f).entry
+    assert (entry.status, entry.verdict, entry.version, entry.baseline_version) == (
+        "adopted",
+        "reject",
+        None,
+        "shipped",
+    )
+    assert entry.skill_path == "shipped" and entry.shelved_to is None
+    assert (tmp_path / "study" / "edit" / "SKILL.md").is_file()  # nothing is shelved
