@@ -93,6 +93,10 @@ class TrialSpec:
     treatment: Arm | None = None
     """The arm whose treatment the agent gets (its prompt, what is mounted), when it is not its own: an A/A
     calibration's skill trials are given the baseline's (:func:`aa_plan`) and recorded as the skill arm's."""
+    baseline_version: str | None = None
+    """Version against version (``arms.baseline`` names a version): the version a baseline trial carries. Such a
+    trial is given the skill arm's prompt and delivery with the baseline version's copy, so the two arms differ
+    only by which version of the skill they have."""
 
     @property
     def treated_as(self) -> Arm:
@@ -100,7 +104,14 @@ class TrialSpec:
         return self.treatment or self.arm
 
     @property
+    def carries_skill(self) -> bool:
+        """The agent is given a version of the skill: the skill arm's, or a versioned baseline's."""
+        return self.treated_as == "skill" or (self.treated_as == "baseline" and self.baseline_version is not None)
+
+    @property
     def prompt(self) -> str:
+        if self.treated_as == "baseline" and self.baseline_version is not None:
+            return prompt_for("skill", self.task.prompt)
         return prompt_for(self.treated_as, self.task.prompt, self.skills)
 
 

@@ -67,6 +67,7 @@ from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
+from harness.study.lock import locked_version_sha256
 from harness.study.skillname import listed_name
 from harness.trial import basetrees, installed, samepatch
 from harness.trial.agents import agent_for
@@ -184,6 +185,9 @@ class Experiment:
         study = study or self.study
         ex = study.prereg.execution
         specs = plan.plan_trials(study.target_tasks(), ex.runs_per_arm, ex.seed)
+        version = study.baseline_version
+        if version is not None:  # version against version: the baseline carries its version (arms.baseline)
+            specs = tuple(dataclasses.replace(s, baseline_version=version) if s.arm == "baseline" else s for s in specs)
         return plan.aa_plan(specs) if self.options.aa else specs
 
     def out_name(self) -> str:
@@ -527,6 +531,9 @@ class Experiment:
             upstream=server,
             base_excluded=self._leave_out,
         )
+        version = self.study.baseline_version
+        if version is not None:  # a baseline carrying a version is never a bare baseline, nor another version's
+            settings = {**settings, "baseline_version": locked_version_sha256(self.study, version)}
         tasks = self.study.target_tasks()
         inputs = reuse.BaselineInputs(settings, {t.id: reuse.task_parts(t, views.get(t.id)) for t in tasks})
         return inputs, {t.id: reuse.baseline_fingerprint(settings, t, views.get(t.id)) for t in tasks}

@@ -55,7 +55,7 @@ from harness.sandbox import engineview, lifecycle, names, roles, subnets, volume
 from harness.sandbox.labels import RUN
 from harness.sandbox.runtime import DockerObject, Runtime, VolumeMount
 from harness.study.config import Execution, Study
-from harness.study.lock import copy_locked_skill
+from harness.study.lock import copy_locked_skill, copy_locked_version
 from harness.trial.basetrees import BaseTrees, EngineSide, WorkspaceKind, parse_user
 from harness.trial.delivery import SkillCopy, tree_sha256
 from harness.trial.gateway import wait_listening
@@ -300,10 +300,16 @@ class StudyResources(RunResources):
         # copied once, the copy checked against the lock, only the copy given to the agent (issue 14)
         skill_copy = copy_locked_skill(s.study, self.root / "skill", lock_entries)
         skill_volume = self._volume("skill", volumes.tar_tree(skill_copy))
+        version = s.study.baseline_version  # version against version: the baseline's own checked copy
+        baseline_skill_volume = (
+            self._volume("baseline-skill", volumes.tar_tree(copy_locked_version(s.study, version, self.root / "baseline-skill")))
+            if version is not None
+            else None
+        )
         copies = self._skill_copies()
         bases = self._base_trees()
         core = self._connect(key_volume, copies)
-        return RunSite(**vars(core), bases=bases, skill_volume=skill_volume)
+        return RunSite(**vars(core), bases=bases, skill_volume=skill_volume, baseline_skill_volume=baseline_skill_volume)
 
     def _base_trees(self) -> BaseTrees:
         """Made once per run, before any trial: the one-off cost of a big repository is paid here (and

@@ -322,6 +322,7 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: 
     digest, files = lock_digest(study, base_sha, library_entries, base_tree)
     when = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     listed = None if study.prereg.library is not None else listed_name(study.skill_dir, study.prereg.skill)
+    _check_versions_listed_alike(study)
     block = LockBlock(
         locked_at=when,
         sha256=digest,
@@ -337,6 +338,24 @@ def lock(prereg_path: Path, *, now: dt.datetime | None = None, library_entries: 
     drop_legacy_lock_block(study.prereg_path)
     _write(target, lock_file_bytes(block))
     return Locked(digest, base_sha)
+
+
+def _check_versions_listed_alike(study: Study) -> None:
+    """With the installed delivery every version of ``arms`` must be listed under one name: each arm's listing
+    check looks for its own version under the name the skill is listed by, and the reports compare one skill."""
+    arms = study.prereg.arms
+    if arms is None or study.prereg.execution.delivery != "installed":
+        return
+    names = {n: listed_name(study.version_dir(n), study.prereg.skill) for n in arms.versions}
+    first = next(iter(names.values()))
+    for n, name in names.items():
+        if name != first:
+            raise ConfigError(
+                study.prereg_path,
+                f"version {n} is listed as {name!r}, the others as {first!r} (SKILL.md's front matter name)",
+                field=f"arms.versions.{n}.path",
+                hint="versions of one skill carry one name; give them the same front matter name",
+            )
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -400,6 +419,42 @@ class _StudyOnCopy(Study):
     @property
     def skill_dir(self) -> Path:
         return self._copy
+
+
+class _VersionOnCopy(Study):
+    """The same study with one version's folder replaced by the controller-owned copy (arms)."""
+
+    def __init__(self, study: Study, name: str, copy: Path) -> None:
+        super().__init__(study.prereg_path, study.prereg, study.task_file)
+        self.locked_prereg = study.locked_prereg
+        self.variant = study.variant
+        self._name, self._copy = name, copy
+
+    def version_dir(self, name: str) -> Path:
+        return self._copy if name == self._name else super().version_dir(name)
+
+
+def locked_version_sha256(study: Study, name: str) -> str:
+    """A hash of one version's files as the lock covers them (``version/<name>/...``): what a baseline carrying
+    that version adds to its fingerprint."""
+    prefix = f"version/{name}/"
+    files = {k: sha256_hex(v) for k, v in locked_skill_files(study).items() if k.startswith(prefix)}
+    return sha256_hex(canonical_json(files))
+
+
+def copy_locked_version(study: Study, name: str, dest: Path) -> Path:
+    """Copy one version's files (``arms``) once into the controller-owned ``dest`` and check *the copy* against
+    the lock, as :func:`copy_locked_skill` does for the skill: the baseline's version under version against
+    version."""
+    copy = copy_skill(_folder_files(study, study.version_dir(name)), dest)
+    try:
+        verify_lock(_VersionOnCopy(study, name, copy))
+    except LockError as e:
+        raise LockError(
+            f"{study.version_dir(name)} changed after eval checked its lock: {e.message}",
+            hint="a changed skill is a new experiment: re-run `skilltrial lock` and evaluate into a new --out",
+        ) from None
+    return copy
 
 
 def copy_locked_skill(study: Study, dest: Path, library_entries: LibraryEntries | None = None) -> Path:

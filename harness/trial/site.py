@@ -86,6 +86,9 @@ class RunSite(RunCore):
     """The run's base trees: every trial's workspace stands on one."""
     skill_volume: str
     """The skill copy, root's: mounted read-only in the skill arm's agent."""
+    baseline_skill_volume: str | None = None
+    """Version against version (``arms``): the baseline version's copy, root's: mounted read-only in the baseline
+    arm's agent exactly where the skill arm's copy is mounted in its own. None: the bare baseline."""
 
 
 R = TypeVar("R", bound=RunCore)

@@ -257,9 +257,12 @@ def _agent_done(
     wait, the watchdog), then from its stdout: the meter, whether the skill fired, the CLI's result, the
     transcript, and the agent phase's status and flags. A watchdog trip skips the rest of the trial."""
     done.meter = apihealth.annotate(gateway.meter(events), events)
+    # a baseline carrying a version (arms) is measured as a skill arm: its own version must be listed, and calling
+    # it is that version at work, not a contaminated baseline (docs/design.md, "Version against version")
     done.skill, done.provenance, skill_flags = installed.observe(
-        events, skill=ctx.skill_name, arm=spec.treated_as, delivery=ctx.execution.delivery
-    )
+        events, skill=ctx.skill_name, arm="skill" if spec.carries_skill else spec.treated_as,
+        delivery=ctx.execution.delivery,
+    )  # fmt: skip
     done.flags.extend(skill_flags)
     listing = installed.listing_text(events) if ctx.execution.delivery == "installed" else None
     if listing is not None:
@@ -320,8 +323,8 @@ def _workspace_limit(trip: watchdog.Trip, done: _TrialState) -> None:
 
 
 def _installs_skill(ctx: TrialContext, spec: TrialSpec) -> bool:
-    """The installed delivery's skill arm: the skill copy is mounted inside the workspace."""
-    return ctx.execution.delivery == "installed" and spec.treated_as == "skill"
+    """The installed delivery's skill arm (or versioned baseline): its skill copy is mounted inside the workspace."""
+    return ctx.execution.delivery == "installed" and spec.carries_skill
 
 
 def _site(
@@ -366,7 +369,7 @@ def _agent_spec(ctx: TrialContext, spec: TrialSpec, site: TrialSite, gateway_ip:
         network=site.network,
         gateway_ip=gateway_ip,
         workspace=site.workspace.agent_tree,
-        skill_volume=ctx.site.skill_volume if given == "skill" else None,
+        skill_volume=_skill_volume(ctx, spec),
         command=command,
         skill_mounts=delivery.mounts(spec.skills, ctx.site.skill_copies) if given == "masked" else (),
         skill_target=agent.skill_target(ctx.skill_name) if installed_delivery else "/skill",
@@ -388,6 +391,17 @@ def other_api_flags(events: Sequence[GatewayEvent], agent: Agent) -> list[str]:
         return []
     other = [e for e in events if isinstance(e, Forwarded) and e.path.startswith("/v1/messages")]
     return [f"agent_used_judge_api: {len(other)} Messages API request(s) while the agent ran"] if other else []
+
+
+def _skill_volume(ctx: TrialContext, spec: TrialSpec) -> str | None:
+    """The skill copy the agent is given: the skill arm's, a versioned baseline's (arms), else none."""
+    if spec.treated_as == "skill":
+        return ctx.site.skill_volume
+    if spec.treated_as == "baseline" and spec.baseline_version is not None:
+        if ctx.site.baseline_skill_volume is None:  # the plan and the run's resources disagree: never run it bare
+            raise InfraError(f"{spec.trial_id} carries version {spec.baseline_version}, but the run has no copy of it")
+        return ctx.site.baseline_skill_volume
+    return None
 
 
 def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, timeout_s: float) -> list[str]:

@@ -101,3 +101,63 @@ def test_two_variants_share_one_baseline_and_holm_decides_the_family(
     said = capsys.readouterr().out
     assert "INCONCLUSIVE (exit 2) careful-fixer" in said and "plain: REJECT" in said
     assert main(["gate", str(variant_dir(out, "plain"))]) == 1  # one comparison is still gated on its own
+
+
+@pytest.mark.parametrize("delivery", ["prompt", "installed"])
+def test_version_against_version_gives_each_arm_its_own_version(
+    tmp_path: Path, engine: Engine, images: ImageSet, demo_setup: DemoSetup, work_root: Path, delivery: str
+) -> None:
+    """The baseline carries the shipped version (without the scenario's marker: the scripted model reads it and
+    fails), the variant the edited one (with it: passes). Both arms get the skill arm's prompt and delivery, each
+    its own copy; under the installed delivery both list the skill and neither is a contaminated baseline."""
+    skills = demo_setup.root / "skills"
+    shipped = skills / "careful-fixer-shipped"
+    shipped.mkdir()
+    marked = (skills / "careful-fixer" / "SKILL.md").read_text()
+    (shipped / "SKILL.md").write_text(marked.replace("careful-fixer-7c1e", "shipped-version"))
+    scripts = demo_task_scripts(demo_setup.root)
+    scenario = {
+        "seed": 5,
+        "skill_marker": "careful-fixer-7c1e",
+        "defaults": {"usage": {"input_tokens": 1000, "output_tokens": 100}},
+        "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}},
+        "tasks": {t: dict(scripts[t]) for t in TASKS},
+    }
+    if delivery == "installed":  # the model calls the Skill tool when the listing names the skill
+        scenario = yaml.safe_load((demo_setup.root / "demo" / "scenario-careful-fixer-installed.yaml").read_text())
+        scenario["tasks"] = {t: v for t, v in scenario["tasks"].items() if t in TASKS}
+    prereg, scen = write_experiment(demo_setup.root, f"versions-{delivery}", tasks=TASKS, scenario=scenario,
+                                    extra={"decision": {"rule": "point"}, "execution": {"delivery": delivery}})  # fmt: skip
+    data = yaml.safe_load(prereg.read_text())
+    del data["skill_ref"]
+    data["arms"] = {
+        "baseline": "shipped",
+        "versions": {
+            "shipped": {"path": "../skills/careful-fixer-shipped"},
+            "edited": {"path": "../skills/careful-fixer"},
+        },
+    }
+    prereg.write_text(yaml.safe_dump(data, sort_keys=False))
+    lock(prereg)
+
+    out = tmp_path / "out"
+    options = RunOptions(out=out, jobs=2, scripted=scen, host_slots=2, paths=host_paths(work_root), preflight=False)
+    evaluate_family(load_study(prereg), options, lambda s: NullEvents(), lambda _lines: None)
+
+    records = read_results(variant_dir(out, "edited") / "results.jsonl").records
+    assert {r.status for r in records} == {"completed"}, [(r.trial_id, r.error) for r in records]
+    base = [r for r in records if r.arm == "baseline"]
+    assert len(base) == 2
+    for r in records:  # every trial had a skill; the scripted model saw which version by its marker
+        assert r.skill is not None
+        if delivery == "prompt":
+            assert r.skill.invoked == "forced"
+        else:
+            assert r.skill.listed and r.provenance.delivery_check == "ok", (r.trial_id, r.skill)
+        assert not any(f.startswith("baseline_invoked_skill") for f in r.flags), r.flags
+    decision = json.loads((out / "decision.json").read_text())
+    (only,) = decision["variants"]
+    if delivery == "prompt":
+        assert (only["variant_arm"]["rate"], only["baseline"]["rate"]) == ("2/2", "0/2")
+    assert decision["baseline"] == "shipped"
+    assert json.loads((variant_dir(out, "edited") / "decision.json").read_text())["verdict"] != "invalid"

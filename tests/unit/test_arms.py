@@ -128,3 +128,35 @@ def test_the_base_tree_leaves_out_every_version(make_study: StudyFactory) -> Non
     sha = gitops.resolve_commit(repo, "HEAD")
     found = survey(study, sha)
     assert {"a", "b"} <= set(found.excluded), found
+
+
+def test_a_versioned_baseline_trial_gets_the_skill_arms_prompt() -> None:
+    from harness.plan import BASELINE_PREFIX, SKILL_PREFIX, TrialSpec
+    from harness.study.config import Task
+
+    task = Task(id="t1", prompt="Fix it.", verify_cmd="true")
+    bare = TrialSpec("t1.baseline.0", task, "baseline", 0, 0, 0)
+    carried = TrialSpec("t1.baseline.0", task, "baseline", 0, 0, 0, baseline_version="shipped")
+    skill = TrialSpec("t1.skill.0", task, "skill", 0, 0, 1)
+    assert bare.prompt == BASELINE_PREFIX + "Fix it." and not bare.carries_skill
+    assert carried.prompt == skill.prompt == SKILL_PREFIX + "Fix it." and carried.carries_skill
+
+
+def test_installed_versions_must_be_listed_under_one_name(make_study: StudyFactory) -> None:
+    s = arms_study(make_study, extra="  delivery: installed\n")
+    lock(s.prereg)  # positive control: neither SKILL.md names itself, both are listed as 'tidy'
+    (s.root / "skill-edited" / "SKILL.md").write_text("---\nname: tidier\ndescription: x\n---\nTidy.\n")
+    with pytest.raises(ConfigError, match="version edited is listed as 'tidier'") as e:
+        lock(s.prereg)
+    assert e.value.field == "arms.versions.edited.path"
+
+
+def test_a_versions_fingerprint_part_follows_its_files(make_study: StudyFactory) -> None:
+    from harness.study.lock import locked_version_sha256
+
+    s = arms_study(make_study)
+    study = load_study(s.prereg)
+    before = locked_version_sha256(study, "shipped")
+    assert before != locked_version_sha256(study, "edited")
+    (s.root / "skill" / "notes.md").write_text("more\n")
+    assert locked_version_sha256(load_study(s.prereg), "shipped") != before
