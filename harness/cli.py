@@ -140,6 +140,7 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     )
 
     _calibrate_parser(sub)
+    _confirm_parser(sub)
     pl = sub.add_parser(
         "plan",
         help="size an experiment before it runs: an A/B design's tasks, runs and cost for 80%% power, or a "
@@ -293,6 +294,43 @@ def _pool_addresses(args: argparse.Namespace, env: Mapping[str, str]):  # type: 
 
     listed = load_engines(args.engines_file) if args.engines_file is not None else None
     return addresses(args.engines, listed, env)
+
+
+def _confirm_parser(sub: Any) -> None:
+    cf = sub.add_parser(
+        "confirm",
+        help="confirm a library run's selected set against the bare baseline on held-out tasks (A/B)",
+        description="Recompute the selection of the library run in LIBRARY_DIR, write a derived preregistration "
+        "beside the library's (the selected set, the held-out --split, the library run's lock hash) and lock it "
+        "before any trial, then run it as an A/B experiment: the skill arm gets every selected skill at once, the "
+        "baseline none. A split holding a task the library's estimate used is refused (not held out). The "
+        "ledger records the confirmation's verdict and, on the library's entry, which run it confirmed.",
+    )
+    cf.add_argument("dir", type=Path, metavar="LIBRARY_DIR", help="the library experiment's directory")
+    cf.add_argument("--split", required=True, help="the held-out split of tasks.json to confirm on (e.g. test)")
+    cf.add_argument(
+        "--prereg", type=Path, help="the library's preregistration (default: the one experiment.json names)"
+    )
+    _run_args(cf)
+    cf.add_argument("--scripted", type=Path, metavar="SCENARIO", help="use the scripted Messages API (offline)")
+
+
+def cmd_confirm(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.confirm import confirm
+    from harness.experiment.evaluate import default_jobs
+    from harness.experiment.options import RunOptions
+    from harness.study.config import SPLIT_NAME
+
+    if not SPLIT_NAME.fullmatch(args.split):
+        raise ConfigError("--split", "must be 1-32 letters, digits, '.', '_' or '-', starting with a letter or digit")
+
+    def options(study: Study) -> RunOptions:  # the derived study's lock and the key are admit's to check
+        return RunOptions(out=args.out, jobs=args.jobs or default_jobs(study, env), scripted=args.scripted,
+                          api_key=env.get("ANTHROPIC_API_KEY") or None, runtime=args.runtime,
+                          images=_image_options(args), env=env, paths=host)  # fmt: skip
+
+    _show(confirm(args.dir, args.split, options, _progress, prereg_path=args.prereg))
+    return 0
 
 
 def _calibrate_parser(sub: Any) -> None:
@@ -1054,6 +1092,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, dict[str, str], HostPaths], in
     "lock": cmd_lock,
     "eval": cmd_eval,
     "calibrate": cmd_calibrate,
+    "confirm": cmd_confirm,
     "demo": cmd_demo,
     "gc": cmd_gc,
     "merge": cmd_merge,

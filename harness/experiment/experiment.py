@@ -67,7 +67,7 @@ from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
-from harness.study.lock import locked_version_sha256
+from harness.study.lock import copy_skill, locked_version_sha256, skill_files
 from harness.study.skillname import listed_name
 from harness.trial import basetrees, installed, samepatch
 from harness.trial.agents import agent_for
@@ -188,6 +188,12 @@ class Experiment:
         version = study.baseline_version
         if version is not None:  # version against version: the baseline carries its version (arms.baseline)
             specs = tuple(dataclasses.replace(s, baseline_version=version) if s.arm == "baseline" else s for s in specs)
+        selection = study.prereg.selection
+        if selection is not None:  # a confirmation: the skill arm gets the whole selected set, as a masked arm would
+            chosen = plan.ordered_skills(selection.skills)
+            specs = tuple(
+                dataclasses.replace(s, treatment="masked", skills=chosen) if s.arm == "skill" else s for s in specs
+            )
         return plan.aa_plan(specs) if self.options.aa else specs
 
     def out_name(self) -> str:
@@ -195,7 +201,9 @@ class Experiment:
         return f"calibration-{self.study.prereg.skill}" if self.options.aa else self.study.prereg.skill
 
     def prompt_template_sha256(self) -> str:
-        return plan.prompt_template_sha256()
+        return (
+            plan.library_template_sha256() if self.study.prereg.selection is not None else plan.prompt_template_sha256()
+        )
 
     def check_reuse(
         self,
@@ -211,8 +219,14 @@ class Experiment:
         """Checks that must pass before any model call (after baseline reuse); raise to refuse the run."""
 
     def library_copies(self, run_root: Path) -> dict[str, Path]:
-        """Controller-owned copies of a library's skills for this run (none for an A/B experiment)."""
-        return {}
+        """Controller-owned copies of a library's skills for this run: a confirmation's selected set, copied from
+        the run's checked copy of the library (``run_root/skill``, made and checked against the lock first);
+        none for an A/B experiment."""
+        selection = self.study.prereg.selection
+        if selection is None:
+            return {}
+        checked = run_root / "skill"
+        return {n: copy_skill(skill_files(checked / n), run_root / "library" / n) for n in selection.skills}
 
     def derived_outputs(self) -> tuple[str, ...]:
         """The files this kind of experiment renders from its results (harness.reporting.outputs): removed

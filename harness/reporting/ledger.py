@@ -151,8 +151,23 @@ class LibraryRun(FrozenModel):
     coefficients: dict[str, LibraryCoefficient]
 
 
+class LibraryConfirmation(FrozenModel):
+    """A library run's selected set against the bare baseline on held-out tasks (``skilltrial confirm``)."""
+
+    library_run: str
+    """The library run whose selection was confirmed (its experiment id)."""
+    run: str
+    """The confirmation's own experiment id (its A/B entry is under ``<library>-confirm``)."""
+    split: str
+    selected: tuple[str, ...]
+    verdict: str
+    date: str
+
+
 class LibraryEntry(FrozenModel):
     runs: tuple[LibraryRun, ...] = ()
+    confirmations: tuple[LibraryConfirmation, ...] = ()
+    """Held-out confirmations of these runs' selections, newest last."""
 
 
 class Ledger(FrozenModel):
@@ -601,6 +616,18 @@ def recent_calibration(
     return best
 
 
+def record_confirmation(study: Study, name: str, confirmation: LibraryConfirmation) -> Path:
+    """Append a held-out confirmation to the library's entry in the ledger next to its preregistration."""
+    path = ledger_path(study)
+    with _locked(path):
+        ledger = load(path)
+        entry = ledger.libraries.get(name, LibraryEntry())
+        libs = dict(ledger.libraries)
+        libs[name] = entry.model_copy(update={"confirmations": (*entry.confirmations, confirmation)[-MAX_TRANSITIONS:]})
+        save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
+    return path
+
+
 def record_library(study: Study, name: str, run: LibraryRun) -> Path:
     """Append a library experiment's coefficients to the ledger next to the preregistration."""
     path = ledger_path(study)
@@ -608,6 +635,6 @@ def record_library(study: Study, name: str, run: LibraryRun) -> Path:
         ledger = load(path)
         entry = ledger.libraries.get(name, LibraryEntry())
         libs = dict(ledger.libraries)
-        libs[name] = LibraryEntry(runs=(*entry.runs, run)[-MAX_TRANSITIONS:])
+        libs[name] = entry.model_copy(update={"runs": (*entry.runs, run)[-MAX_TRANSITIONS:]})
         save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
     return path

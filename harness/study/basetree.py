@@ -142,6 +142,8 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
         own.append((study.skill_dir, "the library under test"))
         if prereg.library.baseline_from is not None:
             own.append((baseline_dir(study), "the library's reused baseline, library.baseline_from"))
+    elif prereg.selection is not None:
+        own.append((study.skill_dir, "the library the selected set comes from"))
     elif prereg.arms is not None:
         own += [(study.version_dir(n), f"version {n} of the skill under test") for n in prereg.arms.versions]
     else:
@@ -152,7 +154,7 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
 def _skills_under_test(study: Study) -> tuple[set[str], set[bytes]]:
     """The names the skill(s) under test are listed under (and the preregistration's ``skill``), and
     their SKILL.md contents."""
-    if study.prereg.library is not None:
+    if study.prereg.library is not None or study.prereg.selection is not None:
         folders = [study.skill_dir / name for name in library_skills(study)]
     elif (
         study.prereg.arms is not None

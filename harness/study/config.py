@@ -563,6 +563,27 @@ class Arms(Strict):
         return tuple(n for n in self.versions if n != self.baseline)
 
 
+class Selection(Strict):
+    """A library's selected set confirmed on held-out tasks (``skilltrial confirm`` writes this block): an A/B
+    whose skill arm gets every selected skill at once, delivered as the library's masked arm is."""
+
+    library: str
+    """The library's folder (every subfolder with a SKILL.md is one skill), relative to this file."""
+    skills: Annotated[tuple[str, ...], Field(min_length=1, max_length=100)]
+    """The selected set, as the library run selected it."""
+    library_lock: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """The library run's lock hash: the experiment the selection came from."""
+    library_results: str = ""
+    """The library run's directory, for the record."""
+
+    @field_validator("skills")
+    @classmethod
+    def _distinct(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(v)) != len(v):
+            raise ValueError("names a skill twice")
+        return v
+
+
 class Library(Strict):
     """A library experiment (see :mod:`harness.experiment.library`): which of K skills earn their place."""
 
@@ -608,6 +629,9 @@ class Preregistration(Strict):
     library: Library | None = None
     """A library experiment instead of a single-skill A/B."""
     arms: Arms | None = None
+    selection: Selection | None = None
+    """A library's selected set confirmed on held-out tasks (written by ``skilltrial confirm``) instead of
+    ``skill_ref``: the skill arm gets every selected skill, the baseline none."""
     """Versions of the skill compared with one baseline (version against version, or several variants) instead of
     ``skill_ref``: each variant is a complete paired A/B against the baseline, the baseline run once for all."""
     tasks: str = "tasks.json"
@@ -656,9 +680,11 @@ class Preregistration(Strict):
 
     @model_validator(mode="after")
     def _skill_or_library(self) -> Preregistration:
+        if self.selection is not None:
+            self._check_selection()
         if self.arms is not None:
             self._check_arms()
-        elif self.library is None and self.skill_ref is None:
+        elif self.library is None and self.skill_ref is None and self.selection is None:
             raise _FieldError("skill_ref", "required field is missing")
         if self.library is not None and self.skill_ref is not None:
             raise _FieldError("skill_ref", "a library experiment takes its skills from library.path, not skill_ref")
@@ -692,6 +718,17 @@ class Preregistration(Strict):
             )
         if self.arms is not None:
             raise _FieldError("execution.agent", f"versions of a skill (arms) run Claude Code only, not {agent!r}")
+        if self.selection is not None:
+            raise _FieldError("execution.agent", f"a confirmation of a library's selection runs Claude Code only, not {agent!r}")
+
+    def _check_selection(self) -> None:
+        for other in ("skill_ref", "library", "arms"):
+            if getattr(self, other) is not None:
+                raise _FieldError(other, "a confirmation of a library's selection (selection:) has no " + other)
+        if self.execution.delivery != "prompt":
+            raise _FieldError("execution.delivery", "a selection is delivered as the library's masked arm: prompt")
+        if self.execution.models:
+            raise _FieldError("execution.models", "a confirmation runs one model (execution.model)")
 
     def _check_arms(self) -> None:
         arms = self.arms
@@ -976,7 +1013,9 @@ class Study:
     @property
     def skill_dir(self) -> Path:
         """The skill folder; for a library experiment, the folder of skills (all of it is locked)."""
-        lib, arms = self.prereg.library, self.prereg.arms
+        lib, arms, sel = self.prereg.library, self.prereg.arms, self.prereg.selection
+        if sel is not None:  # a confirmation: the library folder the selected skills come from
+            return (self.root / sel.library).resolve()
         if arms is not None and self.prereg.skill_ref is None:  # the whole family: its first variant stands for it
             return (self.root / arms.versions[arms.variants[0]].path).resolve()
         return (self.root / (lib.path if lib is not None else self.prereg.skill_ref or "")).resolve()
@@ -1037,6 +1076,8 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     paths = {"skill_ref": prereg.skill_ref, "tasks": prereg.tasks, "shelf": prereg.shelf}
     if prereg.library is not None:
         paths["library.path"] = prereg.library.path
+    if prereg.selection is not None:
+        paths["selection.library"] = prereg.selection.library
     if prereg.arms is not None:
         paths.update({f"arms.versions.{n}.path": v.path for n, v in prereg.arms.versions.items()})
     for name, value in paths.items():
@@ -1080,6 +1121,9 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
     if prereg.arms is not None:
         for name in prereg.arms.versions:
             _check_skill_folder(prereg_path, study.version_dir(name), f"arms.versions.{name}.path")
+    elif prereg.selection is not None:
+        for i, name in enumerate(prereg.selection.skills):
+            _check_skill_folder(prereg_path, study.skill_dir / name, f"selection.skills[{i}]")
     else:
         _check_skill_folder(prereg_path, study.skill_dir, "skill_ref")
     return study

@@ -167,8 +167,10 @@ def check_skill_ref(study: Study) -> None:
     """Refuse a ``skill_ref`` that is, or passes through, a symbolic link: what is locked, copied
     and (on rejection) shelved must be the folder the preregistration names, inside the study's
     own tree, never a folder elsewhere that a link happens to point at."""
-    lib = study.prereg.library
+    lib, sel = study.prereg.library, study.prereg.selection
     ref, field = (lib.path, "library.path") if lib is not None else (study.prereg.skill_ref or "", "skill_ref")
+    if sel is not None:
+        ref, field = sel.library, "selection.library"
     if study.prereg.arms is not None and study.prereg.skill_ref is None:  # the whole family: every version's
         return
     _check_not_linked(study, ref, field)

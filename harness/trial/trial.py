@@ -260,7 +260,7 @@ def _agent_done(
     # a baseline carrying a version (arms) is measured as a skill arm: its own version must be listed, and calling
     # it is that version at work, not a contaminated baseline (docs/design.md, "Version against version")
     done.skill, done.provenance, skill_flags = installed.observe(
-        events, skill=ctx.skill_name, arm="skill" if spec.carries_skill else spec.treated_as,
+        events, skill=ctx.skill_name, arm="skill" if spec.carries_skill or _confirms(spec) else spec.treated_as,
         delivery=ctx.execution.delivery,
     )  # fmt: skip
     done.flags.extend(skill_flags)
@@ -391,6 +391,11 @@ def other_api_flags(events: Sequence[GatewayEvent], agent: Agent) -> list[str]:
         return []
     other = [e for e in events if isinstance(e, Forwarded) and e.path.startswith("/v1/messages")]
     return [f"agent_used_judge_api: {len(other)} Messages API request(s) while the agent ran"] if other else []
+
+
+def _confirms(spec: TrialSpec) -> bool:
+    """A confirmation's skill trial: recorded as the skill arm, given the selected set as a masked arm is."""
+    return spec.arm == "skill" and spec.treated_as == "masked"
 
 
 def _skill_volume(ctx: TrialContext, spec: TrialSpec) -> str | None:
