@@ -37,6 +37,7 @@ def library_run(tmp_path: Path, split: str | None = "val", effects: dict[str, fl
         r.model_copy(update={"split": splits[r.task_id]})
         for r in complete_records(study, library.design(study), effects)
     ]
+    assert study.prereg.lock is not None
     meta = {"lock_hash": study.prereg.lock.sha256, "preregistration": str(study.prereg_path)}
     return study, write_experiment_dir(tmp_path / "exp", meta, records)
 
@@ -83,7 +84,7 @@ def test_nothing_selected_is_nothing_to_confirm(tmp_path: Path) -> None:
 
 
 def test_another_confirmation_under_the_same_name_is_refused(tmp_path: Path) -> None:
-    lib, run = library_run(tmp_path)
+    _lib, run = library_run(tmp_path)
     study, selected, lock_hash = confirm.selected_set(run)
     path = confirm.write_and_lock(study, selected, lock_hash, "test", run).prereg_path
     with pytest.raises(ConfigError, match="confirms another library run") as e:
@@ -93,7 +94,7 @@ def test_another_confirmation_under_the_same_name_is_refused(tmp_path: Path) -> 
 
 
 def test_a_selection_preregistration_is_checked_like_any_input(tmp_path: Path) -> None:
-    lib, run = library_run(tmp_path)
+    _lib, run = library_run(tmp_path)
     study, selected, lock_hash = confirm.selected_set(run)
     path = confirm.write_and_lock(study, selected, lock_hash, "test", run).prereg_path
     data = yaml.safe_load(path.read_text())
