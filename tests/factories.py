@@ -131,6 +131,7 @@ class RecordFields(TypedDict, total=False):
     reused_from: ReusedFrom | None
     skills_mounted: tuple[MountedSkill, ...] | None
     skill: SkillUse | None
+    split: str | None
     workspace: Literal["overlay", "copy"] | None
 
 

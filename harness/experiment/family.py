@@ -41,9 +41,10 @@ from harness.reporting.family import (
 )
 from harness.reporting.model import ReportInput, load_experiment
 from harness.reporting.outputs import retract
-from harness.results.family import FamilyMeta, read_family_meta, start_or_resume, variant_dir
+from harness.results.family import VERSIONS_DIR, FamilyMeta, read_family_meta, start_or_resume, variant_dir
 from harness.results.meta import require_meta
 from harness.study.config import Study
+from harness.study.lock import materialize
 
 RunVariant = Callable[[Study, RunOptions, Events | None], Evaluated]
 """How one variant's comparison is run and reported (:func:`harness.experiment.evaluate.run_and_report`)."""
@@ -67,6 +68,7 @@ def evaluate_family(
         top, FamilyMeta.start(study, lock_hash, shard=shard, mode="scripted" if options.scripted else "real")
     )
     retract(top, FAMILY_OUTPUTS)  # the comparisons are about to change: the family's reports are rewritten at the end
+    study = materialize(study, top / VERSIONS_DIR)  # versions at a git ref: written once, checked against the lock
     done: list[VariantResult] = []
     for i, variant in enumerate(variants, 1):
         own = study.for_variant(variant)

@@ -302,14 +302,18 @@ class StudyResources(RunResources):
         skill_volume = self._volume("skill", volumes.tar_tree(skill_copy))
         version = s.study.baseline_version  # version against version: the baseline's own checked copy
         baseline_skill_volume = (
-            self._volume("baseline-skill", volumes.tar_tree(copy_locked_version(s.study, version, self.root / "baseline-skill")))
+            self._volume(
+                "baseline-skill", volumes.tar_tree(copy_locked_version(s.study, version, self.root / "baseline-skill"))
+            )
             if version is not None
             else None
         )
         copies = self._skill_copies()
         bases = self._base_trees()
         core = self._connect(key_volume, copies)
-        return RunSite(**vars(core), bases=bases, skill_volume=skill_volume, baseline_skill_volume=baseline_skill_volume)
+        return RunSite(
+            **vars(core), bases=bases, skill_volume=skill_volume, baseline_skill_volume=baseline_skill_volume
+        )
 
     def _base_trees(self) -> BaseTrees:
         """Made once per run, before any trial: the one-off cost of a big repository is paid here (and

@@ -25,6 +25,8 @@ from harness.study.config import BARE, Study, validate
 FAMILY_JSON = "family.json"
 VARIANTS_DIR = "variants"
 """The folder of the per-variant experiment directories inside the top directory."""
+VERSIONS_DIR = "versions"
+"""Where a run writes the versions named by a git ref (controller-owned, read-only, checked against the lock)."""
 FAMILY_VERSION = 1
 
 

@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from harness.errors import ConfigError
 from harness.host import gitops
 from harness.records import RESULTS
+from harness.study import versions
 from harness.study.config import Study, baseline_dir, library_skills, lock_path
 from harness.study.skillname import front_matter_name
 
@@ -145,7 +146,9 @@ def _own_paths(study: Study) -> list[tuple[Path, str]]:
     elif prereg.selection is not None:
         own.append((study.skill_dir, "the library the selected set comes from"))
     elif prereg.arms is not None:
-        own += [(study.version_dir(n), f"version {n} of the skill under test") for n in prereg.arms.versions]
+        # the folder each version names in the repository (a version at a git ref: where that ref has it)
+        own += [((study.root / v.path).resolve(), f"version {n} of the skill under test")
+                for n, v in prereg.arms.versions.items()]  # fmt: skip
     else:
         own.append((study.skill_dir, "the skill under test"))
     return own
@@ -156,10 +159,8 @@ def _skills_under_test(study: Study) -> tuple[set[str], set[bytes]]:
     their SKILL.md contents."""
     if study.prereg.library is not None or study.prereg.selection is not None:
         folders = [study.skill_dir / name for name in library_skills(study)]
-    elif (
-        study.prereg.arms is not None
-    ):  # every version: a baseline must not find a variant in its tree, nor the reverse
-        folders = [study.version_dir(n) for n in study.prereg.arms.versions]
+    elif study.prereg.arms is not None:  # every version: neither arm may find the other's in its tree
+        return _versions_under_test(study)
     else:
         folders = [study.skill_dir]
     names = {study.prereg.skill} if study.prereg.library is None else set()
@@ -172,6 +173,26 @@ def _skills_under_test(study: Study) -> tuple[set[str], set[bytes]]:
         contents.add(content)
         names.add(listed_as(content, folder.name))
     return names, contents
+
+
+def _versions_under_test(study: Study) -> tuple[set[str], set[bytes]]:
+    """Every version's listed name and SKILL.md (a version at a git ref: as of that ref)."""
+    arms = study.prereg.arms
+    assert arms is not None
+    names, contents = {study.prereg.skill}, set()
+    for n, v in arms.versions.items():
+        try:
+            whole = versions.ref_files(study, n)[SKILL_FILE] if study.from_git(n) else _read(study.version_dir(n))
+        except OSError:
+            continue
+        content = whole[:MAX_SKILL_MD]
+        contents.add(content)
+        names.add(listed_as(content, PurePosixPath(v.path).name))
+    return names, contents
+
+
+def _read(folder: Path) -> bytes:
+    return (folder / SKILL_FILE).read_bytes()
 
 
 def _keep_included(study: Study, excluded: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

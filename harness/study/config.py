@@ -519,6 +519,16 @@ MAX_VARIANTS = 8
 class SkillVersion(Strict):
     path: str
     """The version's skill folder (holding SKILL.md), relative to this file."""
+    ref: str | None = None
+    """A commit, tag or branch of the repository holding ``path``: the version is that folder as of that commit,
+    read from git objects (:mod:`harness.study.versions`); None: the folder as it is."""
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_shape(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or v.startswith("-") or any(c.isspace() or c in "\x00:" for c in v)):
+            raise ValueError("must be a commit, tag or branch name (no spaces, ':' or leading '-')")
+        return v
 
 
 class Arms(Strict):
@@ -548,11 +558,11 @@ class Arms(Strict):
                 f"needs 1 to {MAX_VARIANTS} versions besides the baseline ({n} given): "
                 + ("version against version names two" if self.baseline != BARE else "a bare baseline and one or more"),
             )
-        paths = [v.path for v in self.versions.values()]
+        places = [(v.path, v.ref) for v in self.versions.values()]
         for name, v in self.versions.items():
             problem = None if v.path.strip() else "must name a folder"
-            if problem is None and paths.count(v.path) > 1:
-                problem = f"{v.path!r} is named by another version too: two versions are two folders"
+            if problem is None and places.count((v.path, v.ref)) > 1:
+                problem = f"{v.path!r} is named by another version too: two versions are two folders, or two refs"
             if problem:
                 raise _FieldError(f"versions.{name}.path", problem)
         return self
@@ -951,6 +961,9 @@ class Study:
         """The executor model of one model's study of a matrix (None: the study as preregistered)."""
         self.variant: str | None = None
         """The variant of one comparison of ``arms`` (:meth:`for_variant`); None: the study as preregistered."""
+        self.version_copies: dict[str, Path] = {}
+        """Versions named by a git ref, written into controller-owned folders for a run
+        (:func:`harness.study.lock.materialize`): name -> folder."""
 
     def for_model(self, model: str) -> Study:
         """One model's A/B of a model matrix (``execution.models``): the same study with ``execution`` narrowed
@@ -987,10 +1000,12 @@ class Study:
         arms = self.locked_prereg.arms
         if arms is None or variant not in arms.variants:
             raise ValueError(f"{variant!r} is not a variant of {self.prereg_path}")
-        narrowed = self.prereg.model_copy(update={"skill_ref": arms.versions[variant].path})
+        copy = self.version_copies.get(variant)
+        narrowed = self.prereg.model_copy(update={"skill_ref": str(copy) if copy else arms.versions[variant].path})
         study = Study(self.prereg_path, narrowed, self.task_file)
         study.locked_prereg = self.locked_prereg
         study.variant = variant
+        study.version_copies = dict(self.version_copies)
         study.excluded = dict(self.excluded)
         return study
 
@@ -1000,7 +1015,15 @@ class Study:
         assert arms is not None
         if name == self.variant:
             return self.skill_dir
+        if name in self.version_copies:
+            return self.version_copies[name]
         return (self.root / arms.versions[name].path).resolve()
+
+    def from_git(self, name: str) -> bool:
+        """Version ``name`` is named by a git ref and not yet written into a folder of the run's."""
+        arms = self.locked_prereg.arms
+        assert arms is not None
+        return arms.versions[name].ref is not None and name not in self.version_copies
 
     @property
     def root(self) -> Path:
@@ -1078,8 +1101,8 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
         paths["library.path"] = prereg.library.path
     if prereg.selection is not None:
         paths["selection.library"] = prereg.selection.library
-    if prereg.arms is not None:
-        paths.update({f"arms.versions.{n}.path": v.path for n, v in prereg.arms.versions.items()})
+    if prereg.arms is not None:  # a version at a git ref need not exist in the working tree (read at lock)
+        paths.update({f"arms.versions.{n}.path": v.path for n, v in prereg.arms.versions.items() if v.ref is None})
     for name, value in paths.items():
         if value is not None:
             _resolve(prereg_path.parent / value, prereg_path, name)
@@ -1119,8 +1142,9 @@ def load_study(prereg_path: Path, *, read_lock: bool = True) -> Study:
         check_library_folder(study)
         return study
     if prereg.arms is not None:
-        for name in prereg.arms.versions:
-            _check_skill_folder(prereg_path, study.version_dir(name), f"arms.versions.{name}.path")
+        for name, version in prereg.arms.versions.items():
+            if version.ref is None:
+                _check_skill_folder(prereg_path, study.version_dir(name), f"arms.versions.{name}.path")
     elif prereg.selection is not None:
         for i, name in enumerate(prereg.selection.skills):
             _check_skill_folder(prereg_path, study.skill_dir / name, f"selection.skills[{i}]")

@@ -19,6 +19,7 @@ preregistration together with its lock.
 
 from __future__ import annotations
 
+import copy as pycopy
 import datetime as dt
 import hashlib
 import json
@@ -32,6 +33,7 @@ from typing import Any, NamedTuple
 from harness.errors import ConfigError, LockError
 from harness.host.files import atomic_write
 from harness.host.gitops import resolve_commit
+from harness.host.trees import remove_tree
 from harness.study.basetree import BaseTreeSurvey, survey
 from harness.study.config import (
     LockBlock,
@@ -43,12 +45,11 @@ from harness.study.config import (
     parse_yaml,
     read_text,
 )
-from harness.study.skillname import listed_name
+from harness.study.skillname import front_matter_name, listed_name
+from harness.study.versions import CONTROL_FILES, MAX_SKILL_FILE, MAX_SKILL_FILES, ref_files
 
 LOCK_KEY = re.compile(r"^lock\s*:")
 LOCK_COMMENT = "# Written by `skilltrial lock`; any edit above invalidates it."
-MAX_SKILL_FILE = 1 << 20
-MAX_SKILL_FILES = 200
 BASE_TREE = "base/tree"
 """The lock's entry for what it found in the base tree (``base_excluded``, ``base_visible``)."""
 
@@ -128,9 +129,6 @@ def copy_skill(files: dict[str, bytes], dest: Path) -> Path:
     return dest
 
 
-CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
-
-
 def study_skill_files(study: Study) -> dict[str, bytes]:
     """The skill's files, without the experiment's own control files when they live inside the
     skill folder (a preregistration there changes when it is locked; it is hashed on its own)."""
@@ -156,10 +154,39 @@ def locked_skill_files(study: Study) -> dict[str, bytes]:
     if arms is None:
         return {f"skill/{rel}": data for rel, data in study_skill_files(study).items()}
     out: dict[str, bytes] = {}
+    for name in arms.versions:
+        out.update({f"version/{name}/{rel}": data for rel, data in version_files(study, name).items()})
+    return out
+
+
+def version_files(study: Study, name: str) -> dict[str, bytes]:
+    """One version's files (``arms``): from git objects for a version at a ref not yet written into a folder of
+    the run's, else from its folder (a run's copy, or the folder as it is)."""
+    arms = study.locked_prereg.arms
+    assert arms is not None
+    if study.from_git(name):
+        return ref_files(study, name)
+    if name not in study.version_copies:
+        _check_not_linked(study, arms.versions[name].path, f"arms.versions.{name}.path")
+    return _folder_files(study, study.version_dir(name))
+
+
+def materialize(study: Study, dest: Path) -> Study:
+    """The study with every version named by a git ref written into ``dest/<name>`` (controller-owned, read-only;
+    rewritten when it exists) and the whole checked against the lock: what a run mounts is what was locked."""
+    arms = study.locked_prereg.arms
+    if arms is None or not any(v.ref is not None for v in arms.versions.values()):
+        return study
+    out = pycopy.copy(study)
+    out.version_copies = dict(study.version_copies)
     for name, version in arms.versions.items():
-        folder = study.version_dir(name)
-        _check_not_linked(study, version.path, f"arms.versions.{name}.path")
-        out.update({f"version/{name}/{rel}": data for rel, data in _folder_files(study, folder).items()})
+        if version.ref is None or name in out.version_copies:
+            continue
+        target = (dest / name).resolve()
+        if os.path.lexists(target):
+            remove_tree(target)
+        out.version_copies[name] = copy_skill(ref_files(study, name), target)
+    verify_lock(out)
     return out
 
 
@@ -244,8 +271,9 @@ def lock_digest(
         prereg["decision"].pop("futility_stop", None)
     if prereg["decision"].get("sequential") is None:
         prereg["decision"].pop("sequential", None)
-    if prereg.get("split") is None:
-        prereg.pop("split", None)
+    for key in ("split", "arms", "selection"):  # issue 28's fields, too, count only when set
+        if prereg.get(key) is None:
+            prereg.pop(key, None)
     tasks = study.task_file.model_dump(mode="json")
     for task in tasks["tasks"]:  # a task's split, too, counts only when set
         if task.get("split") is None:
@@ -348,7 +376,10 @@ def _check_versions_listed_alike(study: Study) -> None:
     arms = study.prereg.arms
     if arms is None or study.prereg.execution.delivery != "installed":
         return
-    names = {n: listed_name(study.version_dir(n), study.prereg.skill) for n in arms.versions}
+    names = {}
+    for n in arms.versions:
+        text = version_files(study, n).get("SKILL.md", b"").decode("utf-8", "replace")
+        names[n] = front_matter_name(text) or study.prereg.skill
     first = next(iter(names.values()))
     for n, name in names.items():
         if name != first:
@@ -416,24 +447,12 @@ class _StudyOnCopy(Study):
         super().__init__(study.prereg_path, study.prereg, study.task_file)
         self.locked_prereg = study.locked_prereg
         self.variant = study.variant  # a variant's version is read from the copy, the others from their folders
+        self.version_copies = dict(study.version_copies)
         self._copy = copy
 
     @property
     def skill_dir(self) -> Path:
         return self._copy
-
-
-class _VersionOnCopy(Study):
-    """The same study with one version's folder replaced by the controller-owned copy (arms)."""
-
-    def __init__(self, study: Study, name: str, copy: Path) -> None:
-        super().__init__(study.prereg_path, study.prereg, study.task_file)
-        self.locked_prereg = study.locked_prereg
-        self.variant = study.variant
-        self._name, self._copy = name, copy
-
-    def version_dir(self, name: str) -> Path:
-        return self._copy if name == self._name else super().version_dir(name)
 
 
 def locked_version_sha256(study: Study, name: str) -> str:
@@ -448,9 +467,11 @@ def copy_locked_version(study: Study, name: str, dest: Path) -> Path:
     """Copy one version's files (``arms``) once into the controller-owned ``dest`` and check *the copy* against
     the lock, as :func:`copy_locked_skill` does for the skill: the baseline's version under version against
     version."""
-    copy = copy_skill(_folder_files(study, study.version_dir(name)), dest)
+    copy = copy_skill(version_files(study, name), dest)
+    checked = pycopy.copy(study)
+    checked.version_copies = {**study.version_copies, name: copy}
     try:
-        verify_lock(_VersionOnCopy(study, name, copy))
+        verify_lock(checked)
     except LockError as e:
         raise LockError(
             f"{study.version_dir(name)} changed after eval checked its lock: {e.message}",

@@ -24,6 +24,7 @@ from harness.sandbox.engine import Engine
 from harness.sandbox.images import ImageSet
 from harness.study.config import load_study
 from harness.study.lock import lock
+from tests.factories import run_git
 from tests.integration.helpers import demo_task_scripts, host_paths, write_experiment
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -109,12 +110,24 @@ def test_version_against_version_gives_each_arm_its_own_version(
 ) -> None:
     """The baseline carries the shipped version (without the scenario's marker: the scripted model reads it and
     fails), the variant the edited one (with it: passes). Both arms get the skill arm's prompt and delivery, each
-    its own copy; under the installed delivery both list the skill and neither is a contaminated baseline."""
+    its own copy; under the installed delivery both list the skill and neither is a contaminated baseline. Under
+    the prompt delivery the shipped version is a git tag of the same folder (read from git, written once into the
+    run's directory and checked against the lock)."""
     skills = demo_setup.root / "skills"
-    shipped = skills / "careful-fixer-shipped"
-    shipped.mkdir()
     marked = (skills / "careful-fixer" / "SKILL.md").read_text()
-    (shipped / "SKILL.md").write_text(marked.replace("careful-fixer-7c1e", "shipped-version"))
+    unmarked = marked.replace("careful-fixer-7c1e", "shipped-version")
+    if delivery == "prompt":  # the shipped version is a git tag of the skills' repository, the edit the folder now
+        (skills / "careful-fixer" / "SKILL.md").write_text(unmarked)
+        run_git(skills, "init", "-q")
+        run_git(skills, "add", "-A")
+        run_git(skills, "commit", "-q", "--no-verify", "-m", "shipped")
+        run_git(skills, "tag", "shipped")
+        (skills / "careful-fixer" / "SKILL.md").write_text(marked)
+        shipped: dict[str, str] = {"path": "../skills/careful-fixer", "ref": "shipped"}
+    else:
+        (skills / "careful-fixer-shipped").mkdir()
+        (skills / "careful-fixer-shipped" / "SKILL.md").write_text(unmarked)
+        shipped = {"path": "../skills/careful-fixer-shipped"}
     scripts = demo_task_scripts(demo_setup.root)
     scenario = {
         "seed": 5,
@@ -133,7 +146,7 @@ def test_version_against_version_gives_each_arm_its_own_version(
     data["arms"] = {
         "baseline": "shipped",
         "versions": {
-            "shipped": {"path": "../skills/careful-fixer-shipped"},
+            "shipped": shipped,
             "edited": {"path": "../skills/careful-fixer"},
         },
     }
@@ -161,3 +174,5 @@ def test_version_against_version_gives_each_arm_its_own_version(
         assert (only["variant_arm"]["rate"], only["baseline"]["rate"]) == ("2/2", "0/2")
     assert decision["baseline"] == "shipped"
     assert json.loads((variant_dir(out, "edited") / "decision.json").read_text())["verdict"] != "invalid"
+    if delivery == "prompt":
+        assert (out / "versions" / "shipped" / "SKILL.md").read_text() == unmarked

@@ -3,6 +3,7 @@ per-variant studies and the base tree."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from harness.host import gitops
 from harness.study.basetree import survey
 from harness.study.config import load_study
 from harness.study.lock import copy_locked_skill, lock, verify_lock
-from tests.factories import StudyFactory, StudyFiles, init_repo
+from tests.factories import StudyFactory, StudyFiles, init_repo, run_git
 
 ARMS_PREREG = """\
 skill: tidy
@@ -160,3 +161,77 @@ def test_a_versions_fingerprint_part_follows_its_files(make_study: StudyFactory)
     assert before != locked_version_sha256(study, "edited")
     (s.root / "skill" / "notes.md").write_text("more\n")
     assert locked_version_sha256(load_study(s.prereg), "shipped") != before
+
+
+# ------------------------------------------------------------------ a version at a git ref
+
+
+def ref_study(make_study: StudyFactory) -> StudyFiles:
+    """The study's own folder is a repository: ``skill`` as of tag v1 (what ships) against ``skill`` now."""
+    s = make_study(prereg=ARMS_PREREG.format(baseline="shipped", more="").replace(
+        "shipped: {path: skill}", "shipped: {path: skill, ref: v1}").replace(
+        "edited: {path: skill-edited}", "edited: {path: skill}"))  # fmt: skip
+    (s.root / ".gitignore").write_text("repo/\n")
+    run_git(s.root, "init", "-q")
+    run_git(s.root, "add", "-A")
+    run_git(s.root, "commit", "-q", "--no-verify", "-m", "v1")
+    run_git(s.root, "tag", "v1")
+    (s.root / "skill" / "SKILL.md").write_text("# Tidy\nAlways tidy up, and say what you tidied.\n")
+    return s
+
+
+def test_a_version_at_a_git_ref_is_read_from_git_and_locked_by_content(
+    make_study: StudyFactory, tmp_path: Path
+) -> None:
+    from harness.study.lock import materialize, version_files
+
+    s = ref_study(make_study)
+    study = load_study(s.prereg)
+    assert version_files(study, "shipped")["SKILL.md"] == b"# Tidy\nAlways tidy up.\n"
+    assert version_files(study, "edited")["SKILL.md"].endswith(b"say what you tidied.\n")
+    lock(s.prereg)
+    study = load_study(s.prereg)
+    verify_lock(study)
+    # a run writes the ref's files once and checks them: what is mounted is what was locked
+    run = materialize(study, tmp_path / "versions")
+    assert run.version_dir("shipped") == (tmp_path / "versions" / "shipped").resolve()
+    assert (run.version_dir("shipped") / "SKILL.md").read_text() == "# Tidy\nAlways tidy up.\n"
+    assert verify_lock(run.for_variant("edited")).sha256 == verify_lock(study).sha256
+    copy_locked_skill(run.for_variant("edited"), tmp_path / "copy")  # the variant's own copy checks too
+    # the working tree's folder is not the shipped version: editing it changes only the edited version
+    (s.root / "skill" / "notes.md").write_text("x\n")
+    with pytest.raises(LockError, match=re.escape("version/edited/notes.md")):
+        verify_lock(load_study(s.prereg))
+    (s.root / "skill" / "notes.md").unlink()
+    # the tag moved to other content: a changed experiment, named
+    run_git(s.root, "add", "-A")
+    run_git(s.root, "commit", "-q", "--no-verify", "-m", "v2")
+    run_git(s.root, "tag", "-f", "v1")
+    with pytest.raises(LockError, match=re.escape("version/shipped/SKILL.md")):
+        verify_lock(load_study(s.prereg))
+
+
+def test_a_ref_without_the_skill_or_with_a_link_is_refused_naming_the_field(make_study: StudyFactory) -> None:
+    s = ref_study(make_study)
+    text = s.prereg.read_text()
+    s.prereg.write_text(text.replace("ref: v1", "ref: nosuch"))
+    with pytest.raises(ConfigError, match="'nosuch' is not a commit") as e:
+        lock(s.prereg)
+    assert e.value.field == "arms.versions.shipped.ref"
+    (s.root / "other").mkdir()
+    (s.root / "other" / "README.md").write_text("no skill here\n")
+    os.symlink("README.md", s.root / "other" / "link.md")
+    run_git(s.root, "add", "-A")
+    run_git(s.root, "commit", "-q", "--no-verify", "-m", "other")
+    run_git(s.root, "tag", "v2")
+    s.prereg.write_text(text.replace("{path: skill, ref: v1}", "{path: other, ref: v2}"))
+    with pytest.raises(ConfigError, match=re.escape("other/link.md at v2 is a symbolic link")) as e:
+        lock(s.prereg)
+    assert e.value.field == "arms.versions.shipped.ref"
+    os.unlink(s.root / "other" / "link.md")
+    run_git(s.root, "add", "-A")
+    run_git(s.root, "commit", "-q", "--no-verify", "-m", "no link")
+    run_git(s.root, "tag", "-f", "v2")
+    with pytest.raises(ConfigError, match=re.escape("other has no SKILL.md at v2")) as e:
+        lock(s.prereg)
+    assert e.value.field == "arms.versions.shipped.ref"

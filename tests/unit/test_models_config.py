@@ -99,8 +99,8 @@ def test_the_lock_covers_the_models_and_one_models_study_verifies_under_it(make_
 
 def test_locks_made_before_the_matrix_fields_stay_valid(make_study: StudyFactory) -> None:
     """The new fields count only when set: a preregistration without them hashes as it did before them
-    (the matrix fields, execution.include_paths, decision.futility_stop at its default, and decision.sequential
-    unset)."""
+    (the matrix fields, execution.include_paths, decision.futility_stop at its default, decision.sequential
+    unset, and issue 28's split, arms and selection unset)."""
     files = make_study()
     lock(files.prereg)
     study = load_study(files.prereg)
@@ -112,6 +112,8 @@ def test_locks_made_before_the_matrix_fields_stay_valid(make_study: StudyFactory
     before["decision"].pop("models_rule")
     before["decision"].pop("futility_stop")
     before["decision"].pop("sequential")
+    for key in ("split", "arms", "selection"):  # issue 28
+        before.pop(key)
     assert digests["preregistration"] == sha256_hex(canonical_json(before))
     assert digests["analysis"] == sha256_hex(canonical_json(before["decision"]))
 
