@@ -618,23 +618,20 @@ def recent_calibration(
 
 def record_confirmation(study: Study, name: str, confirmation: LibraryConfirmation) -> Path:
     """Append a held-out confirmation to the library's entry in the ledger next to its preregistration."""
-    path = ledger_path(study)
-    with _locked(path):
-        ledger = load(path)
-        entry = ledger.libraries.get(name, LibraryEntry())
-        libs = dict(ledger.libraries)
-        libs[name] = entry.model_copy(update={"confirmations": (*entry.confirmations, confirmation)[-MAX_TRANSITIONS:]})
-        save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
-    return path
+    return _update_library(study, name, lambda e: e.model_copy(
+        update={"confirmations": (*e.confirmations, confirmation)[-MAX_TRANSITIONS:]}))  # fmt: skip
 
 
 def record_library(study: Study, name: str, run: LibraryRun) -> Path:
     """Append a library experiment's coefficients to the ledger next to the preregistration."""
+    return _update_library(study, name, lambda e: e.model_copy(update={"runs": (*e.runs, run)[-MAX_TRANSITIONS:]}))
+
+
+def _update_library(study: Study, name: str, change: Callable[[LibraryEntry], LibraryEntry]) -> Path:
     path = ledger_path(study)
     with _locked(path):
         ledger = load(path)
-        entry = ledger.libraries.get(name, LibraryEntry())
         libs = dict(ledger.libraries)
-        libs[name] = entry.model_copy(update={"runs": (*entry.runs, run)[-MAX_TRANSITIONS:]})
+        libs[name] = change(ledger.libraries.get(name, LibraryEntry()))
         save(path, ledger.model_copy(update={"libraries": dict(sorted(libs.items()))}))
     return path

@@ -12,15 +12,12 @@ preregistration nor reports that may be stale.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 from harness import __version__
-from harness.errors import ConfigError, ResumeError
-from harness.host.files import atomic_write, read_json_document
-from harness.records import FrozenModel
-from harness.results.meta import META, Mode
-from harness.study.config import BARE, Study, validate
+from harness.results.meta import Mode
+from harness.results.topdir import TopDirMeta, read_top, start_or_resume_top
+from harness.study.config import BARE, Study
 
 FAMILY_JSON = "family.json"
 VARIANTS_DIR = "variants"
@@ -30,23 +27,16 @@ VERSIONS_DIR = "versions"
 FAMILY_VERSION = 1
 
 
-class FamilyMeta(FrozenModel):
+class FamilyMeta(TopDirMeta):
     """The description of a family's top directory."""
 
     meta_version: int = FAMILY_VERSION
-    lock_hash: str
-    preregistration: str | None = None
-    skill: str
     baseline: str = BARE
     """``bare``, or the version the baseline arm carries (version against version)."""
     variants: tuple[str, ...]
     """The versions compared with the baseline, in the preregistration's order (the order they run in)."""
     confidence: float = 0.95
     """``decision.confidence``: the family's alpha is 1 - confidence (Holm's correction)."""
-    shard: str | None = None
-    mode: Mode | None = None
-    created_at: str | None = None
-    harness_version: str | None = None
 
     @classmethod
     def start(cls, study: Study, lock_hash: str, *, shard: str | None, mode: Mode | None) -> FamilyMeta:
@@ -83,44 +73,12 @@ def is_family_dir(root: Path) -> bool:
 def read_family_meta(root: Path) -> FamilyMeta | None:
     """``root/family.json``, or None when there is none; a :class:`ConfigError` naming the file (and the field)
     when it cannot be read or is not a family description."""
-    path = root / FAMILY_JSON
-    data = read_json_document(path)
-    if data is None:
-        return None
-    if isinstance(data, dict) and isinstance(data.get("meta_version"), int) and data["meta_version"] > FAMILY_VERSION:
-        raise ConfigError(path, f"was written by a newer harness (meta_version {data['meta_version']})",
-                          field="meta_version")  # fmt: skip
-    return validate(path, FamilyMeta, data, "a family of variants description")
-
-
-def write_family_meta(root: Path, meta: FamilyMeta) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    atomic_write(root / FAMILY_JSON, text.encode())
+    return read_top(root / FAMILY_JSON, FamilyMeta, FAMILY_VERSION, "a family of variants description")
 
 
 def start_or_resume(root: Path, wanted: FamilyMeta) -> FamilyMeta:
     """The top directory's description: written when the family starts, else checked against ``wanted``."""
-    if (root / META).exists():
-        raise ResumeError(
-            f"{root} holds a single experiment (experiment.json), not a family of variants",
-            hint="a preregistration with arms runs into its own --out directory",
-        )
-    try:
-        meta = read_family_meta(root)
-    except ConfigError as e:
-        raise ResumeError(e.message, hint="move the directory aside") from e
-    if meta is None:
-        write_family_meta(root, wanted)
-        return wanted
-    if meta.lock_hash != wanted.lock_hash:
-        raise ResumeError(
-            f"{root} holds family {meta.lock_hash[:12]}, not this preregistration's lock {wanted.lock_hash[:12]}",
-            hint="a changed preregistration is a new experiment: use another --out directory",
-        )
-    if meta.shard != wanted.shard:
-        raise ResumeError(f"{root} was run as shard {meta.shard}, not {wanted.shard}")
-    if (meta.mode or wanted.mode) != wanted.mode:
-        raise ResumeError(f"{root} was run against the {meta.mode} model, not the {wanted.mode} one",
-                          hint="scripted and real trials never share an experiment: use another --out directory")  # fmt: skip
-    return meta
+    return start_or_resume_top(
+        root, root / FAMILY_JSON, wanted, lambda: read_family_meta(root), kind="family of variants",
+        single="a single experiment", hint="a preregistration with arms runs into its own --out directory",
+    )  # fmt: skip

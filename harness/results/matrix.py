@@ -15,16 +15,13 @@ has no ``experiment.json`` and no results of its own.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Literal
 
 from harness import __version__
-from harness.errors import ConfigError, ResumeError
-from harness.host.files import atomic_write, read_json_document
-from harness.records import FrozenModel
-from harness.results.meta import META, Mode
-from harness.study.config import Study, model_dir_name, validate
+from harness.results.meta import Mode
+from harness.results.topdir import TopDirMeta, read_top, start_or_resume_top, write_top
+from harness.study.config import Study, model_dir_name
 
 MATRIX_JSON = "matrix.json"
 MODELS_DIR = "models"
@@ -32,21 +29,14 @@ MODELS_DIR = "models"
 MATRIX_VERSION = 1
 
 
-class MatrixMeta(FrozenModel):
+class MatrixMeta(TopDirMeta):
     """The description of a model matrix's top directory."""
 
     meta_version: int = MATRIX_VERSION
-    lock_hash: str
-    preregistration: str | None = None
-    skill: str
     models: tuple[str, ...]
     """The preregistered executor models, in the preregistration's order (the order they run in)."""
     rule: Literal["every", "any"] = "every"
     """``decision.models_rule``: how the per-model verdicts combine (harness.analysis.matrix)."""
-    shard: str | None = None
-    mode: Mode | None = None
-    created_at: str | None = None
-    harness_version: str | None = None
     merged_from: tuple[str, ...] | None = None
 
     @classmethod
@@ -91,45 +81,17 @@ def is_matrix_dir(root: Path) -> bool:
 def read_matrix_meta(root: Path) -> MatrixMeta | None:
     """``root/matrix.json``, or None when there is none; a :class:`ConfigError` naming the file (and the field)
     when it cannot be read or is not a matrix description."""
-    path = root / MATRIX_JSON
-    data = read_json_document(path)
-    if data is None:
-        return None
-    if isinstance(data, dict) and isinstance(data.get("meta_version"), int) and data["meta_version"] > MATRIX_VERSION:
-        raise ConfigError(path, f"was written by a newer harness (meta_version {data['meta_version']})",
-                          field="meta_version")  # fmt: skip
-    return validate(path, MatrixMeta, data, "a model matrix description")
+    return read_top(root / MATRIX_JSON, MatrixMeta, MATRIX_VERSION, "a model matrix description")
 
 
 def write_matrix_meta(root: Path, meta: MatrixMeta) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(meta.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-    atomic_write(root / MATRIX_JSON, text.encode())
+    write_top(root / MATRIX_JSON, meta)
 
 
 def start_or_resume(root: Path, wanted: MatrixMeta) -> MatrixMeta:
     """The top directory's description: written when the matrix starts, else checked against ``wanted``
     (another lock, which covers the models, another shard or mode refuses, as a single experiment's does)."""
-    if (root / META).exists():
-        raise ResumeError(
-            f"{root} holds a single-model experiment (experiment.json), not a model matrix",
-            hint="a preregistration with execution.models runs into its own --out directory",
-        )
-    try:
-        meta = read_matrix_meta(root)
-    except ConfigError as e:
-        raise ResumeError(e.message, hint="move the directory aside") from e
-    if meta is None:
-        write_matrix_meta(root, wanted)
-        return wanted
-    if meta.lock_hash != wanted.lock_hash:
-        raise ResumeError(
-            f"{root} holds model matrix {meta.lock_hash[:12]}, not this preregistration's lock {wanted.lock_hash[:12]}",
-            hint="a changed preregistration is a new experiment: use another --out directory",
-        )
-    if meta.shard != wanted.shard:
-        raise ResumeError(f"{root} was run as shard {meta.shard}, not {wanted.shard}")
-    if (meta.mode or wanted.mode) != wanted.mode:
-        raise ResumeError(f"{root} was run against the {meta.mode} model, not the {wanted.mode} one",
-                          hint="scripted and real trials never share an experiment: use another --out directory")  # fmt: skip
-    return meta
+    return start_or_resume_top(
+        root, root / MATRIX_JSON, wanted, lambda: read_matrix_meta(root), kind="model matrix",
+        single="a single-model experiment", hint="a preregistration with execution.models runs into its own --out directory",
+    )  # fmt: skip
