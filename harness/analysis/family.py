@@ -9,8 +9,8 @@ Each variant is compared with the shared baseline exactly as a two-arm run is (`
   (the rule needs both there);
 * Holm's step-down adjustment of those p-values (:func:`holm`, checked against statsmodels'
   ``multipletests(method="holm")`` in the tests);
-* each variant's corrected verdict: an ``adopt`` stands only when its Holm-adjusted p <= alpha, otherwise it
-  becomes ``inconclusive`` (HOLM_NOT_SIGNIFICANT); every other verdict is kept;
+* each variant's corrected verdict (with two or more variants): an ``adopt`` stands only when its Holm-adjusted
+  p <= alpha, otherwise it becomes ``inconclusive`` (HOLM_NOT_SIGNIFICANT); every other verdict is kept;
 * the family's verdict (:func:`decide_family`): ``invalid`` when any comparison is invalid (they share the
   baseline, so the correction would be over a broken family); else the *best* variant is the one with the
   largest paired gain among those not rejected, and the family adopts it only when its corrected verdict is
@@ -136,7 +136,7 @@ def _member(c: Comparison, p: float, p_adj: float, alpha: float, size: int) -> M
     reasons: list[Reason] = []
     verdict = own
     # p and alpha are floats from scipy and a decimal the user wrote: compare as the rules do (exact margins)
-    if own == "adopt" and not exact.at_most(p_adj, alpha):
+    if size > 1 and own == "adopt" and not exact.at_most(p_adj, alpha):
         verdict = "inconclusive"
         reasons.append(
             Reason(

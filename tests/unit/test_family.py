@@ -120,12 +120,16 @@ def test_family_adopts_the_best_variant_when_it_survives_holm() -> None:
     assert [fam.member(v).p_holm for v in ("weak", "strong", "null")] == pytest.approx(list(ref))
 
 
-def test_family_with_one_variant_is_that_comparison() -> None:
+@pytest.mark.parametrize("settings", [INTERVAL, POINT], ids=["interval", "point"])
+def test_family_with_one_variant_is_that_comparison(settings: DecisionSettings) -> None:
+    """Version against version is a family of one: its verdict is the comparison's under either rule (the point
+    rule adopts NULL on its own, p = 0.6: nothing corrects a single comparison)."""
     for skill in (STRONG, WEAK, NULL, WORSE):
-        c = comparison("only", skill)
+        c = comparison("only", skill, settings)
         fam = decide_family([c], 0.95)
         assert fam.verdict == c.decision.verdict
         assert fam.member("only").p_holm == fam.member("only").p_value
+    assert decide_family([comparison("only", NULL, POINT)], 0.95).verdict == "adopt"
 
 
 def test_family_rejects_when_every_variant_is_rejected() -> None:
