@@ -729,7 +729,9 @@ class Preregistration(Strict):
         if self.arms is not None:
             raise _FieldError("execution.agent", f"versions of a skill (arms) run Claude Code only, not {agent!r}")
         if self.selection is not None:
-            raise _FieldError("execution.agent", f"a confirmation of a library's selection runs Claude Code only, not {agent!r}")
+            raise _FieldError(
+                "execution.agent", f"a confirmation of a library's selection runs Claude Code only, not {agent!r}"
+            )
 
     def _check_selection(self) -> None:
         for other in ("skill_ref", "library", "arms"):

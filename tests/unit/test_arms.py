@@ -235,3 +235,10 @@ def test_a_ref_without_the_skill_or_with_a_link_is_refused_naming_the_field(make
     with pytest.raises(ConfigError, match=re.escape("other has no SKILL.md at v2")) as e:
         lock(s.prereg)
     assert e.value.field == "arms.versions.shipped.ref"
+
+
+def test_versions_run_claude_code_only_for_now(make_study: StudyFactory) -> None:
+    s = arms_study(make_study, extra="  agent: codex\n  model: gpt-6.2-sol\n")
+    with pytest.raises(ConfigError, match="versions of a skill") as e:
+        load_study(s.prereg)
+    assert e.value.field == "execution.agent"
