@@ -836,8 +836,17 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         matrix = gate_matrix(args.dir)
         print("gate: " + "\n".join(matrix.lines))
         return matrix.exit_code
-    from harness.results.family import is_family_dir
+    from harness.results.family import VARIANTS_DIR, is_family_dir
 
+    top = args.dir.resolve().parent.parent
+    if args.dir.resolve().parent.name == VARIANTS_DIR and is_family_dir(top):
+        # one variant of a family: its verdict after Holm's correction, never its uncorrected one
+        from harness.experiment.family import family_of
+        from harness.reporting.family import member_gate_lines
+
+        lines, code = member_gate_lines(family_of(top), args.dir.resolve().name)
+        print("gate: " + "\n".join(lines))
+        return code
     if is_family_dir(args.dir):  # a family of variants: each comparison recomputed, then Holm across them
         from harness.experiment.family import family_of
         from harness.reporting.family import gate_lines

@@ -175,6 +175,20 @@ def gate_lines(f: FamilyReport) -> list[str]:
     return [clean(x) for x in out]
 
 
+def member_gate_lines(f: FamilyReport, variant: str) -> tuple[list[str], int]:
+    """What ``skilltrial gate`` prints for one variant's directory inside a family, and its exit code: the
+    variant's verdict after Holm's correction, never its uncorrected one (a CI job gating a variant's own
+    directory would otherwise adopt what the family's correction does not), then the family's lines."""
+    m = f.member(variant)
+    verdict = m.verdict if m is not None else "unavailable"
+    code = GATE_CODES.get(verdict, 3)
+    why = (f"alone {m.own_verdict}, Holm p {fmt.p_value(m.p_holm)} across {len(f.rows)} variants"
+           if m is not None else "the family has no verdict")  # fmt: skip
+    head = (f"{verdict.upper()} (exit {code}) {f.skill} variant {variant}, in the family at {f.top}: {why}; "
+            f"the family's verdict: {f.verdict.upper()}")  # fmt: skip
+    return [clean(head), *gate_lines(f)[1:]], code
+
+
 # ============================================================================ renderers
 
 

@@ -101,7 +101,9 @@ def test_two_variants_share_one_baseline_and_holm_decides_the_family(
     assert main(["gate", str(out)]) == 2
     said = capsys.readouterr().out
     assert "INCONCLUSIVE (exit 2) careful-fixer" in said and "plain: REJECT" in said
-    assert main(["gate", str(variant_dir(out, "plain"))]) == 1  # one comparison is still gated on its own
+    assert (
+        main(["gate", str(variant_dir(out, "plain"))]) == 1
+    )  # a variant gated on its own directory: its verdict in the family
 
 
 @pytest.mark.parametrize("delivery", ["prompt", "installed"])

@@ -76,7 +76,12 @@ def test_an_adoption_holm_takes_back_leaves_the_family_inconclusive(
     assert "| `weak` | ADOPT | ⚠️ INCONCLUSIVE |" in (top / "report.md").read_text()
     capsys.readouterr()
     assert main(["gate", str(top)]) == 2
-    assert main(["gate", str(top / "variants" / "weak")]) == 0  # alone it adopts: only the family corrects it
+    capsys.readouterr()
+    # alone it adopts; gated on its own directory it is still the family's member: Holm's correction holds
+    assert main(["gate", str(top / "variants" / "weak")]) == 2
+    out = capsys.readouterr().out
+    assert "INCONCLUSIVE (exit 2) tidy variant weak, in the family at" in out and "alone adopt" in out
+    assert "the family's verdict: INCONCLUSIVE" in out
 
 
 def test_a_variant_without_results_leaves_the_family_without_a_verdict(tmp_path: Path) -> None:
