@@ -47,6 +47,7 @@ import docker.tls
 import requests.adapters
 import requests.exceptions
 import urllib3.exceptions
+from docker.models.containers import _create_container_args
 from docker.types import IPAMConfig, IPAMPool, LogConfig, Mount, Ulimit
 
 from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
@@ -116,6 +117,19 @@ def ran_s(state: Mapping[str, Any]) -> float | None:
         return None
     seconds = (finished - started).total_seconds()
     return seconds if seconds >= 0 else None  # FinishedAt is the year 1 until the container exits
+
+
+def demultiplex(raw: bytes) -> bytes:
+    """The payloads of the engine's multiplexed log stream (a container without a TTY), in order: each frame is
+    one byte of stream (1 stdout, 2 stderr), three zeros, a big-endian length, then that many bytes. A frame
+    cut short at the end keeps what arrived."""
+    out = bytearray()
+    at = 0
+    while len(raw) - at >= 8:
+        length = int.from_bytes(raw[at + 4 : at + 8], "big")
+        out += raw[at + 8 : at + 8 + length]
+        at += 8 + length
+    return bytes(out)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -409,20 +423,27 @@ class Engine:
 
     def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
         """Create (not start) a hardened container; returns its id. Never retried (not idempotent)."""
+        kwargs = self._create_kwargs(spec)
+        kwargs["version"] = self.client.api._version
         try:
-            container = self.client.containers.create(**self._create_kwargs(spec))
+            # the API client's calls, not docker-py's models: a model inspects the container after its create
+            # and again before each call on it (an engine round trip each, issue 27 item 4)
+            container_id = str(self.client.api.create_container(**_create_container_args(kwargs))["Id"])
             for net in extra_networks:
-                self.client.networks.get(net).connect(container)
+                # a created container's connect succeeds on engine 20.10 when the network does not exist (it
+                # would fail at its start): look the network up first, so the create is what fails
+                self.client.api.inspect_network(net)
+                self.client.api.connect_container_to_network(container_id, net)
         except docker.errors.ImageNotFound as e:
             raise PrerequisiteError(f"image {spec.image} is not present", hint="run `skilltrial images build`") from e
         except DOCKER_ERRORS as e:
             self.remove_container(spec.name)
             raise InfraError(f"creating container {spec.name} failed: {e}") from e
-        return str(container.id)
+        return container_id
 
     def start(self, name: str) -> None:
         try:
-            self.client.containers.get(name).start()
+            self.client.api.start(name)
         except DOCKER_ERRORS as e:
             raise InfraError(f"starting container {name} failed: {e}") from e
 
@@ -431,11 +452,7 @@ class Engine:
         state."""
         t0 = time.monotonic()
         try:
-            container = self.client.containers.get(name)
-        except DOCKER_ERRORS as e:
-            raise InfraError(f"container {name} vanished: {e}") from e
-        try:
-            result = container.wait(timeout=max(1.0, deadline_s))
+            result = self.client.api.wait(name, timeout=max(1.0, deadline_s))
             exit_code, timed_out = int(result.get("StatusCode", -1)), False
         except DOCKER_ERRORS as e:
             if not _read_timed_out(e):
@@ -443,7 +460,7 @@ class Engine:
                 raise InfraError(f"waiting for container {name} failed: {e}") from e
             self.kill(name)
             with contextlib.suppress(*DOCKER_ERRORS):
-                container.wait(timeout=30)
+                self.client.api.wait(name, timeout=30)
             exit_code, timed_out = None, True
         state = self.inspect(name).get("State", {})
         ran = ran_s(state)
@@ -465,13 +482,19 @@ class Engine:
             raise InfraError(f"inspecting container {name} failed: {e}") from e
 
     def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
-        """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last)."""
+        """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last).
+
+        One request: docker-py's ``logs`` inspects the container before each read to learn whether it has a
+        TTY, and a harness container never has one (``tty=False`` above), so its output is always the
+        engine's multiplexed frames (issue 27 item 4: a trial read its logs 16 times)."""
+        api = self.client.api
+        params = {"stdout": int(stdout), "stderr": int(stderr), "timestamps": 0, "follow": 0, "tail": "all"}
         try:
-            data = self.client.api.logs(name, stdout=stdout, stderr=stderr, stream=False, timestamps=False)
+            response = api._get(api._url("/containers/{0}/logs", name), params=params, stream=False)
+            api._raise_for_status(response)
+            data = demultiplex(response.content)
         except DOCKER_ERRORS as e:
             raise InfraError(f"reading logs of {name} failed: {e}") from e
-        if isinstance(data, str):
-            data = data.encode()
         if len(data) > cap:
             return Logs(bytes(data[-cap:]), truncated=True)
         return Logs(bytes(data), truncated=False)

@@ -29,8 +29,9 @@ class _Client:
         self.containers = self
         self.api = self
 
-    def get(self, name: str) -> _Container:
-        return self.container
+    def wait(self, name: str, timeout: float) -> dict[str, int]:
+        """The API client's wait (the engine makes no container object: one request, no inspect before it)."""
+        return self.container.wait(timeout)
 
     def kill(self, name: str) -> None:
         self.killed.append(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -172,3 +173,20 @@ def test_a_misspelt_field_is_a_type_error_where_it_is_read_and_where_it_is_writt
     assert status == 1 and len(errors) == 2, out
     assert '"Usage" has no attribute "input_tokenz"' in errors[0]
     assert 'Unexpected keyword argument "reasn"' in errors[1]
+
+
+def test_the_start_looks_at_the_log_a_few_times_and_asks_whether_the_sidecar_runs_only_when_it_is_slow() -> None:
+    """Issue 27 item 4: each look is an engine request. A sidecar that listens at once is found by one read of
+    its log and no state check; one that died before listening is still told (not left to the timeout)."""
+    runtime = FakeRuntime(images=["sidecar:test"])
+    name = _gateway(runtime, "gw", gatewaylog.dump(Listening(budget_usd=1.0)) + "\n")
+    before = len(runtime.calls)
+    gateway.wait_listening(runtime, name)
+    assert [c.method for c in runtime.calls[before:]] == ["logs"]
+    runtime.behave("dead", Outcome(exit_code=1, stderr=b"Traceback: boom\n"))
+    runtime.create(ContainerSpec(name="dead", image="sidecar:test", command=("gateway",), labels={}, user="65534"))
+    runtime.start("dead")
+    t0 = time.monotonic()
+    with pytest.raises(InfraError, match="dead exited before listening: Traceback: boom"):
+        gateway.wait_listening(runtime, "dead", timeout_s=20)
+    assert time.monotonic() - t0 < gateway.SLOW_START_S + 1.0
