@@ -626,6 +626,17 @@ class FakeRuntime:
             return Logs(data[-cap:], truncated=True)
         return Logs(data, truncated=False)
 
+    def output(self, name: str, *, stdout_cap: int, stderr_cap: int) -> tuple[Logs, Logs]:
+        self._call("output", name, self._role(name))
+        with self._lock:
+            c = self._get(name)
+            out = b"".join(chunk for stream, chunk in c.chunks if stream == "stdout")
+            err = b"".join(chunk for stream, chunk in c.chunks if stream == "stderr")
+        return (
+            Logs(out[-stdout_cap:], truncated=True) if len(out) > stdout_cap else Logs(out, truncated=False),
+            Logs(err[-stderr_cap:], truncated=True) if len(err) > stderr_cap else Logs(err, truncated=False),
+        )
+
     def follow_logs(self, name: str) -> _FollowedLogs:
         self._call("follow_logs", name, self._role(name))
         with self._lock:

@@ -31,6 +31,7 @@ import contextlib
 import datetime as dt
 import ipaddress
 import json
+import math
 import os
 import threading
 import time
@@ -47,7 +48,7 @@ import docker.tls
 import requests.adapters
 import requests.exceptions
 import urllib3.exceptions
-from docker.models.containers import _create_container_args
+from docker.models.containers import _create_container_args  # type: ignore[attr-defined]
 from docker.types import IPAMConfig, IPAMPool, LogConfig, Mount, Ulimit
 
 from harness.errors import InfraError, NeedsLocalEngine, PrerequisiteError
@@ -119,17 +120,19 @@ def ran_s(state: Mapping[str, Any]) -> float | None:
     return seconds if seconds >= 0 else None  # FinishedAt is the year 1 until the container exits
 
 
-def demultiplex(raw: bytes) -> bytes:
-    """The payloads of the engine's multiplexed log stream (a container without a TTY), in order: each frame is
-    one byte of stream (1 stdout, 2 stderr), three zeros, a big-endian length, then that many bytes. A frame
-    cut short at the end keeps what arrived."""
-    out = bytearray()
+def frames(raw: bytes) -> Iterator[tuple[int, bytes]]:
+    """(stream, payload) of each frame of the engine's multiplexed log stream (a container without a TTY), in
+    order: a frame is one byte of stream (1 stdout, 2 stderr), three zeros, a big-endian length, then that many
+    bytes. A frame cut short at the end gives what arrived."""
     at = 0
     while len(raw) - at >= 8:
         length = int.from_bytes(raw[at + 4 : at + 8], "big")
-        out += raw[at + 8 : at + 8 + length]
+        yield raw[at], raw[at + 8 : at + 8 + length]
         at += 8 + length
-    return bytes(out)
+
+
+def _tail(data: bytes, cap: int) -> Logs:
+    return Logs(data[-cap:], truncated=True) if len(data) > cap else Logs(data, truncated=False)
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -424,7 +427,7 @@ class Engine:
     def create(self, spec: ContainerSpec, *, extra_networks: Sequence[str] = ()) -> str:
         """Create (not start) a hardened container; returns its id. Never retried (not idempotent)."""
         kwargs = self._create_kwargs(spec)
-        kwargs["version"] = self.client.api._version
+        kwargs["version"] = self.client.api.api_version
         try:
             # the API client's calls, not docker-py's models: a model inspects the container after its create
             # and again before each call on it (an engine round trip each, issue 27 item 4)
@@ -452,7 +455,7 @@ class Engine:
         state."""
         t0 = time.monotonic()
         try:
-            result = self.client.api.wait(name, timeout=max(1.0, deadline_s))
+            result = self.client.api.wait(name, timeout=max(1, math.ceil(deadline_s)))
             exit_code, timed_out = int(result.get("StatusCode", -1)), False
         except DOCKER_ERRORS as e:
             if not _read_timed_out(e):
@@ -482,22 +485,36 @@ class Engine:
             raise InfraError(f"inspecting container {name} failed: {e}") from e
 
     def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
-        """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last).
+        """Container output up to ``cap`` bytes; the tail is what is kept when capped (the result is last)."""
+        return _tail(b"".join(data for _, data in self._frames(name, stdout=stdout, stderr=stderr)), cap)
 
-        One request: docker-py's ``logs`` inspects the container before each read to learn whether it has a
-        TTY, and a harness container never has one (``tty=False`` above), so its output is always the
-        engine's multiplexed frames (issue 27 item 4: a trial read its logs 16 times)."""
+    def output(self, name: str, *, stdout_cap: int, stderr_cap: int) -> tuple[Logs, Logs]:
+        frames = list(self._frames(name, stdout=True, stderr=True))
+        out = b"".join(data for stream, data in frames if stream != 2)
+        err = b"".join(data for stream, data in frames if stream == 2)
+        return _tail(out, stdout_cap), _tail(err, stderr_cap)
+
+    def _frames(self, name: str, *, stdout: bool, stderr: bool) -> Iterator[tuple[int, bytes]]:
+        """The container's log in one request. docker-py's ``logs`` inspects the container before each read to
+        learn whether it has a TTY; a harness container never has one (``tty=False`` above), so its log is
+        always the engine's multiplexed frames (issue 27 item 4: a trial read its logs 16 times)."""
         api = self.client.api
-        params = {"stdout": int(stdout), "stderr": int(stderr), "timestamps": 0, "follow": 0, "tail": "all"}
+        params: dict[str, int | str] = {
+            "stdout": int(stdout),
+            "stderr": int(stderr),
+            "timestamps": 0,
+            "follow": 0,
+            "tail": "all",
+        }
+        url = f"{api.base_url}/v{api.api_version}/containers/{urllib.parse.quote(name, safe='')}/logs"
         try:
-            response = api._get(api._url("/containers/{0}/logs", name), params=params, stream=False)
-            api._raise_for_status(response)
-            data = demultiplex(response.content)
+            response = api.get(url, params=params, timeout=api.timeout)
+            raw = bytes(response.content)
         except DOCKER_ERRORS as e:
             raise InfraError(f"reading logs of {name} failed: {e}") from e
-        if len(data) > cap:
-            return Logs(bytes(data[-cap:]), truncated=True)
-        return Logs(bytes(data), truncated=False)
+        if response.status_code != 200:
+            raise InfraError(f"reading logs of {name} failed: {response.status_code} {response.text[:300]}")
+        return frames(raw)
 
     def follow_logs(self, name: str) -> LogStream:
         """The container's stdout as it is written (docker's ``logs --follow``: a stream without a read

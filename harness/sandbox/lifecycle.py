@@ -53,8 +53,7 @@ def run(
         if on_started is not None:
             on_started(spec.name)
         waited = runtime.wait(spec.name, deadline_s)
-        stdout, truncated = runtime.logs(spec.name, stdout=True, stderr=False, cap=output_cap)
-        stderr, _ = runtime.logs(spec.name, stdout=False, stderr=True, cap=STDERR_CAP)
+        (stdout, truncated), (stderr, _) = runtime.output(spec.name, stdout_cap=output_cap, stderr_cap=STDERR_CAP)
         tar = runtime.get_archive(spec.name, archive, cap=archive_cap) if archive is not None else None
         return ExitInfo(
             exit_code=None if waited.timed_out else waited.exit_code,

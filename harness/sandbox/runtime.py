@@ -3,7 +3,7 @@ values it speaks. No implementation here, and no ``import docker``.
 
 Two Protocols, split by resource the way docker-py splits its API client:
 
-    ContainerRuntime  containers (create, start, wait with a deadline, kill, logs and their live stream,
+    ContainerRuntime  containers (create, start, wait with a deadline, kill, logs, output and their live stream,
                       is_running, container_ip), networks, volumes (plain and overlay, their mountpoints)
                       and archives in and out of them, the harness's labelled objects and the removal of
                       one, engine info
@@ -285,6 +285,12 @@ class ContainerRuntime(Protocol):
 
     def logs(self, name: str, *, stdout: bool = True, stderr: bool = False, cap: int = 4 << 20) -> Logs:
         """The container's output so far, at most ``cap`` bytes (the tail). Raises InfraError."""
+        ...
+
+    def output(self, name: str, *, stdout_cap: int, stderr_cap: int) -> tuple[Logs, Logs]:
+        """The container's stdout and its stderr so far, apart, each at most its cap (the tail), read at once
+        (what :func:`harness.sandbox.lifecycle.run` returns: one engine request, not one per stream). Raises
+        InfraError."""
         ...
 
     def follow_logs(self, name: str) -> LogStream:

@@ -183,6 +183,20 @@ def test_output_is_capped_and_its_tail_kept(subject: Subject) -> None:
     assert whole.stdout == b"a" * 5000 + b"END" and not whole.stdout_truncated
 
 
+def test_output_reads_both_streams_apart_each_capped_to_its_tail(subject: Subject) -> None:
+    """One read of a container's log gives its stdout and its stderr apart (issue 27 item 4: one engine request
+    where a run made two), each capped on its own."""
+    rt, spec = subject.runtime, subject.spec("both", EXIT_3)
+    rt.create(spec)
+    try:
+        rt.start(spec.name)
+        rt.wait(spec.name, 30)
+        assert rt.output(spec.name, stdout_cap=100, stderr_cap=100) == ((b"out\n", False), (b"err\n", False))
+        assert rt.output(spec.name, stdout_cap=2, stderr_cap=3) == ((b"t\n", True), (b"rr\n", True))
+    finally:
+        lifecycle.remove_objects(rt, [DockerObject("container", spec.name)])
+
+
 def test_a_refused_start_gate_removes_the_container_unstarted(subject: Subject) -> None:
     started: list[str] = []
 

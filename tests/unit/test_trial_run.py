@@ -324,7 +324,7 @@ def test_the_agent_edits_to_protected_paths_are_flagged_and_restored_for_verify(
         ("create", "collect", "extract"),
         ("create", "verify", "verify"),
         ("create", "judge", "judge"),
-        ("logs", "judge", "judge"),
+        ("output", "judge", "judge"),
     ],
 )
 def test_an_engine_failure_in_any_phase_is_an_infra_error(
