@@ -30,7 +30,8 @@ the machine. Prints a Markdown table:
    (overlay workspaces), and the machine's engine with volume workspaces (``--only remote``).
 7. issue 27's throughput rows (``--only throughput``, root and cgroup v1; :mod:`scripts.throughput`): the CPU
    one trial costs the machine by part against the two Claude Code processes, a trial's peak memory, and
-   64 trials with 10 s model latency per turn at ``--jobs 32`` against ``--jobs 1``.
+   64 trials with 10 s model latency per turn at ``--jobs 32`` against ``--jobs 1``. ``--only cpu``: the first
+   of them alone (about a minute), for an A/B of a change: run it in the two checkouts in turn.
 
 Trials hold slots of a private slot directory, so trials of other harness
 processes on the machine do not block the bench (they still share its cores).
@@ -742,6 +743,19 @@ def throughput(bench: Bench) -> list[Row]:
     return [Row(*row) for row in throughput_rows(bench, TASKS, log)]
 
 
+def cpu(bench: Bench) -> list[Row]:
+    """Issue 27 item 4: the CPU row of :func:`throughput` alone, with its tables of parts and requests."""
+    from scripts.throughput import cpu_rows, measurable
+
+    why = measurable()
+    if why is not None:
+        if bench.steps_asked:
+            raise SystemExit(f"bench: --only cpu {why}")
+        log(f"cpu: left out, it {why}")
+        return []
+    return [Row(*row) for row in cpu_rows(bench, TASKS, log)]
+
+
 def table(rows: Sequence[Row]) -> str:
     out = ["| figure | measured | baseline (same run) | ratio | target |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r.figure} | {r.measured} | {r.baseline} | {r.ratio} | {r.target} |" for r in rows]
@@ -754,7 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-output"), help="work directory (default bench-output)")
     parser.add_argument(
         "--only",
-        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote", "throughput"],
+        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote", "throughput", "cpu"],
         action="append",
         help="run only these",
     )
@@ -789,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "remote": remote,
         "throughput": throughput,
     }
+    if args.only and "cpu" in args.only:  # a part of throughput: never run twice in a whole bench
+        steps["cpu"] = cpu
     for name, step in steps.items():
         if args.only and name not in args.only:
             continue

@@ -646,7 +646,7 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
         ("GET /containers/{}/logs", repeat * 10, lambda: engine.logs(sleeper, stdout=True, stderr=True)),
         ("GET /version (the least a request costs)", repeat * 20, lambda: engine.client.api.version()),
         (
-            "a container's life on --network none: create, start, wait, inspect, logs x2, remove",
+            "a container's life on --network none: create, start, wait, inspect, logs, remove",
             repeat,
             lambda: lifecycle.run(engine, spec(("true",)), deadline_s=60),
         ),
@@ -735,6 +735,49 @@ def measurable() -> str | None:
     return None
 
 
+def cpu_window(
+    bench: Bench, engine: MeteredEngine, tasks: Sequence[str], log: Callable[[str], None]
+) -> tuple[Measured, RowText]:
+    """Item 1: CPU per trial by part at model latency 0, ``--jobs 1``, 2 trials a task (its tables go to
+    ``bench.notes``). Alone (``--only cpu``) it is issue 27 item 4's A/B: run it in two checkouts in turn."""
+    scen0 = bench.scenario(tasks, latency_ms=0, baseline_p=1, skills={"careful-fixer": 1})
+    log(f"throughput: CPU per trial, {len(tasks) * 2} trials at model latency 0, --jobs 1 ...")
+    cpu = measured_run(
+        bench,
+        engine,
+        bench.experiment(skill="careful-fixer", tasks=tasks, runs=1, scenario=scen0),
+        jobs=1,
+        out="cpu-l0",
+    )
+    b = cpu.parts.cli_floor()
+    total = cpu.parts.per_trial()[-1][1]
+    a = total - b
+    bench.notes.append(
+        parts_table(cpu.parts, f"CPU per trial by part: latency 0, `--jobs 1`, {cpu.parts.trials} trials")
+    )
+    bench.notes.append(requests_table(cpu.requests, cpu.parts.trials))
+    log(f"throughput: CPU per trial {total:.2f} CPU-s (CLIs {b:.2f})")
+    row = (
+        "harness CPU per trial (all but the two CLI processes), latency 0",
+        f"{a:.2f} CPU-s",
+        f"the two CLI processes: {b:.2f} CPU-s",
+        f"{a / b:.2f}x",
+        "<= 1.0x",
+    )
+    return cpu, row
+
+
+def cpu_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str], None]) -> list[RowText]:
+    """The item-1 row alone, with its tables (``--only cpu``: about a minute)."""
+    root = f"skilltrial-bench-{os.getpid()}"
+    engine = MeteredEngine(root)
+    try:
+        _, row = cpu_window(bench, engine, list(all_tasks[:2] if bench.quick else all_tasks[:4]), log)
+    finally:
+        remove_cgroups(root)
+    return [row]
+
+
 def throughput_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str], None]) -> list[RowText]:
     """The rows of items 1 to 3 (the tables of parts go to ``bench.notes``)."""
     root = f"skilltrial-bench-{os.getpid()}"
@@ -743,35 +786,11 @@ def throughput_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str],
     tasks = list(all_tasks[:2] if quick else all_tasks[:4])
     rows: list[RowText] = []
     try:
-        # 1. CPU per trial at latency 0, --jobs 1
-        scen0 = bench.scenario(tasks, latency_ms=0, baseline_p=1, skills={"careful-fixer": 1})
-        log(f"throughput: CPU per trial, {len(tasks) * 2} trials at model latency 0, --jobs 1 ...")
-        cpu = measured_run(
-            bench,
-            engine,
-            bench.experiment(skill="careful-fixer", tasks=tasks, runs=1, scenario=scen0),
-            jobs=1,
-            out="cpu-l0",
-        )
-        b = cpu.parts.cli_floor()
-        total = cpu.parts.per_trial()[-1][1]
-        a = total - b
-        bench.notes.append(
-            parts_table(cpu.parts, f"CPU per trial by part: latency 0, `--jobs 1`, {cpu.parts.trials} trials")
-        )
-        bench.notes.append(requests_table(cpu.requests, cpu.parts.trials))
-        rows.append(
-            (
-                "harness CPU per trial (all but the two CLI processes), latency 0",
-                f"{a:.2f} CPU-s",
-                f"the two CLI processes: {b:.2f} CPU-s",
-                f"{a / b:.2f}x",
-                "<= 1.0x",
-            )
-        )
+        cpu, row = cpu_window(bench, engine, tasks, log)
+        rows.append(row)
         one = max(cpu.trial_peaks.values()) if cpu.trial_peaks else 0
         typical = statistics.median(cpu.trial_peaks.values()) if cpu.trial_peaks else 0
-        log(f"throughput: CPU per trial {total:.2f} CPU-s (CLIs {b:.2f}); one trial's peak memory {_mib(one)}")
+        log(f"throughput: one trial's peak memory {_mib(one)}")
         log("throughput: the engine daemons' CPU per request ...")
         units = engine_unit_costs(engine, bench.images.trial, repeat=4 if quick else 10)
         bench.notes.append(unit_costs_table(units, cpu.requests, cpu.parts))
