@@ -51,7 +51,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -729,31 +729,34 @@ def remote(bench: Bench) -> list[Row]:
     return rows
 
 
-def throughput(bench: Bench) -> list[Row]:
-    """Issue 27: CPU per trial by part, memory per trial, 32 trials at once (:mod:`scripts.throughput`).
-    Needs root and cgroup v1: a whole ``make bench`` elsewhere leaves it out and says so."""
-    from scripts.throughput import measurable, throughput_rows
+def _measured_here(
+    bench: Bench, step: str, rows: Callable[[Bench, Sequence[str], Callable[[str], None]], Any]
+) -> list[Row]:
+    """A step of :mod:`scripts.throughput`: it needs root and cgroup v1, so a whole ``make bench`` elsewhere
+    leaves it out and says so (``--only`` that names it stops instead)."""
+    from scripts.throughput import measurable
 
     why = measurable()
     if why is not None:
         if bench.steps_asked:
-            raise SystemExit(f"bench: --only throughput {why}")
-        log(f"throughput: left out, it {why}")
+            raise SystemExit(f"bench: --only {step} {why}")
+        log(f"{step}: left out, it {why}")
         return []
-    return [Row(*row) for row in throughput_rows(bench, TASKS, log)]
+    return [Row(*row) for row in rows(bench, TASKS, log)]
+
+
+def throughput(bench: Bench) -> list[Row]:
+    """Issue 27: CPU per trial by part, memory per trial, 32 trials at once (:mod:`scripts.throughput`)."""
+    from scripts.throughput import throughput_rows
+
+    return _measured_here(bench, "throughput", throughput_rows)
 
 
 def cpu(bench: Bench) -> list[Row]:
     """Issue 27 item 4: the CPU row of :func:`throughput` alone, with its tables of parts and requests."""
-    from scripts.throughput import cpu_rows, measurable
+    from scripts.throughput import cpu_rows
 
-    why = measurable()
-    if why is not None:
-        if bench.steps_asked:
-            raise SystemExit(f"bench: --only cpu {why}")
-        log(f"cpu: left out, it {why}")
-        return []
-    return [Row(*row) for row in cpu_rows(bench, TASKS, log)]
+    return _measured_here(bench, "cpu", cpu_rows)
 
 
 def table(rows: Sequence[Row]) -> str:
