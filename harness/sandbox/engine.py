@@ -489,9 +489,9 @@ class Engine:
         return _tail(b"".join(data for _, data in self._frames(name, stdout=stdout, stderr=stderr)), cap)
 
     def output(self, name: str, *, stdout_cap: int, stderr_cap: int) -> tuple[Logs, Logs]:
-        frames = list(self._frames(name, stdout=True, stderr=True))
-        out = b"".join(data for stream, data in frames if stream != 2)
-        err = b"".join(data for stream, data in frames if stream == 2)
+        read = list(self._frames(name, stdout=True, stderr=True))
+        out = b"".join(data for stream, data in read if stream != 2)
+        err = b"".join(data for stream, data in read if stream == 2)
         return _tail(out, stdout_cap), _tail(err, stderr_cap)
 
     def _frames(self, name: str, *, stdout: bool, stderr: bool) -> Iterator[tuple[int, bytes]]:
