@@ -424,16 +424,25 @@ def integrity_flags(run: ExitInfo, result: AgentResult, meter: GatewayMeter, *, 
     return flags
 
 
+DEADLINE_SLACK_S = 2.0
+"""How much shorter than its deadline a container's recorded run may be and still have met it. The engine
+stamps ``StartedAt`` when it has handled the start, after the container's process already runs; on a loaded
+machine that came up to a second late, so a CLI the in-container timer stopped at exactly its deadline
+was recorded as having run less and counted as self-terminated."""
+
+
 def _self_terminated(run: ExitInfo, result: AgentResult, timeout_s: float | None) -> bool:
     """Exit 124 (timeout's own code, also produced by SIGALRM) or 137 (SIGKILL) long before the
-    deadline: the agent killed its CLI or the timer. A real deadline takes at least timeout_s."""
+    deadline: the agent killed its CLI or the timer. A real deadline takes at least timeout_s, less the
+    engine's stamping slack (:data:`DEADLINE_SLACK_S`, or 2% of a long deadline: too little to matter to
+    a skill that would cut its own trial short)."""
     return (
         timeout_s is not None
         and not run.timed_out
         and not run.oom_killed
         and run.exit_code in (124, 137)
         and result.subtype is None
-        and run.seconds < timeout_s
+        and run.seconds < timeout_s - max(DEADLINE_SLACK_S, 0.02 * timeout_s)
     )
 
 

@@ -394,6 +394,18 @@ def test_the_in_container_deadline_is_a_timeout(make_rig: Callable[..., Rig]) ->
     assert make_rig(agent=slow).run().status == "timeout"
 
 
+def test_a_deadline_the_engine_stamped_a_moment_short_is_still_a_timeout(make_rig: Callable[..., Rig]) -> None:
+    # the engine stamps StartedAt after the process already runs: under load the recorded run of a CLI the
+    # in-container timer stopped at its 600 s deadline came out shorter (test_infra_forgery failed on it)
+    def stamped_late(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
+        gateway_log(runtime, spec, forwarded())
+        return Outcome(exit_code=124, seconds=599.2)
+
+    rec = make_rig(agent=stamped_late).run()
+    assert rec.status == "timeout"
+    assert not any(f.startswith("self_terminated") for f in rec.flags)
+
+
 def test_an_early_exit_124_is_the_agents_fault_not_a_timeout(make_rig: Callable[..., Rig]) -> None:
     def killed_its_timer(spec: ContainerSpec, runtime: FakeRuntime) -> Outcome:
         gateway_log(runtime, spec, forwarded())
