@@ -26,6 +26,8 @@ from harness.records import TRIGGER_RESULTS
 if TYPE_CHECKING:  # the commands import lazily: `gate` and `report` start without docker-py
     from harness.experiment.progress import Progress
     from harness.records import TriggerRecord
+    from harness.sandbox.engine import EngineAddress
+    from harness.sandbox.runtime import Runtime
     from harness.study.config import Study
 
 EPILOG = """\
@@ -120,6 +122,14 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     )
     ev.add_argument("--skill", type=Path, help="the skill folder; must be the one the preregistration names")
     _run_args(ev)
+    _engine_args(ev)
+    ev.add_argument(
+        "--engine-slots",
+        type=int,
+        metavar="N",
+        help="with --engine: trials at once on each engine (default: each engine's capacity from its CPUs and "
+        "memory, as `skilltrial doctor --engine` prints it); --jobs then caps the total",
+    )
     ev.add_argument(
         "--scripted",
         type=Path,
@@ -256,6 +266,7 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         "and their git worktree registrations in your repositories",
     )
     gc.add_argument("--all", action="store_true", help="remove every harness object, even of live runs")
+    _engine_args(gc)
     _install_parsers(sub)
     return p
 
@@ -619,10 +630,12 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
     if args.reuse_baseline_from:
         _warn_without_recent_calibration(study)
+    engines = tuple(_pool_addresses(args, env))
+    _check_pool_run(args, study, engines)
     # the lock and the key are the run's to check (harness.experiment.experiment.admit), before anything runs
     options = RunOptions(
         out=args.out,
-        jobs=args.jobs or default_jobs(study, env),
+        jobs=args.jobs or (0 if engines else default_jobs(study, env)),
         scripted=args.scripted,
         api_key=env.get("ANTHROPIC_API_KEY") or None,
         shard=shard,
@@ -633,6 +646,8 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
         reuse_from=tuple(args.reuse_baseline_from or ()),
         route=_route(args, env),
         preflight=args.preflight,
+        engines=engines,
+        engine_slots=args.engine_slots,
     )
     if study.prereg.library is not None:  # a library experiment: harness.experiment.library
         from harness.experiment.library import evaluate_library
@@ -649,6 +664,14 @@ def cmd_eval(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
     else:
         _show(evaluate(study, options, _progress(study)))
     return 0
+
+
+def _check_pool_run(args: argparse.Namespace, study: Study, engines: Sequence[object]) -> None:
+    """What a run on several engines does not do (yet): said before anything runs."""
+    if args.engine_slots is not None and (not engines or args.engine_slots < 1):
+        raise ConfigError("--engine-slots", "needs --engine or --engines-file, and a whole number >= 1")
+    if engines and (study.prereg.library is not None or study.prereg.execution.models):
+        raise ConfigError("--engine", "a library experiment or a model matrix runs on one engine (DOCKER_HOST)")
 
 
 def _route(args: argparse.Namespace, env: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -921,6 +944,43 @@ def cmd_gc(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> in
     print(f"{len(reaped.objects)} orphaned object(s) removed")
     if reaped.trees:
         print(f"removed {reaped.trees} trial directory tree(s) of killed runs (and their git worktree registrations)")
+    from harness.sandbox.engine import address_from_env
+
+    return _gc_pool(args, env, host, skip=address_from_env(env).url)
+
+
+def _engine_at(address: EngineAddress) -> Runtime:
+    from harness.sandbox.engine import Engine
+
+    return Engine(address=address, timeout=10)
+
+
+def _gc_pool(args: argparse.Namespace, env: dict[str, str], host: HostPaths, *, skip: str) -> int:
+    """Orphans on every other engine: ``--engine``/``--engines-file`` and every engine a run of a pool
+    recorded (:func:`harness.sandbox.pool.remember_engines`). One that does not answer is said and passed."""
+    from harness.sandbox.labels import reap_orphans
+    from harness.sandbox.pool import remembered_engines
+
+    seen = {skip}
+    for address in [*_pool_addresses(args, env), *remembered_engines(host.engines)]:
+        if address.url in seen:
+            continue
+        seen.add(address.url)
+        try:
+            other = _engine_at(address)
+        except HarnessError as e:
+            print(f"engine {address.label} ({address.url}): not reached: {e.message}")
+            continue
+        try:
+            removed = reap_orphans(other, own_pid=os.getpid())
+        except HarnessError as e:
+            print(f"engine {address.label} ({address.url}): not listed: {e.message}")
+            continue
+        finally:
+            other.close()
+        for target, reason in removed:
+            print(f"engine {address.label}: removed {target.kind} {target.name} ({reason})")
+        print(f"engine {address.label}: {len(removed)} orphaned object(s) removed")
     return 0
 
 

@@ -237,6 +237,20 @@ class ReusedFrom(FrozenModel):
     directory: str
 
 
+class EngineRef(FrozenModel):
+    """The Docker engine a trial ran on (runs on a pool of engines, ``--engine``; issue 29): what reports
+    group trials by, and what tells two engines apart however they were reached."""
+
+    name: str
+    """What the run called it (``--engine``'s host, or the engines file's ``name``)."""
+    engine_id: str
+    """The engine's own id (``docker info`` ID)."""
+    server_version: str
+    kernel: str
+    runtime: str
+    """The OCI runtime the trial's containers ran under (``runc``, ``runsc``)."""
+
+
 class MountedSkill(FrozenModel):
     """One skill the agent container was given (library experiments): its name and a SHA-256 over the
     files of the mounted, controller-owned copy, taken when the container was created."""
@@ -287,6 +301,8 @@ class TrialRecord(FrozenModel):
     split: str | None = None
     """The task's split in tasks.json when the trial ran (None: the task had none, or an older record): a
     library pairs a masked trial with the bare one of the same (split, task, sample) only."""
+    engine: EngineRef | None = None
+    """The engine the trial ran on, in a run on several engines (None: one engine, or records before it)."""
 
     @property
     def is_outcome(self) -> bool:

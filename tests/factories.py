@@ -37,6 +37,7 @@ from harness.records import (
     RESULTS,
     AgentResult,
     Arm,
+    EngineRef,
     GatewayMeter,
     JudgeResult,
     JudgeVerdict,
@@ -133,6 +134,7 @@ class RecordFields(TypedDict, total=False):
     skill: SkillUse | None
     split: str | None
     workspace: Literal["overlay", "copy"] | None
+    engine: EngineRef | None
 
 
 STARTED_AT = "2026-01-01T00:00:00Z"

@@ -4,8 +4,10 @@ The API failures the gateway saw upstream, per arm and over every attempt (the r
 is :func:`harness.records.is_upstream_failure`, the one the trial's :mod:`harness.trial.apihealth` applies),
 with the trials and attempts they hit beside them (the CLI retries a failed request itself, so one trial
 can account for many failed answers),
-and how many trials took their verify result or judge verdict from a byte-identical earlier patch
-(:mod:`harness.trial.samepatch` shares them; final attempts only). Neither enters the decision.
+how many trials took their verify result or judge verdict from a byte-identical earlier patch
+(:mod:`harness.trial.samepatch` shares them; final attempts only), and in a run on several engines the
+trials and pass rates per engine, with a warning when an engine ran more of one arm than of the other (each
+pair runs on one engine, so only a pair cut short leaves them unequal). None enters the decision.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from harness.records import ARMS, TrialRecord
+from harness.records import ARMS, PassRule, TrialRecord, outcome
 from harness.results.attempts import latest_by_trial
 
 
@@ -95,3 +97,40 @@ def reuse_notes(records: Iterable[TrialRecord]) -> list[str]:
     if counts["judge"]:
         text += f"; judge verdict reused (judge.reuse_identical): {counts['judge']} trial(s), not paid again"
     return [text]
+
+
+def engine_counts(records: Iterable[TrialRecord], pass_rule: PassRule) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per engine and arm, over the final attempts that ran to an outcome: (trials, passed). Empty when no
+    record names an engine (a run on one engine)."""
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for r in latest_by_trial(records).values():
+        if r.engine is None or not r.is_outcome:
+            continue
+        trials, passed = out.setdefault(r.engine.name, {}).get(r.arm, (0, 0))
+        out[r.engine.name][r.arm] = (trials + 1, passed + (outcome(r, pass_rule) == "pass"))
+    return out
+
+
+def engine_notes(records: Iterable[TrialRecord], pass_rule: PassRule) -> list[str]:
+    """ "trials per engine: a: baseline 2/3 passed, skill 3/3 passed; b: ..." and a warning per engine whose
+    arms ran unequal numbers of trials."""
+    counts = engine_counts(records, pass_rule)
+    if not counts:
+        return []
+    parts, unbalanced = [], []
+    for name in sorted(counts):
+        by_arm = counts[name]
+        parts.append(
+            f"{name}: "
+            + ", ".join(f"{arm} {by_arm.get(arm, (0, 0))[1]}/{by_arm.get(arm, (0, 0))[0]} passed" for arm in ARMS)
+        )
+        trials = {arm: by_arm.get(arm, (0, 0))[0] for arm in ARMS}
+        if len(set(trials.values())) > 1:
+            unbalanced.append(f"{name} ran " + " and ".join(f"{n} {arm}" for arm, n in trials.items()))
+    notes = ["trials per engine (final attempts with an outcome): " + "; ".join(parts)]
+    if unbalanced:
+        notes.append(
+            "warning: arms unbalanced across engines (" + "; ".join(unbalanced) + "): an engine's speed or kernel "
+            "may weigh on one arm more than on the other"
+        )
+    return notes

@@ -30,6 +30,7 @@ trial starts, running ones finish, and every trial that did not run gets a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -45,6 +46,7 @@ from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
 from harness.experiment.options import Admission, RunOptions, admit, results_dir
+from harness.experiment.placement import Placement, PoolRunner
 from harness.experiment.preflight import BaseOutcome
 from harness.experiment.resources import StudyResources, StudySetup, run_ttl_s
 from harness.experiment.resume import Remaining, SkippedRecords, check_records, check_resumable, plan_remaining
@@ -64,6 +66,7 @@ from harness.sandbox import roles as sandbox
 from harness.sandbox.engine import Engine, connections_for
 from harness.sandbox.images import ImageBuilder, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
+from harness.sandbox.pool import EnginePool, capacities, connect_for, engine_ref, remember_engines
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
@@ -150,13 +153,39 @@ class Experiment:
         self._role_users_cache: uids.RoleUsers | None = None
         self._leave_out: tuple[str, ...] = ()
         """What no tree of the run holds (:meth:`_base_excluded`), decided once the lock is verified."""
+        self._pool: EnginePool | None = None
+        """``options.engines``, opened with the engine (:attr:`engine` is its reference)."""
 
     @property
     def engine(self) -> Runtime:
+        """The engine images are built on and the preflight runs on: the one engine, or a pool's reference."""
         if self._engine is None:
-            self._engine = Engine(self.options.env, max_connections=connections_for(self.options.jobs))
-            self.events.message(f"engine: {self._engine.endpoint().describe()}")
+            if self.options.engines:
+                self._pool = self._open_pool()
+                self._engine = self._pool.reference.runtime
+            else:
+                self._engine = Engine(self.options.env, max_connections=connections_for(self.options.jobs))
+                self.events.message(f"engine: {self._engine.endpoint().describe()}")
         return self._engine
+
+    def _open_pool(self) -> EnginePool:
+        jobs = self.options.jobs or 32
+        remember_engines(self.options.engines, self.paths.engines)  # before any object: gc reaches them all
+        pool = EnginePool.open(self.options.engines, connect=connect_for(connections_for(jobs)))
+        try:
+            pool.check_distinct()
+        except BaseException:
+            pool.close()
+            raise
+        for e in pool:
+            self.events.message(f"engine {e.name}: {e.runtime.endpoint().describe()}")
+        return pool
+
+    def _engines(self) -> list[Runtime]:
+        """Every engine the run uses (the pool's, or the one)."""
+        if self._pool is not None:
+            return [e.runtime for e in self._pool]
+        return [self._engine] if self._engine is not None else []
 
     # ----------------------------------------------------------------- control
     def abort(self) -> None:
@@ -166,14 +195,13 @@ class Experiment:
 
     def _kill_running(self) -> None:
         self.starts.close()  # after this, every container of the run that will ever run is running now
-        if self._engine is None:
-            return  # nothing runs before there is an engine
-        try:
-            for kind, name, labels in self._engine.labelled({RUN: self.run_id}):
-                if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
-                    self._engine.kill(name)
-        except HarnessError:
-            pass
+        for engine in self._engines():  # none before there is an engine: nothing runs before
+            try:
+                for kind, name, labels in engine.labelled({RUN: self.run_id}):
+                    if kind == "container" and labels.get(ROLE) in ("agent", "collect", "verify", "judge"):
+                        engine.kill(name)
+            except HarnessError:
+                pass
 
     @property
     def shard_text(self) -> str | None:
@@ -246,6 +274,8 @@ class Experiment:
             with store.exclusive():
                 return self.execute(self.prepare(store, admitted, scenario), store)
         finally:
+            if self._pool is not None:
+                self._pool.close()
             self.events.finished()
 
     def out_dir(self, lock_hash: str) -> Path:
@@ -272,6 +302,7 @@ class Experiment:
         images = builder.ensure()
         if ex.agent == "codex":  # the agent's own image beside the trial image (verify and judge run in that one)
             images = dataclasses.replace(images, codex=builder.ensure_codex(images))
+        self._pool_images(images)
         provenance = self._provenance(admitted.lock, images)
         inputs, fingerprints = self._baseline_inputs(provenance, images, scenario)
         identity = RecordIdentity.of_run(provenance, shard=self.shard_text, baseline_fingerprints=fingerprints)
@@ -334,6 +365,19 @@ class Experiment:
             reused=len(run.reused),
             early_stopped=early_stopped,
         )
+
+    def _pool_images(self, images: ImageSet) -> None:
+        """A pool's engines hold the reference's image ids (copied when missing); an engine holding a tag as
+        another image is dropped from the run, saying why (provenance compares image ids)."""
+        if self._pool is None:
+            return
+        refs = [images.base, images.runtime, images.sidecar, images.trial]
+        done = self._pool.prepare_images(refs + ([images.codex.tag] if images.codex is not None else []))
+        for synced in done.synced:
+            if synced.copied:
+                self.events.message(f"engine {synced.engine}: copied {len(synced.copied)} image(s) from the reference")
+        for name, error in done.refused.items():
+            self.events.message(f"engine {name} is left out of this run: {error}")
 
     def _base_excluded(self, lock: LockBlock) -> tuple[str, ...]:
         """What no tree of this run holds: the lock's ``base_excluded`` and, in a scripted run, the scenario
@@ -586,16 +630,22 @@ class Experiment:
         """Run what is left: set up the run's resources, loop over the trials, tear down. Returns how
         many trials ran to a final record."""
         ex, left = run.study.prereg.execution, run.remaining
-        slots_count = self.options.host_slots or slot_count(
-            self.options.env, per_trial_mem=sandbox.trial_memory_limits(ex.resources)
-        )
-        slots = HostSlots(slots_count, self.paths.slots_dir)
-        if self.options.jobs > slots.count:
-            self.events.message(f"--jobs {self.options.jobs}: at most {slots.count} trials run at once on this host")
+        placement = self._placement(run) if self._pool is not None else None
+        slots: HostSlots | None = None
+        jobs = self.options.jobs
+        if placement is not None:  # each engine holds its own capacity; the host's slots are this machine's
+            jobs = min(jobs, placement.total) if jobs > 0 else placement.total
+        else:
+            slots_count = self.options.host_slots or slot_count(
+                self.options.env, per_trial_mem=sandbox.trial_memory_limits(ex.resources)
+            )
+            slots = HostSlots(slots_count, self.paths.slots_dir)
+            if jobs > slots.count:
+                self.events.message(f"--jobs {jobs}: at most {slots.count} trials run at once on this host")
         # An A/A calibration needs every planned trial: what it measures is the rules' rates on full runs.
         early_stop = None if self.options.aa else curtailment_check(run.study, [t.id for t in run.study.target_tasks()])
         policy = LoopPolicy(
-            jobs=self.options.jobs,
+            jobs=jobs,
             max_infra_retries=ex.max_infra_retries,
             total_usd=ex.budgets.total_usd,
             early_stop=early_stop,
@@ -618,6 +668,8 @@ class Experiment:
         if stop_before_start(policy, left.finals, spent) is not None:
             # no trial may start, so no run set-up at all: the loop only writes the skipped lines
             return loop(_nothing_starts).run(left.todo).ran
+        if placement is not None:
+            return self._run_on_pool(run, store, placement, loop, pause.hold)
         # the reaper is drained (every handed-off teardown done) before the run's own teardown: on every path
         with (
             StudyResources(self.engine, self._run_setup(run), store, self.events.message) as site,
@@ -625,6 +677,45 @@ class Experiment:
         ):
             context = self._trial_context(site, store, run, reaper, on_api_pause=pause.hold)
             return loop(functools.partial(self.trial_runner, context)).run(left.todo).ran
+
+    def _placement(self, run: RunPlan) -> Placement:
+        """Each engine's capacity (the one capacity model per engine, or ``--engine-slots``), said once."""
+        assert self._pool is not None
+        limits = sandbox.trial_memory_limits(run.study.prereg.execution.resources)
+        found = capacities(self._pool, trial_limits_bytes=limits, by_hand=self.options.engine_slots)
+        for name, cap in found.items():
+            self.events.message(f"engine {name}: {cap.trials} trial(s) at once ({cap.why})")
+        return Placement({name: cap.trials for name, cap in found.items()}, self.stop)
+
+    def _run_on_pool(
+        self,
+        run: RunPlan,
+        store: ExperimentDir,
+        placement: Placement,
+        loop: Callable[[Callable[[TrialSpec, int], TrialRecord]], TrialLoop],
+        on_api_pause: Callable[[float], None],
+    ) -> int:
+        """Every engine of the pool set up as a run of its own (its key volume, skill copies, scenario, base
+        trees, upstream network, scripted model), under the run's one id; the trials placed over them, both arms
+        of a pair on one engine; each engine torn down on every path."""
+        assert self._pool is not None
+        setup = self._run_setup(run)
+        with contextlib.ExitStack() as stack:  # left in reverse: the reaper drained before any engine's teardown
+            sites = {}
+            for i, engine in enumerate(self._pool):
+                each = dataclasses.replace(setup, root_name=setup.run_id if i == 0 else f"{setup.run_id}-{i}")
+                sites[engine.name] = stack.enter_context(
+                    StudyResources(engine.runtime, each, store, self.events.message)
+                )
+            reaper = stack.enter_context(TrialReaper(self._cleanup))
+            runners = {
+                name: functools.partial(
+                    self.trial_runner, self._trial_context(site, store, run, reaper, on_api_pause=on_api_pause)
+                )
+                for name, site in sites.items()
+            }
+            refs = {e.name: engine_ref(e, self.options.runtime) for e in self._pool}
+            return loop(PoolRunner(placement, runners, refs)).run(run.remaining.todo).ran
 
     def _run_setup(self, run: RunPlan) -> StudySetup:
         """What the run's resources are made from (nothing exists yet)."""

@@ -15,6 +15,7 @@ from harness.errors import PrerequisiteError
 from harness.experiment.library_plan import lock_entries
 from harness.experiment.upstream import REAL_UPSTREAM, Upstream
 from harness.host.paths import HostPaths
+from harness.sandbox.engine import EngineAddress
 from harness.sandbox.images import ImageOptions
 from harness.study.config import LockBlock, Study
 from harness.study.lock import verify_lock
@@ -58,6 +59,14 @@ class RunOptions:
     """Real runs: the gateway's upstream route (URL, proxy, extra CA, network); default: ``upstream``, direct."""
     preflight: bool = True
     """Run each task's verify_cmd at the base commit before any agent (harness.experiment.preflight)."""
+    engines: tuple[EngineAddress, ...] = ()
+    """A pool of engines (``--engine``, ``--engines-file``; the first is the reference, where images are built
+    and the preflight runs): the trials are spread over them (:mod:`harness.experiment.placement`). Empty: the
+    one engine ``env`` names. With a pool, ``jobs`` caps the trials at once over all engines (0: what the
+    engines hold together) and the host slots do not apply (each engine has its own capacity)."""
+    engine_slots: int | None = None
+    """Trials at once per engine of a pool, set by hand (``--engine-slots``); None: each engine's capacity
+    from its CPUs and memory (:func:`harness.sandbox.pool.capacities`)."""
 
 
 @dataclass(frozen=True)

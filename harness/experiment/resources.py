@@ -100,6 +100,9 @@ class RunSetup:
     study's variants (none for A/B)."""
     gateway_env: Mapping[str, str] = field(default_factory=dict)
     """The gateways' settings of this run (an experiment's price table; a trigger run's skill to stop at)."""
+    root_name: str = ""
+    """The run directory's name under ``work_root`` (default: the run id). A run on several engines sets up
+    once per engine under one run id (its label on each engine), each in a directory of its own."""
 
     @property
     def scripted(self) -> bool:
@@ -131,7 +134,7 @@ class RunResources:
         self.setup = setup
         self.outputs = outputs
         self.say = say
-        self.root = setup.work_root / setup.run_id
+        self.root = setup.work_root / (setup.root_name or setup.run_id)
         self.network = names.run_object(setup.run_id, "up")
         self.scripted_name = names.run_object(setup.run_id, "scripted")
         self._made_root = False

@@ -58,6 +58,9 @@ class HostPaths:
     """Named host-wide locks (image builds, worktree changes): ``/tmp/harness-locks-<uid>``."""
     work_roots: Path
     """The record of every work root this user's runs used: ``/tmp/harness-work-roots-<uid>``."""
+    engines: Path | None = None
+    """The record of every engine of a pool this user's runs used (``/tmp/harness-engines-<uid>``), so
+    ``skilltrial gc`` reaches them all; None: not recorded."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], *, uid: int | None = None) -> HostPaths:
@@ -68,4 +71,5 @@ class HostPaths:
             slots_dir=Path(configured_slots) if configured_slots else shared_dir("slots", env, uid=uid),
             locks_dir=shared_dir("locks", env, uid=uid),
             work_roots=shared_dir("work-roots", env, uid=uid),
+            engines=shared_dir("engines", env, uid=uid),
         )

@@ -47,7 +47,12 @@ def prepare(paths: HostPaths) -> Path:
 
 def remember(root: Path, registry: Path) -> None:
     """Record ``root`` (once). A registry that is not ours is left alone: gc then sees only the default."""
-    line = str(root.resolve())
+    remember_line(str(root.resolve()), registry)
+
+
+def remember_line(line: str, registry: Path) -> None:
+    """Record one line in a per-user registry (once): work roots here, the engines runs used
+    (:func:`harness.sandbox.pool.remember_engines`)."""
     if "\n" in line:
         return
     try:
@@ -67,21 +72,25 @@ def remember(root: Path, registry: Path) -> None:
         os.close(fd)
 
 
-def known(default: Path, registry: Path) -> list[Path]:
-    """The default work root and every recorded one that is still a directory of ours."""
-    roots = [default]
+def recorded_lines(registry: Path) -> list[str]:
+    """The lines of a per-user registry, when it is a regular file of ours (else none)."""
     try:
         fd = os.open(registry, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
-        return roots
+        return []
     try:
         if not _ours(os.fstat(fd), stat.S_IFREG):
-            return roots
+            return []
         with os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace") as f:
-            lines = f.read(1 << 20).splitlines()
+            return f.read(1 << 20).splitlines()
     finally:
         os.close(fd)
-    for text in lines:
+
+
+def known(default: Path, registry: Path) -> list[Path]:
+    """The default work root and every recorded one that is still a directory of ours."""
+    roots = [default]
+    for text in recorded_lines(registry):
         path = Path(text)
         if not path.is_absolute() or path in roots:
             continue

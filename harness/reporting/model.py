@@ -26,7 +26,7 @@ from harness.analysis.decide import DecisionResult
 from harness.analysis.estimates import Analysis, TaskRow
 from harness.analysis.observations import context_from_records, observations_from_records
 from harness.analysis.reasons import Reason
-from harness.analysis.runnotes import api_notes, reuse_notes
+from harness.analysis.runnotes import api_notes, engine_notes, reuse_notes
 from harness.analysis.sequential import decide_run
 from harness.records import PassRule, TrialRecord, outcome
 from harness.results import attempts as runstate
@@ -146,6 +146,7 @@ def build_input(
             *notes,
             *reuse_notes(records),
             *api_notes(records),
+            *engine_notes(records, settings.pass_rule),
             *prices.missing_notes(prereg.execution),
         ),
         skip_reasons=tuple(sorted((skip_reasons or {}).items())),

@@ -10,19 +10,25 @@ copying what is missing through the images API, and refuses (drops from the pool
 that holds a tag as another image; ``skilltrial doctor`` checks each engine
 (:func:`harness.sandbox.doctor.pool_checks`).
 
-Not here yet (issue 29, phase two): placing trials on the engines (both arms of a pair on one), per-engine
-capacity and slots, an engine lost mid-run.
+A run on the pool (``skilltrial eval --engine ...``) asks each engine's capacity of the one capacity model
+(:func:`capacities`, :mod:`harness.host.capacity`, from the engine's own CPUs and memory, or set by hand),
+refuses one engine reached by two URLs (:meth:`EnginePool.check_distinct`), and names the engine in every
+record (:func:`engine_ref`); placing the trials is :mod:`harness.experiment.placement`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, HarnessError
+from harness.host import workroots
+from harness.host.capacity import capacity
+from harness.records import EngineRef
 from harness.sandbox.engine import Engine, EngineAddress, address_from_env
 from harness.sandbox.images import ImageMismatch, ImageSync, reference_ids, sync_images
 from harness.sandbox.runtime import Runtime
@@ -34,6 +40,15 @@ Connect = Callable[[EngineAddress], Runtime]
 
 def connect_engine(address: EngineAddress) -> Runtime:
     return Engine(address=address)
+
+
+def connect_for(max_connections: int) -> Connect:
+    """Opens an engine keeping ``max_connections`` open (a run's: :func:`harness.sandbox.engine.connections_for`)."""
+
+    def connect(address: EngineAddress) -> Runtime:
+        return Engine(address=address, max_connections=max_connections)
+
+    return connect
 
 
 def addresses(urls: Sequence[str], engines_file: EnginesFile | None, env: Mapping[str, str]) -> list[EngineAddress]:
@@ -146,6 +161,20 @@ class EnginePool:
             self._engines = [e for e in self._engines if e.name not in refused]
         return PoolImages(tuple(synced), types.MappingProxyType(refused))
 
+    def check_distinct(self) -> None:
+        """One engine reached by two URLs (the same ``docker info`` ID) would be counted, filled and torn down
+        twice: a ConfigError naming both (exit 4)."""
+        seen: dict[str, str] = {}
+        for engine in self._engines:
+            engine_id = engine.runtime.info().engine_id
+            if engine_id and engine_id in seen:
+                raise ConfigError(
+                    "--engine",
+                    f"{seen[engine_id]} and {engine.name} are one engine (ID {engine_id})",
+                    hint="name each engine once",
+                )
+            seen[engine_id] = engine.name
+
     def close(self) -> None:
         for engine in self._engines:
             with contextlib.suppress(
@@ -161,3 +190,70 @@ class EnginePool:
 
     def __iter__(self) -> Iterator[PoolEngine]:
         return iter(self._engines)
+
+
+@dataclass(frozen=True)
+class EngineCapacity:
+    trials: int
+    why: str
+
+
+def capacities(pool: EnginePool, *, trial_limits_bytes: int, by_hand: int | None = None) -> dict[str, EngineCapacity]:
+    """How many trials each engine holds at once: ``by_hand`` for every engine when given, else the one
+    capacity model (:func:`harness.host.capacity.capacity`) over the engine's own CPUs and memory."""
+    out: dict[str, EngineCapacity] = {}
+    for engine in pool:
+        if by_hand is not None:
+            out[engine.name] = EngineCapacity(by_hand, "set by hand")
+            continue
+        info = engine.runtime.info()
+        cap = capacity(cpus=float(info.cpus or 1), mem_bytes=info.memory_bytes, trial_limits_bytes=trial_limits_bytes)
+        out[engine.name] = EngineCapacity(cap.trials, cap.describe())
+    return out
+
+
+def engine_ref(engine: PoolEngine, runtime: str | None) -> EngineRef:
+    """What a record says of the engine it ran on (``runtime``: the run's ``--runtime``; None: runc, the
+    engine's default)."""
+    info = engine.runtime.info()
+    return EngineRef(
+        name=engine.name,
+        engine_id=info.engine_id,
+        server_version=info.server_version,
+        kernel=info.kernel,
+        runtime=runtime or "runc",
+    )
+
+
+def remember_engines(targets: Sequence[EngineAddress], registry: Path | None) -> None:
+    """Record each engine a run uses (once, in the per-user registry of
+    :attr:`harness.host.paths.HostPaths.engines`): ``skilltrial gc`` reaches every one of them."""
+    if registry is None:
+        return
+    for a in targets:
+        entry = {"url": a.url, "name": a.name, "tls_verify": a.tls_verify}
+        if a.cert_path is not None:
+            entry["cert_path"] = str(a.cert_path)
+        if a.ssh_config is not None:
+            entry["ssh_config"] = str(a.ssh_config)
+        workroots.remember_line(json.dumps(entry, sort_keys=True), registry)
+
+
+def remembered_engines(registry: Path | None) -> list[EngineAddress]:
+    """The engines runs recorded (:func:`remember_engines`), each URL once (its latest entry); unreadable
+    lines are skipped."""
+    found: dict[str, EngineAddress] = {}
+    for line in workroots.recorded_lines(registry) if registry is not None else []:
+        try:
+            entry = json.loads(line)
+            url = str(entry["url"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        found[url] = EngineAddress(
+            url,
+            name=str(entry.get("name") or ""),
+            cert_path=Path(entry["cert_path"]) if entry.get("cert_path") else None,
+            tls_verify=bool(entry.get("tls_verify", True)),
+            ssh_config=Path(entry["ssh_config"]) if entry.get("ssh_config") else None,
+        )
+    return list(found.values())

@@ -11,10 +11,14 @@ from pathlib import Path
 import pytest
 
 from harness import cli
+from harness.errors import PrerequisiteError
 from harness.host import gitops, workroots
 from harness.host import paths as host_paths
 from harness.host.paths import HostPaths
 from harness.host.workroots import OWNER_FILE
+from harness.sandbox import pool
+from harness.sandbox.engine import EngineAddress
+from harness.sandbox.labels import PID, make_labels
 from harness.sandbox.reaper import sweep_known_roots, sweep_work_root
 from tests.factories import init_repo
 from tests.fakes import FakeRuntime
@@ -70,10 +74,36 @@ def test_harness_gc_under_another_tmpdir_removes_a_killed_runs_trial_directories
     alive.mkdir()
     (alive / OWNER_FILE).write_text(f"{os.getpid()} {socket.gethostname()}\n")
     monkeypatch.setattr(cli, "_engine", lambda env: FakeRuntime())
+    monkeypatch.setattr(pool, "remembered_engines", lambda registry: [])  # this user's pool runs are not this test's
     assert cli.main(["gc"], env={**gc_env, "PATH": os.environ.get("PATH", "/usr/bin:/bin")}) == 0
     out = capsys.readouterr().out
     assert "removed 1 trial directory tree(s) of killed runs" in out, out
     assert not run.exists() and alive.exists()
+
+
+def test_gc_reaches_every_engine_a_pool_run_recorded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Orphans of a killed run on each engine the run recorded; an engine that does not answer is said."""
+    remote = FakeRuntime()
+    labels = make_labels("dead0001", role="trial", ttl_s=3600)
+    remote.create_network("hx-dead0001-t-net", {**labels, PID: "999999999"}, internal=True)
+    reached = EngineAddress("tcp://10.1.2.3:2376", name="build-1")
+    down = EngineAddress("ssh://ci@build-2", name="build-2")
+
+    def connect(address: EngineAddress) -> FakeRuntime:
+        if address is down:
+            raise PrerequisiteError("ssh: connection refused")
+        return remote
+
+    monkeypatch.setattr(cli, "_engine", lambda env: FakeRuntime())
+    monkeypatch.setattr(cli, "_engine_at", connect)
+    monkeypatch.setattr(pool, "remembered_engines", lambda registry: [reached, down])
+    assert cli.main(["gc"], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}) == 0
+    out = capsys.readouterr().out
+    assert "engine build-1: removed network hx-dead0001-t-net" in out, out
+    assert "engine build-2 (ssh://ci@build-2): not reached: ssh: connection refused" in out, out
+    assert remote.networks == {}
 
 
 def test_remember_records_a_root_once(tmp_path: Path) -> None:

@@ -1,0 +1,121 @@
+"""One experiment on three engines at once (issue 29 item 4): the docker-in-docker engines of ``dind_pool``
+(plain TCP, TLS with a test CA, ssh with a test key) run one scripted experiment together through
+``Experiment`` with ``RunOptions.engines``, the real CLI, images and git. Each trial runs once, both arms of
+a pair on one engine, every record names its engine, nothing is left on any engine, and the verdict equals a
+one-engine run of the same scenario on the machine's engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.demo import prepare_demo
+from harness.experiment.events import NullEvents
+from harness.experiment.experiment import Experiment
+from harness.experiment.options import RunOptions
+from harness.reporting.model import analyze_records
+from harness.sandbox.engine import Engine
+from harness.sandbox.images import ImageSet
+from harness.sandbox.pool import remembered_engines
+from harness.study.config import load_study
+from tests.integration.helpers import demo_task_scripts, host_paths, latest, run_experiment, write_experiment
+from tests.remote.dind import DindEngine
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.local_engine("makes its own docker-in-docker engines on the machine's engine"),
+]
+
+
+class Said(NullEvents):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def _scenario(scripts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seed": 5,
+        "skill_marker": "careful-fixer-7c1e",
+        "defaults": {"usage": {"input_tokens": 2000, "output_tokens": 100}},
+        "judge": {"mode": "follow_verify", "usage": {"input_tokens": 900, "output_tokens": 40}},
+        "tasks": {
+            "fix-mean": {**scripts["fix-mean"], "arms": {"baseline": {"p_success": 1}, "skill": {"p_success": 1}}},
+            "fix-slugify": {
+                **scripts["fix-slugify"],
+                "arms": {"baseline": {"p_success": 0}, "skill": {"p_success": 1}},
+            },
+        },
+    }
+
+
+def test_three_engines_run_one_experiment_and_decide_as_one_engine_does(
+    tmp_path: Path, dind_pool: list[DindEngine], engine: Engine, images: ImageSet
+) -> None:
+    setup = prepare_demo(tmp_path / "demo")
+    prereg, scenario = write_experiment(
+        setup.root, "pool", tasks=["fix-mean", "fix-slugify"], runs=2,
+        scenario=_scenario(demo_task_scripts(setup.root)),
+    )  # fmt: skip
+    study = load_study(prereg)
+    work_root = tmp_path / "trials"
+    work_root.mkdir(mode=0o700)
+    paths = dataclasses.replace(host_paths(work_root), engines=tmp_path / "engines-record")
+    options = RunOptions(
+        out=tmp_path / "pool-out",
+        jobs=0,
+        scripted=scenario,
+        paths=paths,
+        preflight=False,
+        engines=tuple(e.address for e in dind_pool),
+        engine_slots=2,
+    )
+    said = Said()
+    t0 = time.monotonic()
+    pooled = Experiment(study, None, options, said).run()
+    messages = said.lines
+    pool_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    single = run_experiment(engine, prereg, scenario, tmp_path / "one-out", work_root, jobs=4)
+    one_s = time.monotonic() - t0
+    print(f"pool of 3 engines: {pool_s:.1f} s; the machine's engine alone: {one_s:.1f} s")
+
+    final = latest(pooled)
+    assert len(final) == 8 and sorted(r.trial_id for r in pooled.records) == sorted(final), "each trial once"
+    assert {r.status for r in final.values()} == {"completed"}, [(r.trial_id, r.error) for r in final.values()]
+    names = {e.address.name for e in dind_pool}
+    engines_of_pair: dict[tuple[str, int], set[str]] = {}
+    for r in final.values():
+        assert r.engine is not None and r.engine.name in names and r.engine.engine_id and r.engine.kernel
+        assert r.workspace == "volume"
+        engines_of_pair.setdefault((r.task_id, r.run_index), set()).add(r.engine.name)
+    assert all(len(e) == 1 for e in engines_of_pair.values()), engines_of_pair
+    assert len(set().union(*engines_of_pair.values())) >= 2, "the trials were spread over the engines"
+    for e in dind_pool:
+        assert any(f"engine {e.address.name}: 2 trial(s) at once (set by hand)" in m for m in messages), messages
+
+    data = analyze_records(study, pooled.records, lock_hash=pooled.lock_hash, experiment_dir=tmp_path / "pool-out")
+    alone = analyze_records(study, single.records, lock_hash=single.lock_hash, experiment_dir=tmp_path / "one-out")
+    assert data.decision.verdict == alone.decision.verdict
+    assert data.analysis.skill.passes == alone.analysis.skill.passes
+    assert data.analysis.baseline.passes == alone.analysis.baseline.passes
+    assert any(n.startswith("trials per engine") for n in data.notes), data.notes
+    assert not any(n.startswith("warning: arms unbalanced") for n in data.notes), data.notes
+    assert not any("trials per engine" in n for n in alone.notes), "a one-engine run has no engine section"
+
+    for e in dind_pool:
+        inner = Engine(address=e.address)
+        try:
+            assert inner.labelled() == [], f"{e.mode}: the run left objects behind"
+        finally:
+            inner.close()
+    assert list(work_root.iterdir()) == []
+    assert {a.url for a in remembered_engines(paths.engines)} == {e.address.url for e in dind_pool}
