@@ -66,7 +66,7 @@ from harness.sandbox import roles as sandbox
 from harness.sandbox.engine import Engine, connections_for
 from harness.sandbox.images import ImageBuilder, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
-from harness.sandbox.pool import EnginePool, capacities, connect_for, engine_ref, remember_engines
+from harness.sandbox.pool import EnginePool, Fuse, answers, capacities, connect_for, engine_ref, remember_engines
 from harness.sandbox.runtime import Runtime
 from harness.study import basetree, prices, scenario
 from harness.study.config import LockBlock, Study
@@ -700,13 +700,13 @@ class Experiment:
         of a pair on one engine; each engine torn down on every path."""
         assert self._pool is not None
         setup = self._run_setup(run)
+        fuses = {e.name: Fuse(e.runtime, e.name) for e in self._pool}
         with contextlib.ExitStack() as stack:  # left in reverse: the reaper drained before any engine's teardown
             sites = {}
             for i, engine in enumerate(self._pool):
                 each = dataclasses.replace(setup, root_name=setup.run_id if i == 0 else f"{setup.run_id}-{i}")
-                sites[engine.name] = stack.enter_context(
-                    StudyResources(engine.runtime, each, store, self.events.message)
-                )
+                resources = StudyResources(fuses[engine.name].runtime, each, store, self.events.message)
+                sites[engine.name] = stack.enter_context(resources)
             reaper = stack.enter_context(TrialReaper(self._cleanup))
             runners = {
                 name: functools.partial(
@@ -715,7 +715,21 @@ class Experiment:
                 for name, site in sites.items()
             }
             refs = {e.name: engine_ref(e, self.options.runtime) for e in self._pool}
-            return loop(PoolRunner(placement, runners, refs)).run(run.remaining.todo).ran
+            engines = {e.name: e.runtime for e in self._pool}
+            runner = PoolRunner(
+                placement,
+                runners,
+                refs,
+                probe=lambda name: answers(engines[name]),
+                on_down=lambda name: fuses[name].blow(),
+                say=self.events.message,
+            )
+            trials = loop(runner)
+            runner.attach(trials.append, trials.resubmit)
+            try:
+                return trials.run(run.remaining.todo).ran
+            finally:
+                runner.close()
 
     def _run_setup(self, run: RunPlan) -> StudySetup:
         """What the run's resources are made from (nothing exists yet)."""

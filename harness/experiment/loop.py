@@ -193,6 +193,7 @@ class TrialLoop:
         """How long retry backoffs and the upstream's hold-offs really wait (tests: none)."""
         self.early_reason: str | None = None
         self._lock = threading.Lock()
+        self._pending: deque[TrialSpec] = deque()
         self.pause = pause or ApiPause(self.wait, self.events)
         """Shared with the run's trials, whose gateways tell it live (see :class:`ApiPause`)."""
 
@@ -221,7 +222,8 @@ class TrialLoop:
     def run(self, todo: Sequence[TrialSpec]) -> LoopOutcome:
         out = LoopOutcome()
         self.check_early_stop()
-        pending = deque(todo)
+        pending = self._pending
+        pending.extend(todo)
         halted: Halt | None = None
         jobs = max(1, self.policy.jobs)
         with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="trial") as pool:
@@ -271,6 +273,15 @@ class TrialLoop:
                 out.early_stop = self.early_reason
             self.events.trials_skipped(out.skipped, halted.why if halted else out.skipped[0].error or "stopped")
         return out
+
+    def resubmit(self, spec: TrialSpec, prior: TrialRecord) -> None:
+        """Run ``spec`` again after ``prior`` (already appended): a trial a running one hands back (its pair
+        reruns whole after an engine of a pool was lost: :mod:`harness.experiment.placement`). Called from a
+        running trial's thread, so the loop is still running when it sees the spec."""
+        with self._lock:
+            self.prior[spec.trial_id] = prior
+            self.final.pop(spec.trial_id, None)
+            self._pending.append(spec)
 
     def _attempts(self, spec: TrialSpec) -> TrialRecord | None:
         """Every attempt of one trial, until one is final. None when interrupted (nothing recorded)."""

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, InfraError
 from harness.host import workroots
 from harness.host.capacity import capacity
 from harness.records import EngineRef
@@ -257,3 +259,57 @@ def remembered_engines(registry: Path | None) -> list[EngineAddress]:
             ssh_config=Path(entry["ssh_config"]) if entry.get("ssh_config") else None,
         )
     return list(found.values())
+
+
+PROBE_S = 10.0
+"""How long an engine has to answer ``docker info`` before a run counts it as down."""
+
+
+def answers(runtime: Runtime, timeout_s: float = PROBE_S) -> bool:
+    """Whether the engine answers ``docker info`` within ``timeout_s`` (asked on a thread of its own, so a
+    host that drops packets costs ``timeout_s``, not the connection's own timeout)."""
+    answered = threading.Event()
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            runtime.info()
+            answered.set()
+
+    threading.Thread(target=ask, daemon=True, name="engine-probe").start()
+    return answered.wait(timeout_s)
+
+
+class Fuse:
+    """An engine of a run, with a fuse: once :meth:`blow` is called (the engine was lost), every call fails at
+    once with an InfraError instead of waiting out a connection to a host that is gone (the trials still on
+    it, their teardown and the run's teardown there then end in seconds). Calls in flight are not cut.
+    :attr:`runtime` is what the run's resources and trials are given."""
+
+    def __init__(self, runtime: Runtime, name: str) -> None:
+        self._inner = runtime
+        self.name = name
+        self.blown = threading.Event()
+        self.runtime = cast(Runtime, _Guarded(self))
+
+    def blow(self) -> None:
+        self.blown.set()
+
+    def call(self, attr: str) -> Any:
+        target = getattr(self._inner, attr)
+        if not callable(target):
+            return target
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self.blown.is_set():
+                raise InfraError(f"engine {self.name} is down (lost during the run)")
+            return target(*args, **kwargs)
+
+        return guarded
+
+
+class _Guarded:
+    def __init__(self, fuse: Fuse) -> None:
+        self._fuse = fuse
+
+    def __getattr__(self, attr: str) -> Any:
+        return self._fuse.call(attr)

@@ -5,6 +5,7 @@ pool's per-engine notes in the report; the engines a run used, recorded for ``sk
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from collections import Counter
@@ -13,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.runnotes import engine_notes
-from harness.errors import ConfigError, Interrupted
-from harness.experiment.placement import Placement, PoolRunner, pair_key
+from harness.errors import ConfigError, InfraError, Interrupted
+from harness.experiment.placement import Placement, PoolRunner, pair_key, probe_waits
 from harness.plan import TrialSpec, plan_trials
 from harness.records import EngineRef, TrialRecord
 from harness.sandbox.engine import EngineAddress
-from harness.sandbox.pool import EnginePool, PoolEngine, capacities, remember_engines, remembered_engines
+from harness.sandbox.pool import EnginePool, Fuse, PoolEngine, capacities, remember_engines, remembered_engines
 from tests.factories import TASKS, make_record
 from tests.fakes import FakeRuntime
 from tests.unit.test_experiment_loop import make_loop
@@ -136,3 +137,100 @@ def test_the_engines_a_run_used_are_recorded_for_gc(tmp_path: Path) -> None:
         f.write("not json\n")
     assert remembered_engines(record) == [a, b]
     assert remembered_engines(tmp_path / "missing") == []
+
+
+class Dies:
+    """Engine ``a`` finishes the first trial it runs, then goes down under the second (an infra error)."""
+
+    def __init__(self) -> None:
+        self.dead = False
+        self.ran: list[str] = []
+
+    def __call__(self, spec: TrialSpec, attempt: int) -> TrialRecord:
+        self.ran.append(spec.trial_id)
+        if len(self.ran) == 1:
+            return make_record(spec, attempt)
+        self.dead = True
+        return make_record(spec, attempt, status="infra_error")
+
+
+def _lossy_run(dies: Dies, *, retries: int = 0) -> tuple[list[TrialRecord], list[str], PoolRunner]:
+    specs = plan_trials(TASKS[:1], 1, seed=1)
+    said: list[str] = []
+    runner = PoolRunner(
+        Placement({"a": 1, "b": 1}),
+        {"a": dies, "b": Busy("b")},
+        {n: _ref(n) for n in "ab"},
+        probe=lambda name: not (name == "a" and dies.dead),
+        say=said.append,
+        backoff_s=(0.01, 0.05),
+    )
+    loop, log = make_loop(runner, jobs=2, retries=retries)
+    runner.attach(loop.append, loop.resubmit)
+    try:
+        loop.run(specs)
+    finally:
+        runner.close()
+    return log.lines, said, runner
+
+
+def test_an_engine_lost_mid_run_reruns_its_trial_and_the_half_finished_pair_whole_on_another() -> None:
+    dies = Dies()
+    lines, said, _ = _lossy_run(dies)
+    first, second = dies.ran
+    by_trial: dict[str, list[TrialRecord]] = {}
+    for r in lines:
+        by_trial.setdefault(r.trial_id, []).append(r)
+    assert [(r.attempt, r.status, r.engine and r.engine.name) for r in by_trial[second]] == [
+        (1, "infra_error", "a"),
+        (2, "completed", "b"),
+    ], "retried at once on the other engine, outside max_infra_retries (0 here)"
+    assert [(r.attempt, r.status, r.engine and r.engine.name) for r in by_trial[first]] == [
+        (1, "completed", "a"),
+        (2, "infra_error", "a"),
+        (3, "completed", "b"),
+    ], "the arm that finished on the lost engine is superseded and reruns beside its pair"
+    assert by_trial[first][1].flags[0].startswith("superseded: the other arm of its pair was lost with engine a")
+    assert by_trial[first][1].total_cost_usd == 0
+    finals = {r.trial_id: r for r in lines}  # the last line of each trial is its highest attempt
+    assert all(r.status == "completed" and r.engine and r.engine.name == "b" for r in finals.values())
+    assert any("engine a is down" in s and "1 half-finished pair(s) rerun whole" in s for s in said), said
+
+
+def test_a_lost_engine_is_probed_again_with_backoff_until_it_answers() -> None:
+    dies = Dies()
+    probes: list[float] = []
+    said: list[str] = []
+
+    def probe(name: str) -> bool:
+        probes.append(time.monotonic())
+        return len(probes) > 4
+
+    runner = PoolRunner(
+        Placement({"a": 1}), {"a": dies}, {"a": _ref("a")}, say=said.append, backoff_s=(0.01, 0.02), probe=probe
+    )
+    runner._lost("a", "connection refused")
+    runner.probers[0].join(5)
+    runner.close()
+    assert len(probes) == 5
+    assert list(itertools.islice(probe_waits(2, 60), 7)) == [2, 4, 8, 16, 32, 60, 60]
+    assert said[-1].startswith("engine a answers again (it does not rejoin this run")
+
+
+def test_when_every_engine_is_down_the_run_stops_with_an_infra_error() -> None:
+    specs = plan_trials(TASKS[:1], 1, seed=1)
+    placement = Placement({"a": 1})
+    placement.mark_down("a")
+    with pytest.raises(InfraError, match="every engine of the pool is down: a"):
+        placement.acquire(specs[0])
+
+
+def test_a_blown_fuse_makes_every_later_call_to_a_lost_engine_fail_at_once() -> None:
+    inner = FakeRuntime()
+    fuse = Fuse(inner, "a")
+    fuse.runtime.create_network("hx-n", {}, internal=True)
+    assert "hx-n" in inner.networks
+    fuse.blow()
+    with pytest.raises(InfraError, match="engine a is down"):
+        fuse.runtime.labelled()
+    assert [c.method for c in inner.calls] == ["create_network"], "the lost engine is not called again"
