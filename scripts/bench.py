@@ -28,6 +28,9 @@ the machine. Prints a Markdown table:
 6. issue 15's remote row: a trial's phase times on a docker-in-docker engine reached over TCP (volume
    workspaces: nothing of the trial is a path of the controller's) against the machine's engine
    (overlay workspaces), and the machine's engine with volume workspaces (``--only remote``).
+8. issue 29's pool row (``--only pool``): the same latency-bound design on 1, 2 and 3 docker-in-docker
+   engines (tests/remote/dind.py: TCP, TLS, ssh) with the same per-engine slot limit, as wall-time ratios of
+   one run. All engines share this machine's cores, so it measures dispatch, not added hardware.
 7. issue 27's throughput rows (``--only throughput``, root and cgroup v1; :mod:`scripts.throughput`): the CPU
    one trial costs the machine by part against the two Claude Code processes, a trial's peak memory, and
    64 trials with 10 s model latency per turn at ``--jobs 32`` against ``--jobs 1``. ``--only cpu``: the first
@@ -70,7 +73,7 @@ from harness.experiment.experiment import Experiment, ExperimentResult
 from harness.experiment.options import RunOptions
 from harness.host.paths import HostPaths
 from harness.results.attempts import spent_usd
-from harness.sandbox.engine import Engine
+from harness.sandbox.engine import Engine, EngineAddress
 from harness.sandbox.images import ImageBuilder, ImageSet, project_root
 from harness.study.config import DecisionSettings, load_study
 from harness.study.lock import lock
@@ -192,9 +195,12 @@ class Bench:
         events: Events | None = None,
         engine: Engine | None = None,
         env: dict[str, str] | None = None,
+        engines: Sequence[EngineAddress] = (),
+        engine_slots: int | None = None,
     ) -> tuple[ExperimentResult, float]:
         """``engine``: another engine than the machine's (the remote row); ``env``: the run's environment
-        knobs (e.g. ``HARNESS_WORKSPACE``)."""
+        knobs (e.g. ``HARNESS_WORKSPACE``); ``engines``: a pool instead (the pool row), each holding
+        ``engine_slots`` trials at once."""
         study = load_study(prereg)
         scenario = self.scenarios[prereg]
         options = RunOptions(
@@ -206,9 +212,11 @@ class Bench:
             reuse_from=tuple(reuse_from),
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
             env=env or {},
+            engines=tuple(engines),
+            engine_slots=engine_slots,
         )
         t0 = time.monotonic()
-        result = Experiment(study, engine or self.engine, options, events).run()
+        result = Experiment(study, None if engines else engine or self.engine, options, events).run()
         wall = time.monotonic() - t0
         bad = [r for r in result.records if r.status == "infra_error"]
         if bad:
@@ -729,6 +737,43 @@ def remote(bench: Bench) -> list[Row]:
     return rows
 
 
+def pool(bench: Bench) -> list[Row]:
+    """Issue 29 item 5: one latency-bound design (model latency per turn, so a trial mostly waits) on 1, 2 and
+    3 docker-in-docker engines, each holding the same number of trials at once: the wall-time ratios of one
+    run. All three engines run on this machine's cores: the row measures how well the pool dispatches, not
+    added hardware."""
+    from tests.remote import dind
+
+    tasks = TASKS[:2] if bench.quick else TASKS[:4]
+    runs, latency, slots = 2, 4000, 2
+    images = bench.images
+    t0 = time.monotonic()
+    with dind.dind_engines(images.runtime, [images.base, images.runtime, images.sidecar, images.trial]) as far:
+        log(f"pool: three inner engines ready in {time.monotonic() - t0:.0f} s")
+        walls: dict[int, float] = {}
+        n = 0
+        for k in (1, 2, 3):
+            scen = bench.scenario(tasks, latency_ms=latency, baseline_p=1, skills={"careful-fixer": 1})
+            prereg = bench.experiment(skill="careful-fixer", tasks=tasks, runs=runs, scenario=scen)
+            result, walls[k] = bench.run(
+                prereg, jobs=0, out=f"pool-{k}", engines=[e.address for e in far[:k]], engine_slots=slots
+            )
+            n = len(result.records)
+            log(f"pool: {k} engine(s), {n} trials in {walls[k]:.1f} s")
+    shared = "all engines share this 2-core host: this measures dispatch"
+    return [
+        Row(
+            f"{n} trials, {latency / 1000:g} s model latency per turn, {slots} trials at once per engine: "
+            f"{k} engines wall time ({shared})",
+            f"{walls[k]:.1f} s",
+            f"1 engine: {walls[1]:.1f} s",
+            f"{walls[1] / walls[k]:.2f}x faster",
+            ">= 1.8x" if k == 2 else ">= 2.5x",
+        )
+        for k in (2, 3)
+    ]
+
+
 def _measured_here(
     bench: Bench, step: str, rows: Callable[[Bench, Sequence[str], Callable[[str], None]], Any]
 ) -> list[Row]:
@@ -771,7 +816,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-output"), help="work directory (default bench-output)")
     parser.add_argument(
         "--only",
-        choices=["overhead", "speedup", "reuse", "early", "image", "demo", "scaling", "remote", "throughput", "cpu"],
+        choices=[
+            "overhead",
+            "speedup",
+            "reuse",
+            "early",
+            "image",
+            "demo",
+            "scaling",
+            "remote",
+            "pool",
+            "throughput",
+            "cpu",
+        ],
         action="append",
         help="run only these",
     )
@@ -804,6 +861,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "demo": demo_first_trial,
         "scaling": scaling,
         "remote": remote,
+        "pool": pool,
         "throughput": throughput,
     }
     if args.only and "cpu" in args.only:  # a part of throughput: never run twice in a whole bench

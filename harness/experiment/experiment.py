@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import functools
 import os
 import secrets
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__, plan
-from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
+from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
@@ -64,6 +65,7 @@ from harness.results.store import ExperimentDir
 from harness.sandbox import reaper, uids
 from harness.sandbox import roles as sandbox
 from harness.sandbox.engine import Engine, connections_for
+from harness.sandbox.engineslots import EngineSlots
 from harness.sandbox.images import ImageBuilder, ImageSet
 from harness.sandbox.labels import ROLE, RUN, make_labels
 from harness.sandbox.pool import EnginePool, Fuse, answers, capacities, connect_for, engine_ref, remember_engines
@@ -709,8 +711,12 @@ class Experiment:
                 sites[engine.name] = stack.enter_context(resources)
             reaper = stack.enter_context(TrialReaper(self._cleanup))
             runners = {
-                name: functools.partial(
-                    self.trial_runner, self._trial_context(site, store, run, reaper, on_api_pause=on_api_pause)
+                name: self._in_engine_slot(
+                    EngineSlots(fuses[name].runtime, placement.capacities[name], run_id=self.run_id, stop=self.stop),
+                    functools.partial(
+                        self.trial_runner, self._trial_context(site, store, run, reaper, on_api_pause=on_api_pause)
+                    ),
+                    run,
                 )
                 for name, site in sites.items()
             }
@@ -730,6 +736,31 @@ class Experiment:
                 return trials.run(run.remaining.todo).ran
             finally:
                 runner.close()
+
+    def _in_engine_slot(
+        self, slots: EngineSlots, runner: Callable[[TrialSpec, int], TrialRecord], run: RunPlan
+    ) -> Callable[[TrialSpec, int], TrialRecord]:
+        """``runner`` in one of the engine's own slots (:mod:`harness.sandbox.engineslots`: they hold across
+        controllers sharing the engine). A slot that cannot be taken (the engine went) is an infra error."""
+        ex = run.study.prereg.execution
+
+        def in_slot(spec: TrialSpec, attempt: int) -> TrialRecord:
+            try:
+                index = slots.acquire(ex.trial_deadlines_s(spec.task) + 600)
+            except Interrupted:
+                raise
+            except HarnessError as e:
+                now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+                error = f"no slot on the engine: {e}"
+                return TrialRecord(
+                    **run.identity.of(spec, attempt), status="infra_error", error=error, started_at=now, finished_at=now
+                )
+            try:
+                return runner(spec, attempt)
+            finally:
+                slots.release(index)
+
+        return in_slot
 
     def _run_setup(self, run: RunPlan) -> StudySetup:
         """What the run's resources are made from (nothing exists yet)."""

@@ -10,6 +10,7 @@ one engine (the finished arm's record superseded), and every trial ends with one
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -125,6 +126,57 @@ def test_three_engines_run_one_experiment_and_decide_as_one_engine_does(
             inner.close()
     assert list(work_root.iterdir()) == []
     assert {a.url for a in remembered_engines(paths.engines)} == {e.address.url for e in dind_pool}
+
+
+def test_two_controllers_sharing_one_engine_hold_its_slots_together(
+    tmp_path: Path, dind_pool: list[DindEngine]
+) -> None:
+    """Two runs at once on the plain-TCP engine, each allowed one trial there at a time: the engine's own
+    slots (volumes on it) keep their four trials one after another."""
+    shared = next(e for e in dind_pool if e.mode == "tcp")
+    setup = prepare_demo(tmp_path / "demo")
+    one_task = _scenario(demo_task_scripts(setup.root))
+    del one_task["tasks"]["fix-slugify"]
+    prereg, scenario = write_experiment(setup.root, "two", tasks=["fix-mean"], scenario=one_task)
+    study = load_study(prereg)
+    results: dict[str, Any] = {}
+
+    def controller(which: str) -> None:
+        work_root = tmp_path / f"trials-{which}"
+        work_root.mkdir(mode=0o700)
+        options = RunOptions(
+            out=tmp_path / f"out-{which}", jobs=0, scripted=scenario, preflight=False, engine_slots=1,
+            paths=dataclasses.replace(host_paths(work_root), engines=tmp_path / "engines-record"),
+            engines=(shared.address,),
+        )  # fmt: skip
+        try:
+            results[which] = Experiment(study, None, options).run()
+        except BaseException as e:
+            results[which] = e
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=controller, args=(w,)) for w in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    print(f"two controllers, one slot on one engine: {time.monotonic() - t0:.1f} s")
+    records = []
+    for which in ("a", "b"):
+        result = results[which]
+        assert not isinstance(result, BaseException), result
+        final = latest(result)
+        assert {r.status for r in final.values()} == {"completed"}, [(r.trial_id, r.error) for r in final.values()]
+        records += list(final.values())
+    spans = sorted((r.started_at, r.finished_at) for r in records)
+    assert len(spans) == 4
+    for (_, finished), (started, _) in itertools.pairwise(spans):
+        assert started >= finished, f"two trials on the engine at once across controllers: {spans}"
+    inner = Engine(address=shared.address)
+    try:
+        assert inner.labelled() == [], "every slot given back"
+    finally:
+        inner.close()
 
 
 class KillOnce(Said):

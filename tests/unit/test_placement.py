@@ -19,6 +19,8 @@ from harness.experiment.placement import Placement, PoolRunner, pair_key, probe_
 from harness.plan import TrialSpec, plan_trials
 from harness.records import EngineRef, TrialRecord
 from harness.sandbox.engine import EngineAddress
+from harness.sandbox.engineslots import HOLDER, EngineSlots, slot_name
+from harness.sandbox.labels import make_labels
 from harness.sandbox.pool import EnginePool, Fuse, PoolEngine, capacities, remember_engines, remembered_engines
 from tests.factories import TASKS, make_record
 from tests.fakes import FakeRuntime
@@ -234,3 +236,22 @@ def test_a_blown_fuse_makes_every_later_call_to_a_lost_engine_fail_at_once() -> 
     with pytest.raises(InfraError, match="engine a is down"):
         fuse.runtime.labelled()
     assert [c.method for c in inner.calls] == ["create_network"], "the lost engine is not called again"
+
+
+def test_engine_slots_hold_across_controllers_and_a_dead_holders_slot_is_taken_back() -> None:
+    engine = FakeRuntime()
+    first, second = (EngineSlots(engine, 1, run_id=r) for r in ("run1", "run2"))
+    index = first.acquire(600)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(second.acquire(600)))
+    waiter.start()
+    time.sleep(1.2)
+    assert got == [], "the one slot is held by the other controller"
+    first.release(index)
+    waiter.join(5)
+    assert got == [0]
+    second.release(0)
+    dead = {**make_labels("run3", role="engine-slot", ttl_s=600, pid=999_999_999, purpose="slot"), HOLDER: "x"}
+    engine.create_volume(slot_name(0), dead)  # a killed controller's slot on this host
+    assert second.acquire(600) == 0
+    assert [o.labels[HOLDER] != "x" for o in engine.labelled()] == [True]
