@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import functools
 import os
 import secrets
@@ -42,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__, plan
-from harness.errors import ConfigError, HarnessError, Interrupted, PrerequisiteError, ResumeError
+from harness.errors import ConfigError, HarnessError, PrerequisiteError, ResumeError
 from harness.experiment import preflight, reuse, trialinputs, upstream
 from harness.experiment.events import Events, NullEvents
 from harness.experiment.loop import ApiPause, LoopPolicy, TrialLoop, curtailment_check, stop_before_start
@@ -711,15 +710,16 @@ class Experiment:
                 sites[engine.name] = stack.enter_context(resources)
             reaper = stack.enter_context(TrialReaper(self._cleanup))
             runners = {
-                name: self._in_engine_slot(
-                    EngineSlots(fuses[name].runtime, placement.capacities[name], run_id=self.run_id, stop=self.stop),
-                    functools.partial(
-                        self.trial_runner, self._trial_context(site, store, run, reaper, on_api_pause=on_api_pause)
-                    ),
-                    run,
+                name: functools.partial(
+                    self.trial_runner, self._trial_context(site, store, run, reaper, on_api_pause=on_api_pause)
                 )
                 for name, site in sites.items()
             }
+            shared = {
+                name: EngineSlots(fuses[name].runtime, placement.capacities[name], run_id=self.run_id, stop=self.stop)
+                for name in sites
+            }
+            ex = run.study.prereg.execution
             refs = {e.name: engine_ref(e, self.options.runtime) for e in self._pool}
             engines = {e.name: e.runtime for e in self._pool}
             runner = PoolRunner(
@@ -728,6 +728,8 @@ class Experiment:
                 refs,
                 probe=lambda name: answers(engines[name]),
                 on_down=lambda name: fuses[name].blow(),
+                slots=shared,
+                ttl_s=lambda spec: ex.trial_deadlines_s(spec.task) + 600,
                 say=self.events.message,
             )
             trials = loop(runner)
@@ -736,31 +738,6 @@ class Experiment:
                 return trials.run(run.remaining.todo).ran
             finally:
                 runner.close()
-
-    def _in_engine_slot(
-        self, slots: EngineSlots, runner: Callable[[TrialSpec, int], TrialRecord], run: RunPlan
-    ) -> Callable[[TrialSpec, int], TrialRecord]:
-        """``runner`` in one of the engine's own slots (:mod:`harness.sandbox.engineslots`: they hold across
-        controllers sharing the engine). A slot that cannot be taken (the engine went) is an infra error."""
-        ex = run.study.prereg.execution
-
-        def in_slot(spec: TrialSpec, attempt: int) -> TrialRecord:
-            try:
-                index = slots.acquire(ex.trial_deadlines_s(spec.task) + 600)
-            except Interrupted:
-                raise
-            except HarnessError as e:
-                now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-                error = f"no slot on the engine: {e}"
-                return TrialRecord(
-                    **run.identity.of(spec, attempt), status="infra_error", error=error, started_at=now, finished_at=now
-                )
-            try:
-                return runner(spec, attempt)
-            finally:
-                slots.release(index)
-
-        return in_slot
 
     def _run_setup(self, run: RunPlan) -> StudySetup:
         """What the run's resources are made from (nothing exists yet)."""

@@ -31,9 +31,10 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
-from harness.errors import InfraError, Interrupted
+from harness.errors import HarnessError, InfraError, Interrupted
 from harness.plan import TrialSpec
 from harness.records import EngineRef, TrialRecord
+from harness.sandbox.engineslots import EngineSlots
 
 
 class PairKey(NamedTuple):
@@ -124,6 +125,8 @@ class PoolRunner:
 
     ``probe(name)``: whether the engine answers (within seconds); ``on_down(name)``: told the moment an engine
     is marked down (the run makes every later call to it fail at once: :class:`harness.sandbox.pool.Fuse`);
+    ``slots``: each engine's own slots (:mod:`harness.sandbox.engineslots`), held around each trial there for at
+    most ``ttl_s(spec)``;
     ``append``: a result line, the moment it is
     decided (the loop's own); ``resubmit(spec, prior)``: hands a trial back to the loop to run again after
     ``prior`` (:meth:`harness.experiment.loop.TrialLoop.resubmit`); ``say``: a line for the person watching."""
@@ -136,6 +139,8 @@ class PoolRunner:
         *,
         probe: Callable[[str], bool] = lambda _name: True,
         on_down: Callable[[str], None] = lambda _name: None,
+        slots: Mapping[str, EngineSlots] | None = None,
+        ttl_s: Callable[[TrialSpec], float] = lambda _spec: 3600.0,
         say: Callable[[str], None] = lambda _text: None,
         backoff_s: tuple[float, float] = PROBE_BACKOFF_S,
     ) -> None:
@@ -144,6 +149,8 @@ class PoolRunner:
         self.refs = dict(refs)
         self.probe = probe
         self.on_down = on_down
+        self.slots = dict(slots or {})
+        self.ttl_s = ttl_s
         self.say = say
         self.backoff_s = backoff_s
         self.append: Callable[[TrialRecord], None] = lambda _record: None
@@ -164,12 +171,11 @@ class PoolRunner:
         for _ in range(len(self.runners) + 1):  # each pass loses an engine, or returns
             name = self.placement.acquire(spec)
             try:
-                record = self.runners[name](spec, attempt).model_copy(update={"engine": self.refs[name]})
-                # probed before the slot is given back: no trial is placed on an engine that may be gone
-                if record.status == "infra_error" and not self.placement.is_down(name) and not self.probe(name):
-                    self._lost(name, record.error or "no answer")
+                record = self._run_there(name, spec, attempt)
             finally:
                 self.placement.release(name)
+            if record is None:
+                continue  # no slot on that engine: it was lost before the trial started
             if not self._set_aside(spec, name):
                 if record.status != "infra_error":
                     with self._lock:
@@ -181,6 +187,32 @@ class PoolRunner:
                 attempt += 1
             attempt += 1
         raise InfraError(f"{spec.trial_id}: lost its engine {len(self.runners) + 1} times")
+
+    def _run_there(self, name: str, spec: TrialSpec, attempt: int) -> TrialRecord | None:
+        """The trial on engine ``name``, in one of that engine's own slots (``slots``: they hold across
+        controllers); None when no slot could be taken because the engine went. The engine is probed after an
+        infrastructure error before either slot is given back: no trial is placed on an engine that may be
+        gone, and its slot's removal fails at once instead of waiting on it."""
+        shared = self.slots.get(name)
+        index: int | None = None
+        if shared is not None:
+            try:
+                index = shared.acquire(self.ttl_s(spec))
+            except Interrupted:
+                raise
+            except HarnessError as e:
+                if self.placement.is_down(name) or not self.probe(name):
+                    self._lost(name, e.message)  # once: a second call finds it down
+                    return None
+                raise
+        try:
+            record = self.runners[name](spec, attempt).model_copy(update={"engine": self.refs[name]})
+            if record.status == "infra_error" and not self.placement.is_down(name) and not self.probe(name):
+                self._lost(name, record.error or "no answer")
+            return record
+        finally:
+            if shared is not None and index is not None:
+                shared.release(index)
 
     def _set_aside(self, spec: TrialSpec, name: str) -> bool:
         """The trial ran on an engine since lost, and its pair moved (reruns whole elsewhere)."""

@@ -48,6 +48,16 @@ class Said(NullEvents):
         self.lines.append(text)
 
 
+def _nothing_left_on(engines: list[DindEngine], work_root: Path) -> None:
+    for e in engines:
+        inner = Engine(address=e.address)
+        try:
+            assert inner.labelled() == [], f"{e.mode}: the run left objects behind"
+        finally:
+            inner.close()
+    assert list(work_root.iterdir()) == []
+
+
 def _scenario(scripts: dict[str, Any]) -> dict[str, Any]:
     return {
         "seed": 5,
@@ -118,13 +128,7 @@ def test_three_engines_run_one_experiment_and_decide_as_one_engine_does(
     assert not any(n.startswith("warning: arms unbalanced") for n in data.notes), data.notes
     assert not any("trials per engine" in n for n in alone.notes), "a one-engine run has no engine section"
 
-    for e in dind_pool:
-        inner = Engine(address=e.address)
-        try:
-            assert inner.labelled() == [], f"{e.mode}: the run left objects behind"
-        finally:
-            inner.close()
-    assert list(work_root.iterdir()) == []
+    _nothing_left_on(dind_pool, work_root)
     assert {a.url for a in remembered_engines(paths.engines)} == {e.address.url for e in dind_pool}
 
 
@@ -273,12 +277,4 @@ def test_an_engine_killed_mid_run_costs_only_its_running_trials(
             study, list(final.values()), lock_hash=result.lock_hash, experiment_dir=tmp_path / "out"
         ).decision.verdict
     )
-    for e in dind_pool:
-        if e.mode == victim.mode:
-            continue
-        inner = Engine(address=e.address)
-        try:
-            assert inner.labelled() == [], f"{e.mode}: the run left objects behind"
-        finally:
-            inner.close()
-    assert list(work_root.iterdir()) == []
+    _nothing_left_on([e for e in dind_pool if e is not victim], work_root)

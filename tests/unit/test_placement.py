@@ -255,3 +255,22 @@ def test_engine_slots_hold_across_controllers_and_a_dead_holders_slot_is_taken_b
     engine.create_volume(slot_name(0), dead)  # a killed controller's slot on this host
     assert second.acquire(600) == 0
     assert [o.labels[HOLDER] != "x" for o in engine.labelled()] == [True]
+
+
+def test_a_trial_that_cannot_take_a_slot_on_a_lost_engine_runs_on_another() -> None:
+    class Gone(EngineSlots):
+        def acquire(self, ttl_s: float) -> int:
+            raise InfraError("listing harness objects failed: connection refused")
+
+    specs = plan_trials(TASKS[:1], 1, seed=1)
+    held = EngineSlots(FakeRuntime(), 1, run_id="run1")
+    runner = PoolRunner(
+        Placement({"a": 1, "b": 1}), {"a": Busy("a"), "b": Busy("b")}, {n: _ref(n) for n in "ab"},
+        probe=lambda name: name != "a", slots={"a": Gone(FakeRuntime(), 1, run_id="run1"), "b": held},
+    )  # fmt: skip
+    loop, log = make_loop(runner, jobs=2)
+    runner.attach(loop.append, loop.resubmit)
+    loop.run(specs)
+    runner.close()
+    assert [(r.status, r.engine and r.engine.name) for r in log.lines] == [("completed", "b")] * 2
+    assert held.runtime.labelled() == [], "b's slot given back after each trial"
