@@ -34,6 +34,7 @@ from typing import NamedTuple
 from harness.errors import HarnessError, InfraError, Interrupted
 from harness.plan import TrialSpec
 from harness.records import EngineRef, TrialRecord
+from harness.results.identity import Identity
 from harness.sandbox.engineslots import EngineSlots
 
 
@@ -273,17 +274,10 @@ def superseding(record: TrialRecord, engine: str) -> TrialRecord:
     ``superseded``: its pair reruns whole on one engine after ``engine`` was lost."""
     now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     why = f"superseded: the other arm of its pair was lost with engine {engine}; the pair reruns whole on one engine"
+    whose = {key: getattr(record, key) for key in Identity.__annotations__}  # the identity a record carries
     return TrialRecord(
+        **{**whose, "attempt": record.attempt + 1},
         schema_version=record.schema_version,
-        experiment_id=record.experiment_id,
-        trial_id=record.trial_id,
-        task_id=record.task_id,
-        arm=record.arm,
-        run_index=record.run_index,
-        attempt=record.attempt + 1,
-        provenance=record.provenance,
-        shard=record.shard,
-        baseline_fingerprint=record.baseline_fingerprint,
         status="infra_error",
         error=why,
         flags=(why,),
