@@ -207,7 +207,12 @@ class Bench:
             out=self.work / out,
             jobs=jobs,
             scripted=scenario,
-            paths=dataclasses.replace(HostPaths.from_env(os.environ), work_root=self.trials_root, slots_dir=self.slots),
+            paths=dataclasses.replace(
+                HostPaths.from_env(os.environ),
+                work_root=self.trials_root,
+                slots_dir=self.slots,
+                engines=self.work / "engines-record",  # its engines are gone after it: gc need not look for them
+            ),
             host_slots=max(jobs, 8),
             reuse_from=tuple(reuse_from),
             preflight=False,  # per-trial figures: the preflight is measured by tests/integration/test_preflight.py
