@@ -730,8 +730,8 @@ class FakeRuntime:
     def create_volume(self, name: str, labels: Mapping[str, str]) -> None:
         self._call("create_volume", name)
         with self._lock:
-            if name in self.volumes:
-                raise InfraError(f"creating volume {name} failed: a volume named {name} already exists")
+            if name in self.volumes:  # as the engine does: the volume stays as it is, its first labels kept
+                return
             self.volumes[name] = FakeVolume(name, dict(labels), self._new_volume_dir(name))
 
     def create_overlay_volume(

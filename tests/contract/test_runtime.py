@@ -442,6 +442,18 @@ def _got(archive: Archive | None) -> Archive:
     return archive
 
 
+def test_creating_a_volume_that_exists_keeps_it_and_its_first_labels(subject: Subject) -> None:
+    # the engine answers a second create of one name with the existing volume (what engine slots rely on:
+    # the first creator's holder label is what everyone reads back); the fake raised, unlike the engine
+    rt = subject.runtime
+    vol = f"hx-{subject.run_id}-twice"
+    first = {**subject.labels("vol"), "harness.test-holder": "first"}
+    rt.create_volume(vol, first)
+    rt.create_volume(vol, {**subject.labels("vol"), "harness.test-holder": "second"})
+    held = [lb for kind, name, lb in rt.labelled(subject.labels("vol")) if kind == "volume" and name == vol]
+    assert len(held) == 1 and held[0]["harness.test-holder"] == "first"
+
+
 def test_a_volume_takes_an_archive_gives_it_back_and_is_listed_and_removed(subject: Subject) -> None:
     rt = subject.runtime
     vol = f"hx-{subject.run_id}-vol"
