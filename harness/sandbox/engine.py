@@ -428,6 +428,7 @@ class Engine:
         """Create (not start) a hardened container; returns its id. Never retried (not idempotent)."""
         kwargs = self._create_kwargs(spec)
         kwargs["version"] = self.client.api.api_version
+        container_id: str | None = None
         try:
             # the API client's calls, not docker-py's models: a model inspects the container after its create
             # and again before each call on it (an engine round trip each, issue 27 item 4)
@@ -440,7 +441,12 @@ class Engine:
         except docker.errors.ImageNotFound as e:
             raise PrerequisiteError(f"image {spec.image} is not present", hint="run `skilltrial images build`") from e
         except DOCKER_ERRORS as e:
-            self.remove_container(spec.name)
+            if container_id is not None:  # made, then a network failed: remove what this call made, by its id
+                self.remove_container(container_id)
+            elif not (isinstance(e, docker.errors.APIError) and e.status_code == 409):
+                # the create may have been made before its answer was lost; a 409 (the name is taken) means
+                # the container of that name is another's, and is left alone
+                self.remove_container(spec.name)
             raise InfraError(f"creating container {spec.name} failed: {e}") from e
         return container_id
 

@@ -251,6 +251,15 @@ def test_create_halfway_removes_the_container(subject: Subject) -> None:
     assert subject.names() == [("network", own)]
 
 
+def test_a_create_under_a_taken_name_fails_and_leaves_the_other_container(subject: Subject) -> None:
+    """The engine removed the container holding the name when its own create failed on the name."""
+    spec = subject.spec("taken", SLEEP)
+    subject.runtime.create(spec)
+    with pytest.raises(InfraError):
+        subject.runtime.create(spec)
+    assert subject.names() == [("container", spec.name)], "the first container is still there"
+
+
 def test_a_missing_image_is_a_prerequisite_error(subject: Subject) -> None:
     spec = subject.spec("noimage", TRUE)
     missing = dataclasses.replace(spec, image="harness-contract-missing:0000000000000000")
