@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ConfigError, LockError
-from harness.experiment import experiment as experiment_mod
+from harness.experiment import options as options_mod
 from harness.experiment import resources as resources_mod
 from harness.reporting.ledger import shelve
 from harness.sandbox import uids
@@ -243,7 +243,7 @@ def test_a_skill_swapped_after_evals_lock_check_stops_the_run(
         assert b"SWAPPED" in (naive / "SKILL.md").read_bytes()
         (skill_dir / "SKILL.md").write_bytes(original)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(experiment_mod, "verify_lock", verify_then_swap)
+            mp.setattr(options_mod, "verify_lock", verify_then_swap)  # admit(): the one lock check of a run
             with pytest.raises(LockError, match="changed after eval checked its lock") as info:
                 run_experiment(engine, prereg, scen, tmp_path / "out", work_root, jobs=1)
         assert calls["lock_checked"] == 2
