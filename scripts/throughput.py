@@ -688,6 +688,90 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
     ]
 
 
+def machine_cpu() -> float:
+    """CPU-seconds the whole machine has spent (user, nice, system, irq, softirq), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(f) for f in fields]
+    return (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def judge_per_run_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds: int = 3) -> list[UnitCost]:
+    """Issue 27 item 4's first candidate, measured before it is built: what one verdict's container costs the
+    whole machine today (a fresh container's life on the trial's network), against what a run's judge
+    container taking verdicts one at a time would spend per verdict (``docker exec`` of one process, and the
+    network connect and disconnect that reach the trial's gateway). Machine-wide CPU (runc, the shims and the
+    controller's side included, which the daemons' unit costs leave out), the idle rate taken out as there;
+    a quiet machine is needed for these to mean anything."""
+    from harness.sandbox import lifecycle
+    from harness.sandbox.labels import make_labels
+
+    labels = make_labels("bench-judge", role="bench", ttl_s=900, purpose="bench")
+    engine.experiment = "judge-per-run"
+    tag = os.urandom(3).hex()
+    resident, network = f"hx-bench-judge-{tag}-resident", f"hx-bench-judge-{tag}-net"
+    serial = iter(range(1 << 30))
+
+    def spec(command: tuple[str, ...], net: str) -> ContainerSpec:
+        return ContainerSpec(name=f"hx-bench-judge-{tag}-{next(serial)}", image=image, command=command, labels=labels,
+                             user="65534:65534", network=net, limits=Limits(memory="64m", pids=16))  # fmt: skip
+
+    def exec_one() -> None:
+        code, _ = engine.exec_run(resident, ["true"])
+        assert code == 0
+
+    def connected_exec() -> None:
+        engine.client.api.connect_container_to_network(resident, network)
+        exec_one()
+        engine.client.api.disconnect_container_from_network(resident, network)
+
+    kinds: list[tuple[str, Callable[[], object]]] = [
+        ("today: the judge's own container on the trial's network (create, start, wait, logs, remove)",
+         lambda: lifecycle.run(engine, spec(("true",), network), deadline_s=60)),
+        ("a run's judge container: exec one process", exec_one),
+        ("a run's judge container: connect to the trial's network, exec one process, disconnect", connected_exec),
+    ]  # fmt: skip
+
+    def idle(seconds: float = 3.0) -> float:
+        c0, t0 = machine_cpu(), time.monotonic()
+        time.sleep(seconds)
+        return (machine_cpu() - c0) / (time.monotonic() - t0)
+
+    found: dict[str, list[tuple[float, float]]] = {}
+    try:
+        engine.create_network(network, labels, internal=True)
+        engine.create_network(f"{network}-run", labels, internal=True)  # where a run's judge would live
+        engine.create(dataclasses.replace(spec(("sleep", "900"), f"{network}-run"), name=resident))
+        engine.start(resident)
+        for _ in range(rounds):
+            for kind, step in kinds:
+                before = idle()
+                c0, t0 = machine_cpu(), time.monotonic()
+                for _ in range(repeat):
+                    step()
+                spent, took = machine_cpu() - c0, time.monotonic() - t0
+                rate = (before + idle()) / 2
+                found.setdefault(kind, []).append(((spent - rate * took) / repeat, rate * took))
+    finally:
+        lifecycle.remove_labelled(engine, {"harness.run": "bench-judge"})
+    return [
+        UnitCost(kind, max(0.0, statistics.median(v for v, _ in found[kind])), repeat * rounds,
+                 sum(b for _, b in found[kind]))
+        for kind, _ in kinds
+    ]  # fmt: skip
+
+
+def judge_per_run_table(costs: Sequence[UnitCost]) -> str:
+    lines = [
+        "A judge container per run, measured before building it (the whole machine's CPU per verdict's container "
+        "work, the idle rate taken out; the judge's Claude Code process is the same either way):",
+        "",
+        "| per verdict | machine CPU (median of the rounds) | calls (background taken out) |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {c.kind} | {c.per_call_s * 1000:.0f} ms | {c.calls} ({c.background_s:.2f} CPU-s) |" for c in costs]
+    return "\n".join(lines)
+
+
 def unit_costs_table(costs: Sequence[UnitCost], requests: Counter[str], parts: Parts) -> str:
     lines = [
         "Engine daemons (dockerd + containerd, with the children they wait for: iptables, dockerd's re-executions, "
@@ -794,6 +878,10 @@ def throughput_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str],
         log("throughput: the engine daemons' CPU per request ...")
         units = engine_unit_costs(engine, bench.images.trial, repeat=4 if quick else 10)
         bench.notes.append(unit_costs_table(units, cpu.requests, cpu.parts))
+        log("throughput: a judge container per run, per verdict ...")
+        bench.notes.append(
+            judge_per_run_table(judge_per_run_costs(engine, bench.images.trial, repeat=4 if quick else 10))
+        )
 
         # 3. 10 s latency: --jobs 1 on 8 trials, --jobs 32 on 64
         latency = 2000 if quick else 10_000

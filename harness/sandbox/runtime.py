@@ -105,7 +105,8 @@ class ContainerSpec:
     volumes: tuple[VolumeMount, ...] = ()
     """Named volumes (the harness's own), mounted after the bind mounts."""
     network: str = "none"
-    """'none' or the name of a network the harness created."""
+    """'none' (a network namespace of the container's own with only its loopback, and no engine network
+    sandbox) or the name of a network the harness created."""
     limits: Limits = Limits()
     tmpfs: tuple[str, ...] = ("/tmp",)
     """tmpfs mount points (sized by limits.tmpfs_size, owned by the container user)."""

@@ -314,3 +314,55 @@ def test_positive_control_the_canary_answers_on_its_own_network(
 ) -> None:
     out = _probe_container(engine, images.trial, canary["network"], f"print(tcp({canary['ip']!r}, 8000))")
     assert out.strip().startswith("open:"), out
+
+
+NO_NETWORK_PROBE = r"""
+import threading
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+port = srv.getsockname()[1]
+def answer():
+    conn, _ = srv.accept(); conn.recv(64); conn.sendall(b"LOOPBACK\r\n"); conn.close()
+threading.Thread(target=answer, daemon=True).start()
+print(json.dumps({
+    "interfaces": sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]),
+    "routes": open("/proc/net/route").read().splitlines()[1:],
+    "loopback": tcp("127.0.0.1", port),
+    "canary": tcp(CANARY, 8000),
+    "ipv6": open("/proc/net/if_inet6").read().strip(),
+}))
+"""
+
+
+def test_a_no_network_container_has_its_loopback_and_nothing_else(
+    engine: Engine, images: ImageSet, canary: dict[str, str]
+) -> None:
+    """Collect, verify and the engine watchdog run on ``network="none"``, which the engine makes with no
+    network sandbox at all (issue 27: it saves dockerd's two re-executions per start). Attacked from inside:
+    no interface but loopback, no route, the canary (up: the positive control above reaches it on its own
+    network) out of reach; and a task's tests that serve on 127.0.0.1 still work."""
+    name = f"hxsec-none-{secrets.token_hex(4)}"
+    spec = ContainerSpec(
+        name=name,
+        image=images.trial,
+        command=("python3", "-c", CONNECT + f"CANARY = {canary['ip']!r}\n" + NO_NETWORK_PROBE),
+        labels=_labels(),
+        user="1000:1000",
+        network="none",
+        limits=Limits(memory="256m", pids=64),
+    )
+    engine.create(spec)
+    try:
+        config = engine.client.api.inspect_container(name)
+        engine.start(name)
+        engine.wait(name, 60)
+        out = engine.output(name, stdout_cap=65536, stderr_cap=65536)[0].data.decode(errors="replace")
+    finally:
+        engine.remove_container(name)
+    assert config["Config"].get("NetworkDisabled") is True, "the cut holds: no network sandbox for this container"
+    assert config["HostConfig"]["NetworkMode"] == "none"
+    a = json.loads(out.strip().splitlines()[-1])
+    assert a["interfaces"] == ["lo"], a
+    assert a["routes"] == [], a
+    assert a["loopback"] == "open:LOOPBACK", a  # positive control: the probe's connect works where it may
+    assert a["canary"].startswith("blocked:"), a
+    assert a["ipv6"] in ("", "00000000000000000000000000000001 01 80 10 80       lo"), a

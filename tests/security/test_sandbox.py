@@ -532,7 +532,7 @@ def test_docker_inspect_shows_the_hardening_on_every_container(attacked: dict[st
             assert hc["NetworkMode"].startswith("hx-"), name
             assert hc["Dns"] == [gateway_ips[hc["NetworkMode"]]], (name, hc["Dns"], gateway_ips)
         if role in ("collect", "verify"):
-            assert hc["NetworkMode"] == "none", name
+            assert hc["NetworkMode"] == "none" and cfg.get("NetworkDisabled") is True, name
         if role == "agent":
             dests = {m["Destination"]: m["RW"] for m in data["Mounts"]}
             assert dests in ({"/workspace": True}, {"/workspace": True, "/skill": False}), dests
