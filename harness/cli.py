@@ -240,8 +240,9 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         "history",
         help="a skill's results over time, by model and date",
         description="One row per experiment of SKILL: date, model, Claude Code version, baseline k/n, skill k/n, "
-        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory. "
-        "Exits 1 when no experiment of SKILL is found.",
+        "cost ratio and verdict. Default: every harness-results/*/ and demo-output/results-*/ directory, each "
+        "model's of a model matrix and each version's of a family of variants (shown with its verdict after Holm's "
+        "correction across the family, its own beside it). Exits 1 when no experiment of SKILL is found.",
     )
     hs.add_argument("--in", dest="in_dirs", type=Path, action="append", metavar="DIR",
                     help="look in DIR instead of the working directory: an experiment directory, a folder of them "
@@ -883,13 +884,14 @@ def cmd_gate(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> 
 
 
 def cmd_history(args: argparse.Namespace, env: dict[str, str], host: HostPaths) -> int:
+    from harness.experiment.family import variant_verdict
     from harness.reporting.history import discover_in, format_table, history
 
     if args.in_dirs:  # found, not named: a shard shows only when named with --results
-        rows = history(args.skill, discover_in(args.in_dirs), explicit=False)
-        rows += history(args.skill, args.results) if args.results else []
+        rows = history(args.skill, discover_in(args.in_dirs), explicit=False, corrected=variant_verdict)
+        rows += history(args.skill, args.results, corrected=variant_verdict) if args.results else []
     else:
-        rows = history(args.skill, args.results)
+        rows = history(args.skill, args.results, corrected=variant_verdict)
     if not rows:
         default = "harness-results/*/, demo-output/results-*/"
         where = ", ".join(str(d) for d in [*(args.results or []), *(args.in_dirs or [])]) or default

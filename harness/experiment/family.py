@@ -41,7 +41,15 @@ from harness.reporting.family import (
 )
 from harness.reporting.model import ReportInput, load_experiment
 from harness.reporting.outputs import retract
-from harness.results.family import VERSIONS_DIR, FamilyMeta, read_family_meta, start_or_resume, variant_dir
+from harness.results.family import (
+    VARIANTS_DIR,
+    VERSIONS_DIR,
+    FamilyMeta,
+    is_family_dir,
+    read_family_meta,
+    start_or_resume,
+    variant_dir,
+)
 from harness.results.meta import require_meta
 from harness.study.config import Study
 from harness.study.lock import materialize
@@ -124,6 +132,23 @@ def family_of(root: Path, prereg_path: Path | None = None) -> FamilyReport:
     meta = _require(root)
     analyse = functools.partial(_load, prereg_path=prereg_path)
     return _report(meta, [_analysed(root, meta, v, analyse) for v in meta.variants], root)
+
+
+def variant_verdict(path: Path) -> str | None:
+    """What ``skilltrial history`` shows for a family's variant directory: its verdict after Holm's correction
+    across the family, with its own beside it (``inconclusive (in the family; alone adopt)``), as ``skilltrial
+    gate`` decides on it; None for a directory that is no family's variant."""
+    path = path.resolve()
+    top = path.parent.parent
+    if path.parent.name != VARIANTS_DIR or not is_family_dir(top):
+        return None
+    try:
+        member = family_of(top).member(path.name)
+    except HarnessError as e:
+        return f"n/a (its family: {e.message[:60]})"
+    if member is None:  # a variant of the family has no analysed comparison yet: no corrected verdict exists
+        return "unavailable (in the family: not every variant is analysed)"
+    return f"{member.verdict} (in the family; alone {member.own_verdict})"
 
 
 def _load(sub: Path, prereg_path: Path | None) -> ReportInput:

@@ -10,7 +10,7 @@ preregistration; when that is impossible the row says why instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,8 +23,18 @@ from harness.results.attempts import final_attempts
 from harness.results.meta import META, require_meta
 from harness.results.store import read_results
 
-DEFAULT_GLOBS = ("harness-results/*", "harness-results/*/models/*", "demo-output/results-*")
-"""Where experiments are by default (``*/models/*``: each model's experiment of a model matrix)."""
+DEFAULT_GLOBS = (
+    "harness-results/*",
+    "harness-results/*/models/*",
+    "harness-results/*/variants/*",
+    "demo-output/results-*",
+)
+"""Where experiments are by default (``*/models/*``: each model's experiment of a model matrix;
+``*/variants/*``: each version's comparison in a family of variants)."""
+
+Corrected = Callable[[Path], str | None]
+"""The verdict an experiment directory has as a member of something larger (a family's variant: after Holm's
+correction), or None when it stands alone. The caller supplies it: the family's analysis is above this layer."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,7 @@ def discover_in(roots: Iterable[Path]) -> list[Path]:
         if (root / RESULTS).is_file() and (root / META).is_file():
             found.add(root)
             continue
-        found.update(discover(root, ("*", "*/models/*", *DEFAULT_GLOBS)))
+        found.update(discover(root, ("*", "*/models/*", "*/variants/*", *DEFAULT_GLOBS)))
     return sorted(found)
 
 
@@ -121,13 +131,21 @@ def _ratio_text(value: object) -> str:
 
 
 def history(
-    skill: str, dirs: Iterable[Path] | None = None, *, cwd: Path | None = None, explicit: bool | None = None
+    skill: str,
+    dirs: Iterable[Path] | None = None,
+    *,
+    cwd: Path | None = None,
+    explicit: bool | None = None,
+    corrected: Corrected | None = None,
 ) -> list[HistoryRow]:
     """Rows for ``skill``, oldest first (then by model), from ``dirs`` or the default locations.
-    ``explicit`` (default: whether ``dirs`` is given): shards are shown only from named directories."""
+    ``explicit`` (default: whether ``dirs`` is given): shards are shown only from named directories.
+    ``corrected``: a member's verdict replaces its own (a variant's uncorrected verdict is never shown alone)."""
     explicit = dirs is not None if explicit is None else explicit
     paths = list(dirs) if dirs is not None else discover(cwd or Path.cwd())
     rows = [row for p in paths if (row := row_for(p, skill, explicit=explicit)) is not None]
+    if corrected is not None:
+        rows = [replace(r, verdict=v) if (v := corrected(r.path)) is not None else r for r in rows]
     return sorted(rows, key=lambda x: (x.date, x.model, x.experiment))
 
 

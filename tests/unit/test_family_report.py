@@ -124,3 +124,24 @@ def test_against_a_shipped_version_a_rejected_edit_keeps_the_status(tmp_path: Pa
     )
     assert entry.skill_path == "shipped" and entry.shelved_to is None
     assert (tmp_path / "study" / "edit" / "SKILL.md").is_file()  # nothing is shelved
+
+
+def test_history_shows_a_variant_with_the_family_s_correction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``skilltrial history`` finds each version's comparison inside a family and never shows its uncorrected
+    verdict alone: weak adopts alone, Holm's correction takes it back."""
+    top = write_family(tmp_path, {"null": spec(NULL), "weak": spec(WEAK), "worse": spec(WORSE)})
+    report_family(top)
+    capsys.readouterr()
+    assert main(["history", "tidy", "--in", str(top.parent)]) == 0
+    out = capsys.readouterr().out
+    assert sum("(in the family; alone" in line for line in out.splitlines()) == 3, out  # one row per variant
+    weak = next(line for line in out.splitlines() if "alone adopt" in line)
+    assert "inconclusive (in the family; alone adopt)" in weak
+    assert "reject (in the family; alone reject)" in out
+    # a directory that is no family's variant keeps its own verdict
+    from harness.experiment.family import variant_verdict
+
+    assert variant_verdict(tmp_path) is None
+    assert variant_verdict(top / "variants" / "weak") == "inconclusive (in the family; alone adopt)"
