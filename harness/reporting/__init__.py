@@ -36,6 +36,7 @@ from harness.reporting.outputs import (
     publish,
 )
 from harness.reporting.text import terminal_summary
+from harness.results.family import Membership, membership
 
 __all__ = [
     "DECISION_JSON",
@@ -53,22 +54,46 @@ REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)
 """The files a person or a CI system opens (decision.json and summary.txt are written beside them)."""
 
 
-def render_reports(r: ReportInput) -> dict[str, str]:
-    """decision.json, summary.txt, report.md, report.html and junit.xml of an analysed experiment (pure)."""
+def render_reports(r: ReportInput, member: Membership | None = None) -> dict[str, str]:
+    """decision.json, summary.txt, report.md, report.html and junit.xml of an analysed experiment (pure).
+    ``member``: the experiment is one variant's comparison in a family; decision.json, summary.txt and
+    report.md say that its verdict is the one before Holm's correction, and where the corrected one is."""
+    decision, summary, md = decision_json(r), terminal_summary(r), markdown(r)
+    if member is not None:
+        decision["family"] = {
+            "variant": member.variant,
+            "variants": list(member.variants),
+            "holm_corrected": False,
+            "family_dir": "../..",
+            "family_decision": "../../decision.json",
+        }
+        note = member_note(member)
+        summary += "\n" + note
+        title, _, rest = md.partition("\n")
+        md = f"{title}\n\n> {note}\n{rest}"
     return {
-        DECISION_JSON: dumps(decision_json(r)),
-        SUMMARY_TXT: terminal_summary(r) + "\n",
-        REPORT_MD: markdown(r),
+        DECISION_JSON: dumps(decision),
+        SUMMARY_TXT: summary + "\n",
+        REPORT_MD: md,
         REPORT_HTML: html.render(r),
         JUNIT_XML: junit_xml(r),
     }
+
+
+def member_note(member: Membership) -> str:
+    n = f"{len(member.variants)} variants" if member.variants else "several variants"
+    return (
+        f"NOTE: this is variant {member.variant}'s comparison in a family of {n}: its verdict here is before "
+        "Holm's correction across them. The family's verdict and this variant's after the correction: "
+        "`skilltrial gate` on this directory, or ../../decision.json."
+    )
 
 
 def write_reports(root: Path, r: ReportInput, redact: Callable[[str], str] | None = None) -> dict[str, Path]:
     """Write decision.json, summary.txt, report.md, report.html and junit.xml atomically, redacted:
     by ``redact`` (the run's redactor, which knows its key), else by the key-shaped patterns alone
     (a re-render or merge, which knows no key). All five or none (:func:`harness.reporting.outputs.publish`)."""
-    return publish(root, AB_OUTPUTS, lambda: render_reports(r), ab_refusal(root), redact)
+    return publish(root, AB_OUTPUTS, lambda: render_reports(r, membership(root)), ab_refusal(root), redact)
 
 
 def analyse_and_write(
@@ -81,7 +106,7 @@ def analyse_and_write(
 
     def produce() -> dict[str, str]:
         analysed.append(analyse())
-        return render_reports(analysed[0])
+        return render_reports(analysed[0], membership(root))
 
     paths = publish(root, AB_OUTPUTS, produce, ab_refusal(root), redact)
     return analysed[0], paths

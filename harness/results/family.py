@@ -12,9 +12,11 @@ preregistration nor reports that may be stale.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import __version__
+from harness.errors import HarnessError
 from harness.results.meta import Mode
 from harness.results.topdir import TopDirMeta, read_top, start_or_resume_top
 from harness.study.config import BARE, Study
@@ -68,6 +70,29 @@ def variant_dir(root: Path, variant: str) -> Path:
 def is_family_dir(root: Path) -> bool:
     """``root`` is a family's top directory (it has a ``family.json``)."""
     return (root / FAMILY_JSON).is_file()
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A comparison's place in a family: its reports carry the verdict before Holm's correction, and say so."""
+
+    variant: str
+    variants: tuple[str, ...]
+    """The family's variants as ``family.json`` lists them (empty when it cannot be read)."""
+
+
+def membership(root: Path) -> Membership | None:
+    """The family whose variant's comparison ``root`` is (``<top>/variants/<name>/``), or None when it stands
+    alone."""
+    root = root.resolve()
+    top = root.parent.parent
+    if root.parent.name != VARIANTS_DIR or not is_family_dir(top):
+        return None
+    try:
+        meta = read_family_meta(top)
+    except HarnessError:
+        meta = None
+    return Membership(root.name, meta.variants if meta is not None else ())
 
 
 def read_family_meta(root: Path) -> FamilyMeta | None:

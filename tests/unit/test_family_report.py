@@ -145,3 +145,31 @@ def test_history_shows_a_variant_with_the_family_s_correction(
 
     assert variant_verdict(tmp_path) is None
     assert variant_verdict(top / "variants" / "weak") == "inconclusive (in the family; alone adopt)"
+
+
+def test_a_variant_s_own_reports_say_their_verdict_is_before_the_correction(tmp_path: Path) -> None:
+    """A CI job or a reader that opens a variant's own decision.json, summary.txt or report.md learns that its
+    verdict is uncorrected and where the corrected one is; an experiment that stands alone has no such note."""
+    top = write_family(tmp_path, {"null": spec(NULL), "weak": spec(WEAK), "worse": spec(WORSE)})
+    report_family(top)
+    weak = top / "variants" / "weak"
+    data = json.loads((weak / "decision.json").read_text())
+    assert data["verdict"] == "adopt"  # alone it adopts ...
+    assert data["family"] == {
+        "variant": "weak",
+        "variants": ["null", "weak", "worse"],
+        "holm_corrected": False,
+        "family_dir": "../..",
+        "family_decision": "../../decision.json",
+    }
+    assert json.loads((weak / data["family"]["family_decision"]).read_text())["verdict"] == "inconclusive"
+    note = "NOTE: this is variant weak's comparison in a family of 3 variants: its verdict here is before Holm's"
+    assert note in (weak / "summary.txt").read_text()
+    md = (weak / "report.md").read_text()
+    assert md.splitlines()[0].startswith("#") and md.splitlines()[2].startswith("> " + note), md[:400]
+    # positive control: the same analysis written where it stands alone carries no note
+    from harness.reporting import render_reports
+    from harness.reporting.model import load_experiment
+
+    alone = render_reports(load_experiment(weak))
+    assert "family" not in json.loads(alone["decision.json"]) and "NOTE: this is variant" not in alone["summary.txt"]
