@@ -56,10 +56,11 @@ REPORT_FILES = (REPORT_MD, REPORT_HTML, JUNIT_XML)
 
 def render_reports(r: ReportInput, member: Membership | None = None) -> dict[str, str]:
     """decision.json, summary.txt, report.md, report.html and junit.xml of an analysed experiment (pure).
-    ``member``: the experiment is one variant's comparison in a family; decision.json, summary.txt and
-    report.md say that its verdict is the one before Holm's correction, and where the corrected one is."""
+    ``member``: the experiment is one variant's comparison in a family; every report says that its verdict is
+    the one before Holm's correction, and where the corrected one is (its junit.xml's decision is skipped)."""
     decision, summary, md = decision_json(r), terminal_summary(r), markdown(r)
-    if member is not None:
+    note = member_note(member) if member is not None else None
+    if member is not None and note is not None:
         decision["family"] = {
             "variant": member.variant,
             "variants": list(member.variants),
@@ -67,7 +68,6 @@ def render_reports(r: ReportInput, member: Membership | None = None) -> dict[str
             "family_dir": "../..",
             "family_decision": "../../decision.json",
         }
-        note = member_note(member)
         summary += "\n" + note
         title, _, rest = md.partition("\n")
         md = f"{title}\n\n> {note}\n{rest}"
@@ -75,8 +75,8 @@ def render_reports(r: ReportInput, member: Membership | None = None) -> dict[str
         DECISION_JSON: dumps(decision),
         SUMMARY_TXT: summary + "\n",
         REPORT_MD: md,
-        REPORT_HTML: html.render(r),
-        JUNIT_XML: junit_xml(r),
+        REPORT_HTML: html.render(r, note),
+        JUNIT_XML: junit_xml(r, note),
     }
 
 

@@ -594,8 +594,9 @@ def _footer(r: ReportInput) -> str:
     return f"<footer><dl>{rows}</dl><p>Rendered by skilltrial {esc(__version__)} from results.jsonl.</p></footer>"
 
 
-def render(r: ReportInput) -> str:
-    """The whole page as one string (UTF-8 when written)."""
+def render(r: ReportInput, note: str | None = None) -> str:
+    """The whole page as one string (UTF-8 when written). ``note``: shown under the banner (a family's variant:
+    its verdict is before Holm's correction)."""
     a = r.analysis
     conf = round(100 * a.confidence)
     title = f"{r.prereg.skill}: {r.decision.verdict.upper()} · skilltrial"
@@ -606,6 +607,7 @@ def render(r: ReportInput) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>",
         _banner(r),
+        *([f'<div class="card"><p><strong>{esc(note)}</strong></p></div>'] if note else []),
         _tiles(r),
         '<section class="grid">',
         f'<div class="card"><h2>Pass rate per arm</h2>{pass_rate_chart(r)}'

@@ -15,8 +15,11 @@ from harness.reporting.model import ReportInput, deciding_reasons, run_dates, ru
 from harness.reporting.text import terminal_summary
 
 
-def junit_xml(r: ReportInput) -> str:
+def junit_xml(r: ReportInput, note: str | None = None) -> str:
     """``junit.xml``: a ``decision`` testcase (fails unless adopt) and one testcase per task.
+
+    ``note``: the experiment is a family's variant, whose verdict is before Holm's correction: its ``decision``
+    testcase is skipped with the note (the family's junit.xml decides), never passed or failed on its own.
 
     A task's testcase fails when the skill arm passed a smaller share of its
     valid trials than the baseline on that task (the skill hurt there), is
@@ -45,7 +48,11 @@ def junit_xml(r: ReportInput) -> str:
     counts["tests"] += 1
     detail = "\n".join(f"[{x.code}] ({x.kind}) {x.message}" for x in d.reasons)
     summary = f"{verdict_word(d)} ({d.rule} rule): " + "; ".join(f"[{x.code}] {x.message}" for x in deciding_reasons(d))
-    if d.verdict == "invalid":
+    if note is not None:
+        ET.SubElement(props, "property", name="holm_corrected", value="false")
+        ET.SubElement(dec, "skipped", message=clean(f"{summary} -- {note}"))
+        counts["skipped"] += 1
+    elif d.verdict == "invalid":
         el = ET.SubElement(dec, "error", type="invalid", message=clean(summary))
         el.text = clean(detail)
         counts["errors"] += 1

@@ -3,7 +3,9 @@ harness.experiment.family (report and gate), harness.reporting.ledger.record_fam
 
 from __future__ import annotations
 
+import html
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -167,9 +169,18 @@ def test_a_variant_s_own_reports_say_their_verdict_is_before_the_correction(tmp_
     assert note in (weak / "summary.txt").read_text()
     md = (weak / "report.md").read_text()
     assert md.splitlines()[0].startswith("#") and md.splitlines()[2].startswith("> " + note), md[:400]
+    assert html.escape(note) in (weak / "report.html").read_text()
+    junit = ET.fromstring((weak / "junit.xml").read_text())
+    decision = next(c for c in junit.iter("testcase") if c.get("name") == "decision")
+    skipped = decision.find("skipped")
+    assert skipped is not None and note in (skipped.get("message") or "")  # never passes CI on its own
+    assert decision.find("failure") is None and junit.get("skipped", "").isdigit()
+    assert {p.get("name"): p.get("value") for p in junit.iter("property")}["holm_corrected"] == "false"
     # positive control: the same analysis written where it stands alone carries no note
     from harness.reporting import render_reports
     from harness.reporting.model import load_experiment
 
     alone = render_reports(load_experiment(weak))
     assert "family" not in json.loads(alone["decision.json"]) and "NOTE: this is variant" not in alone["summary.txt"]
+    lone = next(c for c in ET.fromstring(alone["junit.xml"]).iter("testcase") if c.get("name") == "decision")
+    assert lone.find("skipped") is None and "NOTE: this is variant" not in alone["report.html"]

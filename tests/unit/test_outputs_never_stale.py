@@ -144,7 +144,7 @@ def test_a_renderer_that_crashes_leaves_no_report_from_before(tmp_path: Path, mo
     write_reports(exp, r)
     assert set(contents(exp, AB_OUTPUTS)) == set(AB_OUTPUTS.files)
 
-    def broken(_r: object) -> str:
+    def broken(*_a: object) -> str:
         raise RuntimeError("a renderer bug")
 
     monkeypatch.setattr(html, "render", broken)
