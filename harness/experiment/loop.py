@@ -246,6 +246,9 @@ class TrialLoop:
                     record = fut.result()
                     if record is None:
                         continue
+                    if self._set_aside(record):  # handed back while it finished: its rerun is pending
+                        out.ran += 1
+                        continue
                     self.final[spec.trial_id] = record
                     if record.status == "skipped":
                         out.skipped.append(record)
@@ -282,6 +285,13 @@ class TrialLoop:
             self.prior[spec.trial_id] = prior
             self.final.pop(spec.trial_id, None)
             self._pending.append(spec)
+
+    def _set_aside(self, record: TrialRecord) -> bool:
+        """``record`` was set aside by a later line (:meth:`resubmit` ran after it was written and before the
+        loop took it from its future): never the trial's final record, nor one the early stop counts."""
+        with self._lock:
+            later = self.prior.get(record.trial_id)
+        return later is not None and later.attempt > record.attempt
 
     def _attempts(self, spec: TrialSpec) -> TrialRecord | None:
         """Every attempt of one trial, until one is final. None when interrupted (nothing recorded)."""

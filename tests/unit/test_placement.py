@@ -15,7 +15,7 @@ import pytest
 
 from harness.analysis.runnotes import engine_notes
 from harness.errors import ConfigError, InfraError, Interrupted
-from harness.experiment.placement import Placement, PoolRunner, pair_key, probe_waits
+from harness.experiment.placement import Placement, PoolRunner, pair_key, probe_waits, superseding
 from harness.plan import TrialSpec, plan_trials
 from harness.records import EngineRef, TrialRecord
 from harness.sandbox.engine import EngineAddress
@@ -274,3 +274,37 @@ def test_a_trial_that_cannot_take_a_slot_on_a_lost_engine_runs_on_another() -> N
     runner.close()
     assert [(r.status, r.engine and r.engine.name) for r in log.lines] == [("completed", "b")] * 2
     assert held.runtime.labelled() == [], "b's slot given back after each trial"
+
+
+def test_a_record_set_aside_before_the_loop_saw_it_finish_is_never_a_final() -> None:
+    """The race of a pool run: the other arm's engine goes down and the placement sets this arm's finished
+    record aside (a superseding line, the trial handed back) after the record was written but before the loop
+    took it from its finished future. The loop must not then make the set-aside record the trial's final one:
+    the early stop would count an outcome the results no longer hold."""
+    specs = plan_trials(TASKS[:1], 1, seed=1)
+    target = specs[0]
+    seen: list[list[tuple[str, int, str]]] = []
+
+    def early_stop(finals: list[TrialRecord]) -> str | None:
+        seen.append([(r.trial_id, r.attempt, r.status) for r in finals])
+        return None
+
+    loop, log = make_loop(lambda spec, attempt: make_record(spec, attempt), jobs=1, early_stop=early_stop)
+    append = loop.append
+
+    def append_then_set_aside(record: TrialRecord) -> None:
+        append(record)
+        if record.trial_id == target.trial_id and record.attempt == 1:  # the placement, on another thread
+            marker = superseding(record, "a")
+            append(marker)
+            loop.resubmit(target, marker)
+
+    loop.append = append_then_set_aside  # type: ignore[method-assign]
+    loop.run(specs)
+    assert [(r.attempt, r.status) for r in log.lines if r.trial_id == target.trial_id] == [
+        (1, "completed"),
+        (2, "infra_error"),
+        (3, "completed"),
+    ]
+    assert loop.final[target.trial_id].attempt == 3, "the rerun after the superseding line is the final"
+    assert seen and all((target.trial_id, 1, "completed") not in finals for finals in seen), seen
