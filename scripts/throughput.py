@@ -618,10 +618,8 @@ class UnitCost:
 
 def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds: int = 3) -> list[UnitCost]:
     """What dockerd and containerd spend per request of the kinds a trial makes most (issue 27 item 4: fewer
-    engine round trips): each kind in a burst of calls between two idle windows of 3 s, the daemons'
-    background rate of those windows taken out (other users' requests on a shared engine are that
-    background, and it moves: each kind is measured ``rounds`` times and the median kept). The shims, runc and
-    dockerd's network hook a container start also costs are not in these: the parts table has them exactly."""
+    engine round trips), in bursts (:func:`measure_bursts`). The shims, runc and dockerd's network hook a
+    container start also costs are not in these: the parts table has them exactly."""
     from harness.sandbox import lifecycle
     from harness.sandbox.labels import make_labels
 
@@ -658,33 +656,42 @@ def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds:
         ("a trial network's create and remove", repeat, net_cycle),
     ]
 
-    def idle(seconds: float = 3.0) -> float:
-        c0, t0 = engine_daemons_cpu(), time.monotonic()
-        time.sleep(seconds)
-        return (engine_daemons_cpu() - c0) / (time.monotonic() - t0)
-
-    found: dict[str, list[tuple[float, float]]] = {}
     try:
         engine.create(dataclasses.replace(spec(("sleep", "900")), name=sleeper))
         engine.start(sleeper)
         engine.create_network(network, labels, internal=True)
-        for _ in range(rounds):
-            for kind, calls, step in kinds:
-                before = idle()
-                c0, t0 = engine_daemons_cpu(), time.monotonic()
-                for _ in range(calls):
-                    step()
-                spent, took = engine_daemons_cpu() - c0, time.monotonic() - t0
-                rate = (before + idle()) / 2
-                found.setdefault(kind, []).append(((spent - rate * took) / calls, rate * took))
+        return measure_bursts(kinds, engine_daemons_cpu, rounds=rounds)
     finally:
         lifecycle.remove_labelled(engine, {"harness.run": "bench-units"})
+
+
+def measure_bursts(
+    kinds: Sequence[tuple[str, int, Callable[[], object]]], meter: Callable[[], float], *, rounds: int
+) -> list[UnitCost]:
+    """Each kind's calls in a burst between two idle windows of 3 s, by ``meter`` (CPU-seconds spent so far),
+    the background rate of those windows taken out (other users' work on a shared machine is that background,
+    and it moves: each kind is measured ``rounds`` times and the median kept)."""
+
+    def idle(seconds: float = 3.0) -> float:
+        c0, t0 = meter(), time.monotonic()
+        time.sleep(seconds)
+        return (meter() - c0) / (time.monotonic() - t0)
+
+    found: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(rounds):
+        for kind, calls, step in kinds:
+            before = idle()
+            c0, t0 = meter(), time.monotonic()
+            for _ in range(calls):
+                step()
+            spent, took = meter() - c0, time.monotonic() - t0
+            rate = (before + idle()) / 2
+            found.setdefault(kind, []).append(((spent - rate * took) / calls, rate * took))
     return [
         UnitCost(
             kind, max(0.0, statistics.median(v for v, _ in found[kind])), calls * rounds, sum(b for _, b in found[kind])
         )
         for kind, calls, _ in kinds
-        if kind in found
     ]
 
 
@@ -724,40 +731,22 @@ def judge_per_run_costs(engine: MeteredEngine, image: str, *, repeat: int, round
         exec_one()
         engine.client.api.disconnect_container_from_network(resident, network)
 
-    kinds: list[tuple[str, Callable[[], object]]] = [
-        ("today: the judge's own container on the trial's network (create, start, wait, logs, remove)",
+    kinds: list[tuple[str, int, Callable[[], object]]] = [
+        ("today: the judge's own container on the trial's network (create, start, wait, logs, remove)", repeat,
          lambda: lifecycle.run(engine, spec(("true",), network), deadline_s=60)),
-        ("a run's judge container: exec one process", exec_one),
-        ("a run's judge container: connect to the trial's network, exec one process, disconnect", connected_exec),
+        ("a run's judge container: exec one process", repeat, exec_one),
+        ("a run's judge container: connect to the trial's network, exec one process, disconnect", repeat,
+         connected_exec),
     ]  # fmt: skip
 
-    def idle(seconds: float = 3.0) -> float:
-        c0, t0 = machine_cpu(), time.monotonic()
-        time.sleep(seconds)
-        return (machine_cpu() - c0) / (time.monotonic() - t0)
-
-    found: dict[str, list[tuple[float, float]]] = {}
     try:
         engine.create_network(network, labels, internal=True)
         engine.create_network(f"{network}-run", labels, internal=True)  # where a run's judge would live
         engine.create(dataclasses.replace(spec(("sleep", "900"), f"{network}-run"), name=resident))
         engine.start(resident)
-        for _ in range(rounds):
-            for kind, step in kinds:
-                before = idle()
-                c0, t0 = machine_cpu(), time.monotonic()
-                for _ in range(repeat):
-                    step()
-                spent, took = machine_cpu() - c0, time.monotonic() - t0
-                rate = (before + idle()) / 2
-                found.setdefault(kind, []).append(((spent - rate * took) / repeat, rate * took))
+        return measure_bursts(kinds, machine_cpu, rounds=rounds)
     finally:
         lifecycle.remove_labelled(engine, {"harness.run": "bench-judge"})
-    return [
-        UnitCost(kind, max(0.0, statistics.median(v for v, _ in found[kind])), repeat * rounds,
-                 sum(b for _, b in found[kind]))
-        for kind, _ in kinds
-    ]  # fmt: skip
 
 
 def judge_per_run_table(costs: Sequence[UnitCost]) -> str:
