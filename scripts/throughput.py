@@ -36,7 +36,6 @@ How each part is measured, and why it does not race the teardown:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -46,14 +45,15 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.records import TrialRecord
+from harness.sandbox import lifecycle
 from harness.sandbox.engine import Engine
-from harness.sandbox.labels import TRIAL
+from harness.sandbox.labels import TRIAL, make_labels
 from harness.sandbox.runtime import ContainerSpec, Limits
 from scripts.cpumeter import parse_stat
 
@@ -616,53 +616,72 @@ class UnitCost:
     background_s: float
 
 
+@dataclass
+class BenchContainers:
+    """The bench's own throw-away containers and networks, one labelled run of them (``bench-<what>``): names
+    that never repeat, the trial image's ``true`` or ``sleep``, hardened as the harness's own are (the
+    engine's create), removed together by :meth:`remove`."""
+
+    engine: Engine
+    image: str
+    what: str
+    tag: str = field(default_factory=lambda: os.urandom(3).hex())
+    serial: Iterator[int] = field(default_factory=lambda: iter(range(1 << 30)))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return make_labels(f"bench-{self.what}", role="bench", ttl_s=900, purpose="bench")
+
+    def name(self) -> str:
+        return f"hx-bench-{self.what}-{self.tag}-{next(self.serial)}"
+
+    def spec(self, command: tuple[str, ...] = ("true",), net: str = "none") -> ContainerSpec:
+        return ContainerSpec(name=self.name(), image=self.image, command=command, labels=self.labels,
+                             user="65534:65534", network=net, limits=Limits(memory="64m", pids=16))  # fmt: skip
+
+    def life(self, net: str = "none") -> None:
+        """One container's whole life as a trial's role has it: create, start, wait, inspect, logs, remove."""
+        lifecycle.run(self.engine, self.spec(net=net), deadline_s=60)
+
+    def network(self) -> str:
+        name = self.name()
+        self.engine.create_network(name, self.labels, internal=True)
+        return name
+
+    def resident(self, net: str = "none") -> str:
+        """A container that stays up (``sleep``) for requests and execs to be measured on."""
+        spec = self.spec(("sleep", "900"), net)
+        self.engine.create(spec)
+        self.engine.start(spec.name)
+        return spec.name
+
+    def remove(self) -> None:
+        lifecycle.remove_labelled(self.engine, {"harness.run": f"bench-{self.what}"})
+
+
 def engine_unit_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds: int = 3) -> list[UnitCost]:
     """What dockerd and containerd spend per request of the kinds a trial makes most (issue 27 item 4: fewer
     engine round trips), in bursts (:func:`measure_bursts`). The shims, runc and dockerd's network hook a
     container start also costs are not in these: the parts table has them exactly."""
-    from harness.sandbox import lifecycle
-    from harness.sandbox.labels import make_labels
-
-    labels = make_labels("bench-units", role="bench", ttl_s=900, purpose="bench")
     engine.experiment = "unit-costs"
-    tag = os.urandom(3).hex()
-    sleeper = f"hx-bench-units-{tag}-sleeper"
-    network = f"hx-bench-units-{tag}-net"
-    serial = iter(range(1 << 30))
-
-    def spec(command: tuple[str, ...], net: str = "none") -> ContainerSpec:
-        return ContainerSpec(name=f"hx-bench-units-{tag}-{next(serial)}", image=image, command=command, labels=labels,
-                             user="65534:65534", network=net, limits=Limits(memory="64m", pids=16))  # fmt: skip
+    bench = BenchContainers(engine, image, "units")
 
     def net_cycle() -> None:
-        name = f"{network}-{next(serial)}"
-        engine.create_network(name, labels, internal=True)
-        engine.remove_network(name)
-
-    kinds: list[tuple[str, int, Callable[[], object]]] = [
-        ("GET /containers/{}/json (inspect)", repeat * 20, lambda: engine.inspect(sleeper)),
-        ("GET /containers/{}/logs", repeat * 10, lambda: engine.logs(sleeper, stdout=True, stderr=True)),
-        ("GET /version (the least a request costs)", repeat * 20, lambda: engine.client.api.version()),
-        (
-            "a container's life on --network none: create, start, wait, inspect, logs, remove",
-            repeat,
-            lambda: lifecycle.run(engine, spec(("true",)), deadline_s=60),
-        ),
-        (
-            "the same on a trial's internal network",
-            repeat,
-            lambda: lifecycle.run(engine, spec(("true",), network), deadline_s=60),
-        ),
-        ("a trial network's create and remove", repeat, net_cycle),
-    ]
+        engine.remove_network(bench.network())
 
     try:
-        engine.create(dataclasses.replace(spec(("sleep", "900")), name=sleeper))
-        engine.start(sleeper)
-        engine.create_network(network, labels, internal=True)
+        sleeper, network = bench.resident(), bench.network()
+        kinds: list[tuple[str, int, Callable[[], object]]] = [
+            ("GET /containers/{}/json (inspect)", repeat * 20, lambda: engine.inspect(sleeper)),
+            ("GET /containers/{}/logs", repeat * 10, lambda: engine.logs(sleeper, stdout=True, stderr=True)),
+            ("GET /version (the least a request costs)", repeat * 20, lambda: engine.client.api.version()),
+            ("a container's life on --network none: create, start, wait, inspect, logs, remove", repeat, bench.life),
+            ("the same on a trial's internal network", repeat, lambda: bench.life(network)),
+            ("a trial network's create and remove", repeat, net_cycle),
+        ]  # fmt: skip
         return measure_bursts(kinds, engine_daemons_cpu, rounds=rounds)
     finally:
-        lifecycle.remove_labelled(engine, {"harness.run": "bench-units"})
+        bench.remove()
 
 
 def measure_bursts(
@@ -709,44 +728,77 @@ def judge_per_run_costs(engine: MeteredEngine, image: str, *, repeat: int, round
     network connect and disconnect that reach the trial's gateway). Machine-wide CPU (runc, the shims and the
     controller's side included, which the daemons' unit costs leave out), the idle rate taken out as there;
     a quiet machine is needed for these to mean anything."""
-    from harness.sandbox import lifecycle
-    from harness.sandbox.labels import make_labels
-
-    labels = make_labels("bench-judge", role="bench", ttl_s=900, purpose="bench")
     engine.experiment = "judge-per-run"
-    tag = os.urandom(3).hex()
-    resident, network = f"hx-bench-judge-{tag}-resident", f"hx-bench-judge-{tag}-net"
-    serial = iter(range(1 << 30))
-
-    def spec(command: tuple[str, ...], net: str) -> ContainerSpec:
-        return ContainerSpec(name=f"hx-bench-judge-{tag}-{next(serial)}", image=image, command=command, labels=labels,
-                             user="65534:65534", network=net, limits=Limits(memory="64m", pids=16))  # fmt: skip
-
-    def exec_one() -> None:
-        code, _ = engine.exec_run(resident, ["true"])
-        assert code == 0
-
-    def connected_exec() -> None:
-        engine.client.api.connect_container_to_network(resident, network)
-        exec_one()
-        engine.client.api.disconnect_container_from_network(resident, network)
-
-    kinds: list[tuple[str, int, Callable[[], object]]] = [
-        ("today: the judge's own container on the trial's network (create, start, wait, logs, remove)", repeat,
-         lambda: lifecycle.run(engine, spec(("true",), network), deadline_s=60)),
-        ("a run's judge container: exec one process", repeat, exec_one),
-        ("a run's judge container: connect to the trial's network, exec one process, disconnect", repeat,
-         connected_exec),
-    ]  # fmt: skip
-
+    bench = BenchContainers(engine, image, "judge")
     try:
-        engine.create_network(network, labels, internal=True)
-        engine.create_network(f"{network}-run", labels, internal=True)  # where a run's judge would live
-        engine.create(dataclasses.replace(spec(("sleep", "900"), f"{network}-run"), name=resident))
-        engine.start(resident)
+        network = bench.network()
+        resident = bench.resident(bench.network())  # where a run's judge would live
+
+        def exec_one() -> None:
+            code, _ = engine.exec_run(resident, ["true"])
+            assert code == 0
+
+        def connected_exec() -> None:
+            engine.client.api.connect_container_to_network(resident, network)
+            exec_one()
+            engine.client.api.disconnect_container_from_network(resident, network)
+
+        kinds: list[tuple[str, int, Callable[[], object]]] = [
+            ("today: the judge's own container on the trial's network (create, start, wait, logs, remove)", repeat,
+             lambda: bench.life(network)),
+            ("a run's judge container: exec one process", repeat, exec_one),
+            ("a run's judge container: connect to the trial's network, exec one process, disconnect", repeat,
+             connected_exec),
+        ]  # fmt: skip
         return measure_bursts(kinds, machine_cpu, rounds=rounds)
     finally:
-        lifecycle.remove_labelled(engine, {"harness.run": "bench-judge"})
+        bench.remove()
+
+
+def isolation_floor_costs(engine: MeteredEngine, image: str, *, repeat: int, rounds: int = 3) -> list[UnitCost]:
+    """What the isolation alone costs a trial, against issue 27's R target: the containers and the network a
+    trial must have fresh, each container running ``true`` and nothing else (no gateway, no CLI, no git), the
+    whole machine's CPU per trial (engine, shims, runc, kernel and the controller's side of it), in bursts as
+    :func:`judge_per_run_costs`. As built: the trial's network with three containers on it (gateway, agent,
+    judge) and two without (collect, verify); with a judge per run, two on it."""
+    engine.experiment = "isolation-floor"
+    bench = BenchContainers(engine, image, "floor")
+
+    def trial(on_network: int) -> Callable[[], None]:
+        def containers() -> None:
+            network = bench.network()
+            for _ in range(on_network):
+                bench.life(network)
+            for _ in range(2):
+                bench.life()
+            engine.remove_network(network)
+
+        return containers
+
+    kinds: list[tuple[str, int, Callable[[], object]]] = [
+        ("as built: a network, 3 containers on it (gateway, agent, judge), 2 without (collect, verify)", repeat,
+         trial(3)),
+        ("with a judge container per run: the network, 2 on it (gateway, agent), 2 without", repeat, trial(2)),
+    ]  # fmt: skip
+    try:
+        return measure_bursts(kinds, machine_cpu, rounds=rounds)
+    finally:
+        bench.remove()
+
+
+def isolation_floor_table(costs: Sequence[UnitCost], clis_s: float) -> str:
+    lines = [
+        "The isolation's own floor: a trial's fresh containers and network doing nothing (each container runs "
+        "`true`), the whole machine's CPU per trial, against the two CLI processes of the latency-0 run (B):",
+        "",
+        "| a trial's containers, empty | machine CPU per trial (median of the rounds) | / B | calls (background taken out) |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {c.kind} | {c.per_call_s:.2f} CPU-s | {c.per_call_s / clis_s:.2f}x | {c.calls} ({c.background_s:.2f} CPU-s) |"
+        for c in costs
+    ]
+    return "\n".join(lines)
 
 
 def judge_per_run_table(costs: Sequence[UnitCost]) -> str:
@@ -871,6 +923,9 @@ def throughput_rows(bench: Bench, all_tasks: Sequence[str], log: Callable[[str],
         bench.notes.append(
             judge_per_run_table(judge_per_run_costs(engine, bench.images.trial, repeat=4 if quick else 10))
         )
+        log("throughput: the isolation's own floor, a trial's containers doing nothing ...")
+        floor = isolation_floor_costs(engine, bench.images.trial, repeat=2 if quick else 8)
+        bench.notes.append(isolation_floor_table(floor, cpu.parts.cli_floor()))
 
         # 3. 10 s latency: --jobs 1 on 8 trials, --jobs 32 on 64
         latency = 2000 if quick else 10_000
