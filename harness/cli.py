@@ -255,7 +255,9 @@ def _parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
         "merge",
         help="combine the result directories of `eval --shard i/n` runs into one experiment (then `gate` it)",
         description="Check that the shard directories ran the same lock, do not overlap and together hold a "
-        "final record for every planned trial; then write OUT with the merged results, artifacts and reports.",
+        "final record for every planned trial; then write OUT with the merged results, artifacts and reports. "
+        "Shards of a model matrix or a family of variants (their top directories) are merged model by model or "
+        "variant by variant, then summarised (a family with Holm's correction over the merged comparisons).",
     )
     mg.add_argument("out", type=Path, metavar="OUT", help="new directory for the merged experiment")
     mg.add_argument("shards", type=Path, nargs="+", metavar="SHARD_DIR", help="the shards' experiment directories")
@@ -905,6 +907,7 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) ->
     from harness.experiment.library_plan import planned_trials
     from harness.reporting import analyse_and_write
     from harness.reporting.model import analyze_records
+    from harness.results.family import is_family_dir
     from harness.results.matrix import is_matrix_dir
     from harness.results.merge import merge
 
@@ -912,6 +915,11 @@ def cmd_merge(args: argparse.Namespace, env: dict[str, str], host: HostPaths) ->
         from harness.experiment.matrix import merge_matrix
 
         print("\n".join(merge_matrix(args.out, args.shards, args.prereg)))
+        return 0
+    if args.shards and is_family_dir(args.shards[0]):  # shards of a family of variants: each variant merged
+        from harness.experiment.family import merge_family
+
+        print("\n".join(merge_family(args.out, args.shards, args.prereg)))
         return 0
     merged = merge(args.out, args.shards, prereg_path=args.prereg, library_plan=planned_trials)
     if merged.study.prereg.library is not None:

@@ -26,7 +26,7 @@ import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError, Interrupted, ResultsUnavailable
+from harness.errors import HarnessError, Interrupted, MergeError, ResultsUnavailable
 from harness.experiment.evaluate import Evaluated, run_and_report
 from harness.experiment.events import Events
 from harness.experiment.options import RunOptions, admit, results_dir
@@ -39,9 +39,10 @@ from harness.reporting.family import (
     terminal_lines,
     write_family_reports,
 )
-from harness.reporting.model import ReportInput, load_experiment
+from harness.reporting.model import ReportInput, analyze_records, load_experiment
 from harness.reporting.outputs import retract
 from harness.results.family import (
+    FAMILY_JSON,
     VARIANTS_DIR,
     VERSIONS_DIR,
     FamilyMeta,
@@ -49,8 +50,11 @@ from harness.results.family import (
     read_family_meta,
     start_or_resume,
     variant_dir,
+    write_family_meta,
 )
+from harness.results.merge import check, merge, read_shard
 from harness.results.meta import require_meta
+from harness.results.topdir import check_shard_tops
 from harness.study.config import Study
 from harness.study.lock import materialize
 
@@ -104,13 +108,13 @@ def _report(meta: FamilyMeta, rows: Sequence[VariantResult], top: Path) -> Famil
     return family_report(meta.skill, meta.lock_hash, meta.baseline, rows, meta.confidence, top)
 
 
-def _require(root: Path) -> FamilyMeta:
+def _require(root: Path, error: type[HarnessError] = ResultsUnavailable) -> FamilyMeta:
     try:
         meta = read_family_meta(root)
     except HarnessError as e:
-        raise ResultsUnavailable(e.message, hint=e.hint) from e
+        raise error(e.message, hint=e.hint) from e
     if meta is None:
-        raise ResultsUnavailable(f"{root} is not a family of variants (no family.json)")
+        raise error(f"{root} is not a family of variants (no family.json)")
     return meta
 
 
@@ -153,6 +157,34 @@ def variant_verdict(path: Path) -> str | None:
 
 def _load(sub: Path, prereg_path: Path | None) -> ReportInput:
     return load_experiment(sub, prereg_path)
+
+
+def merge_family(out: Path, shard_tops: Sequence[Path], prereg_path: Path | None = None) -> list[str]:
+    """``skilltrial merge OUT SHARD...`` for a family run with ``--shard``: each variant's shards merged exactly as
+    one experiment's are (every check of :mod:`harness.results.merge`, all of them before anything is written),
+    then the family's reports, Holm's correction over the merged comparisons. OUT's ``family.json`` is written
+    before the variants' reports, so each says its verdict is before the correction. Like a merged experiment, the merged family
+    does not write the skills ledger (the shards never did)."""
+    first = check_shard_tops(out, FAMILY_JSON, list(shard_tops), [_require(s, MergeError) for s in shard_tops],
+                             kind="family of variants")  # fmt: skip
+    meta = first.model_copy(update={"shard": None, "merged_from": tuple(str(s.resolve()) for s in shard_tops)})
+    for variant in meta.variants:  # every comparison's shards checked before anything is written
+        check([read_shard(variant_dir(s, variant)) for s in shard_tops], prereg_path)
+    write_family_meta(out, meta)
+    rows, lines = [], []
+    for variant in meta.variants:
+        where = variant_dir(out, variant)
+        merged = merge(where, [variant_dir(s, variant) for s in shard_tops], prereg_path=prereg_path)
+        data, _ = analyse_and_write(
+            where, functools.partial(analyze_records, merged.study, merged.records, lock_hash=merged.lock_hash,
+                                     experiment_dir=where),
+        )  # fmt: skip
+        rows.append(VariantResult(variant, data))
+        lines.append(f"{variant}: merged {len(merged.shards)} shard(s), {len(merged.records)} result line(s): "
+                     f"{data.decision.verdict.upper()} alone")  # fmt: skip
+    report = _report(meta, rows, out)
+    write_family_reports(out, report)
+    return [*lines, "", *terminal_lines(report)]
 
 
 def report_family(root: Path, prereg_path: Path | None = None) -> list[str]:

@@ -37,9 +37,18 @@ from harness.reporting import analyse_and_write, ledger
 from harness.reporting.matrix import ModelResult, matrix_report, terminal_lines, write_matrix_reports
 from harness.reporting.model import ReportInput, analyze_records, load_experiment
 from harness.reporting.outputs import MATRIX_OUTPUTS, retract
-from harness.results.matrix import MODELS_DIR, MatrixMeta, is_matrix_dir, model_dir, read_matrix_meta, start_or_resume
+from harness.results.matrix import (
+    MATRIX_JSON,
+    MODELS_DIR,
+    MatrixMeta,
+    is_matrix_dir,
+    model_dir,
+    read_matrix_meta,
+    start_or_resume,
+)
 from harness.results.matrix import write_matrix_meta as _write_meta
 from harness.results.merge import merge
+from harness.results.topdir import check_shard_tops
 from harness.study.config import Study
 
 RunModel = Callable[[Study, RunOptions, Events | None], Evaluated]
@@ -141,14 +150,8 @@ def report_matrix(root: Path, prereg_path: Path | None = None) -> list[str]:
 def merge_matrix(out: Path, shard_tops: Sequence[Path], prereg_path: Path | None = None) -> list[str]:
     """``skilltrial merge OUT SHARD...`` for a sharded matrix: each model's shards merged exactly as one
     experiment's are (every check of :mod:`harness.results.merge`), then OUT's matrix.json and summary."""
-    metas = [_require(s, MergeError) for s in shard_tops]
-    first = metas[0]
-    for s, m in zip(shard_tops[1:], metas[1:], strict=True):
-        if m.lock_hash != first.lock_hash:
-            raise MergeError(f"{s} ran lock {m.experiment_id}, {shard_tops[0]} ran {first.experiment_id}: "
-                             "shards of different preregistrations cannot be merged")  # fmt: skip
-    if (out / "matrix.json").exists():
-        raise MergeError(f"{out} already holds a model matrix", hint="merge into a new directory")
+    first = check_shard_tops(out, MATRIX_JSON, list(shard_tops), [_require(s, MergeError) for s in shard_tops],
+                             kind="model matrix")  # fmt: skip
     reports: dict[str, ReportInput | HarnessError] = {}
     lines = []
     for model in first.models:

@@ -18,7 +18,7 @@ from pathlib import Path
 from harness import __version__
 from harness.errors import HarnessError
 from harness.results.meta import Mode
-from harness.results.topdir import TopDirMeta, read_top, start_or_resume_top
+from harness.results.topdir import TopDirMeta, read_top, start_or_resume_top, write_top
 from harness.study.config import BARE, Study
 
 FAMILY_JSON = "family.json"
@@ -99,6 +99,10 @@ def read_family_meta(root: Path) -> FamilyMeta | None:
     """``root/family.json``, or None when there is none; a :class:`ConfigError` naming the file (and the field)
     when it cannot be read or is not a family description."""
     return read_top(root / FAMILY_JSON, FamilyMeta, FAMILY_VERSION, "a family of variants description")
+
+
+def write_family_meta(root: Path, meta: FamilyMeta) -> None:
+    write_top(root / FAMILY_JSON, meta)
 
 
 def start_or_resume(root: Path, wanted: FamilyMeta) -> FamilyMeta:

@@ -37,7 +37,6 @@ class MatrixMeta(TopDirMeta):
     """The preregistered executor models, in the preregistration's order (the order they run in)."""
     rule: Literal["every", "any"] = "every"
     """``decision.models_rule``: how the per-model verdicts combine (harness.analysis.matrix)."""
-    merged_from: tuple[str, ...] | None = None
 
     @classmethod
     def start(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import ConfigError, ResumeError
+from harness.errors import ConfigError, MergeError, ResumeError
 from harness.host.files import atomic_write, read_json_document
 from harness.records import FrozenModel
 from harness.results.meta import META, Mode
@@ -30,6 +30,8 @@ class TopDirMeta(FrozenModel):
     mode: Mode | None = None
     created_at: str | None = None
     harness_version: str | None = None
+    merged_from: tuple[str, ...] | None = None
+    """The shards' top directories ``skilltrial merge`` combined into this one (None: it ran here)."""
 
 
 M = TypeVar("M", bound=FrozenModel)
@@ -82,3 +84,19 @@ def start_or_resume_top(
         raise ResumeError(f"{root} was run against the {found.mode} model, not the {wanted.mode} one",
                           hint="scripted and real trials never share an experiment: use another --out directory")  # fmt: skip
     return found
+
+
+def check_shard_tops(out: Path, out_file: str, shard_tops: list[Path], metas: list[T], *, kind: str) -> T:
+    """``skilltrial merge OUT SHARD...`` of a top directory (``kind``): every shard ran the first's lock and
+    ``out`` holds no such top directory yet (``out_file``); returns the first shard's description. Each
+    experiment inside is then merged with every check of :mod:`harness.results.merge`."""
+    first = metas[0]
+    for where, meta in zip(shard_tops[1:], metas[1:], strict=True):
+        if meta.lock_hash != first.lock_hash:
+            raise MergeError(f"{where} ran lock {meta.lock_hash[:12]}, {shard_tops[0]} ran {first.lock_hash[:12]}: "
+                             "shards of different preregistrations cannot be merged")  # fmt: skip
+    if (out / out_file).exists():
+        raise MergeError(f"{out} already holds a {kind}", hint="merge into a new directory")
+    if out.resolve() in {s.resolve() for s in shard_tops}:
+        raise MergeError(f"{out} is one of the shard directories")
+    return first

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from harness import plan
 from harness.cli import main
 from harness.experiment.family import family_of, report_family
+from harness.records import RESULTS
 from harness.reporting import ledger
 from harness.reporting.family import decision_data, junit_xml, markdown
+from harness.results.family import read_family_meta
+from harness.results.meta import META
+from harness.results.store import read_results
 from harness.study.config import load_study
-from tests.factories import write_family
+from tests.factories import write_experiment_dir, write_family
 
 # 12 tasks x 3 runs (as in tests/unit/test_family.py): "strong" clearly better, "weak" adopts alone (p = 0.021),
 # "worse" rejected, "null" no better.
@@ -184,3 +190,55 @@ def test_a_variant_s_own_reports_say_their_verdict_is_before_the_correction(tmp_
     assert "family" not in json.loads(alone["decision.json"]) and "NOTE: this is variant" not in alone["summary.txt"]
     lone = next(c for c in ET.fromstring(alone["junit.xml"]).iter("testcase") if c.get("name") == "decision")
     assert lone.find("skipped") is None and "NOTE: this is variant" not in alone["report.html"]
+
+
+def _shard_family(whole: Path, top: Path, i: int, owner: dict[str, int]) -> Path:
+    """Shard ``i`` of 2 of the family at ``whole``, as `eval --shard i/2` writes it: its trials only."""
+    fam = json.loads((whole / "family.json").read_text())
+    top.mkdir(parents=True)
+    (top / "family.json").write_text(json.dumps({**fam, "shard": f"{i}/2"}))
+    for variant in fam["variants"]:
+        src = whole / "variants" / variant
+        meta = {**json.loads((src / META).read_text()), "shard": f"{i}/2"}
+        records = [r.model_copy(update={"shard": f"{i}/2"}) for r in read_results(src / RESULTS).records
+                   if owner[r.trial_id] == i]  # fmt: skip
+        write_experiment_dir(top / "variants" / variant, meta, records)
+    return top
+
+
+def test_a_sharded_family_merges_variant_by_variant_into_the_whole_family_s_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = write_family(tmp_path / "whole", {"weak": spec(WEAK), "strong": spec(STRONG), "worse": spec(WORSE)})
+    report_family(whole)
+    study = load_study(tmp_path / "whole" / "study" / "preregistration.yaml")
+    planned = plan.plan_trials(study.target_tasks(), 3, study.prereg.execution.seed)
+    owner = {s.trial_id: plan.shard_of(s, 2) for s in planned}
+    assert set(owner.values()) == {1, 2}, "both shards hold trials"
+    shards = [_shard_family(whole, tmp_path / f"shard{i}", i, owner) for i in (1, 2)]
+    capsys.readouterr()
+
+    merged = tmp_path / "merged"
+    assert main(["merge", str(merged), *map(str, shards)]) == 0
+    printed = capsys.readouterr().out
+    assert "strong: merged 2 shard(s), 72 result line(s): ADOPT alone" in printed
+    assert "FAMILY DECISION: ADOPT: adopt version strong" in printed
+    got, want = (json.loads((d / "decision.json").read_text()) for d in (merged, whole))
+    assert (got["verdict"], got["adopted"]) == (want["verdict"], want["adopted"]) == ("adopt", "strong")
+    assert [v["p_holm"] for v in got["variants"]] == pytest.approx([v["p_holm"] for v in want["variants"]])
+    meta = read_family_meta(merged)
+    assert meta is not None and meta.shard is None and meta.merged_from == tuple(str(s.resolve()) for s in shards)
+    # a merged variant's own decision says it is before the correction, as a run's does
+    assert json.loads((merged / "variants" / "weak" / "decision.json").read_text())["family"]["holm_corrected"] is False
+    assert main(["gate", str(merged)]) == 0
+
+    # refused, and nothing written: a missing shard, a family already there, a shard of another lock
+    assert main(["merge", str(tmp_path / "half"), str(shards[0])]) == 4
+    assert not (tmp_path / "half").exists()
+    assert main(["merge", str(merged), *map(str, shards)]) == 4
+    other = tmp_path / "other"
+    shutil.copytree(shards[1], other)
+    fam = json.loads((other / "family.json").read_text())
+    (other / "family.json").write_text(json.dumps({**fam, "lock_hash": "d" * 64}))
+    assert main(["merge", str(tmp_path / "mixed"), str(shards[0]), str(other)]) == 4
+    assert "shards of different preregistrations cannot be merged" in capsys.readouterr().err
