@@ -47,7 +47,7 @@ from harness.results.matrix import (
     start_or_resume,
 )
 from harness.results.matrix import write_matrix_meta as _write_meta
-from harness.results.merge import merge
+from harness.results.merge import check, merge, read_shard
 from harness.results.topdir import check_shard_tops
 from harness.study.config import Study
 
@@ -149,9 +149,12 @@ def report_matrix(root: Path, prereg_path: Path | None = None) -> list[str]:
 
 def merge_matrix(out: Path, shard_tops: Sequence[Path], prereg_path: Path | None = None) -> list[str]:
     """``skilltrial merge OUT SHARD...`` for a sharded matrix: each model's shards merged exactly as one
-    experiment's are (every check of :mod:`harness.results.merge`), then OUT's matrix.json and summary."""
+    experiment's are (every check of :mod:`harness.results.merge`, all of them before anything is written),
+    then OUT's matrix.json and summary."""
     first = check_shard_tops(out, MATRIX_JSON, list(shard_tops), [_require(s, MergeError) for s in shard_tops],
                              kind="model matrix")  # fmt: skip
+    for model in first.models:  # every model's shards checked before anything is written
+        check([read_shard(model_dir(s, model)) for s in shard_tops], prereg_path)
     reports: dict[str, ReportInput | HarnessError] = {}
     lines = []
     for model in first.models:

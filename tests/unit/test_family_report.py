@@ -235,6 +235,11 @@ def test_a_sharded_family_merges_variant_by_variant_into_the_whole_family_s_verd
     # refused, and nothing written: a missing shard, a family already there, a shard of another lock
     assert main(["merge", str(tmp_path / "half"), str(shards[0])]) == 4
     assert not (tmp_path / "half").exists()
+    broken = tmp_path / "broken"
+    shutil.copytree(shards[1], broken)
+    (broken / "variants" / "worse" / RESULTS).write_text("")  # the last variant's half missing
+    assert main(["merge", str(tmp_path / "partial"), str(shards[0]), str(broken)]) == 4
+    assert not (tmp_path / "partial").exists(), "the earlier variants' merges are not written either"
     assert main(["merge", str(merged), *map(str, shards)]) == 4
     other = tmp_path / "other"
     shutil.copytree(shards[1], other)

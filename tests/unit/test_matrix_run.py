@@ -5,6 +5,7 @@ and one directory per model, in order, progress saying which, the summary, the l
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -226,5 +227,11 @@ def test_merge_combines_a_sharded_matrix_model_by_model_and_gates_it(
     assert (merged / "models.md").is_file()
     assert main(["gate", str(merged)]) == 1
     assert main(["merge", str(tmp_path / "half"), str(shards[0])]) == 4, "a missing shard is refused"
+    assert not (tmp_path / "half").exists(), "before anything is written"
+    broken = tmp_path / "broken"
+    shutil.copytree(shards[1], broken)
+    (model_dir(broken, "claude-opus-4-1") / RESULTS).write_text("")  # the second model's half missing
+    assert main(["merge", str(tmp_path / "partial"), str(shards[0]), str(broken)]) == 4
+    assert not (tmp_path / "partial").exists(), "the first model's merge is not written either"
     data = yaml.safe_load((model_dir(merged, "sonnet") / "experiment.json").read_text())
     assert data["model"] == "sonnet"
