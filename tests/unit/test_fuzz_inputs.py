@@ -5,7 +5,8 @@ succeeds, and then the lock verifies and the inputs are byte-for-byte as written
 message naming the file; never a traceback, a hang (an alarm backstop), an alias blow-up (the address
 space is capped while it runs) or a write anywhere but the lock file beside the preregistration.
 
-Inputs are made two ways: structured (a valid study with fields replaced by hostile values, written in
+Inputs are made two ways: structured (a valid study, with one skill, versions (arms), a model matrix or a
+group-sequential decision, with fields replaced by hostile values, written in
 one of several YAML/JSON styles) and textual (a valid file with YAML/JSON syntax spliced in).
 The default run is short; ``HARNESS_FUZZ_EXAMPLES=5000`` runs more.
 """
@@ -60,6 +61,31 @@ PREREG: dict[str, Any] = {
 }
 TASKS: dict[str, Any] = {"tasks": [dict(t, protected_paths=["tests"], timeout_s=60) for t in DEFAULT_TASKS]}
 
+
+def _variant(**changes: Any) -> dict[str, Any]:
+    prereg = copy.deepcopy(PREREG)
+    for path, value in changes.items():
+        *parents, key = path.split("__")
+        node = prereg
+        for part in parents:
+            node = node[part]
+        if value is None:
+            node.pop(key)
+        else:
+            node[key] = value
+    return prereg
+
+
+BASES: dict[str, dict[str, Any]] = {
+    "one skill": PREREG,
+    "versions (arms)": _variant(skill_ref=None, arms={"baseline": "bare", "versions": {"v1": {"path": "skill"},
+                                                                                      "v2": {"path": "skill2"}}}),
+    "model matrix": _variant(execution__model=None, execution__models=["sonnet", "opus"]),
+    "group-sequential": _variant(decision__rule="interval", decision__cost_increase_max=None,
+                                 decision__early_stop="curtail", decision__sequential={"looks": [1, 2]}),
+}  # fmt: skip
+"""The valid studies the structured fuzz starts from (each locks: a positive control below)."""
+
 HOSTILE_TEXT = [
     "", " ", "\t", "t1\n", "t1 ", "tidy\n", "\x00", "a\x00b", "\ud800", "x\udfff", ".", "./", "..", "../x", "/",
     "/dev/zero", "/dev/null", "fifo", "loop", "skill", "tasks.json", "preregistration.yaml", "nope",
@@ -104,6 +130,16 @@ FIELD_PATHS: Sequence[tuple[str, tuple[str | int, ...]]] = (
     + [("prereg", ("decision", k)) for k in ("rule", "confidence", "pass_rule", "max_missing_share")]
     + [("prereg", ("lock",)), ("prereg", ("unknown_field",)), ("prereg", ("execution", "seed"))]
     + [("tasks", ("tasks", 0, k)) for k in ("id", "prompt", "verify_cmd", "protected_paths", "timeout_s")]
+    + [("prereg", (k,)) for k in ("arms", "library", "selection", "split", "judge", "on_rejection", "shelf")]
+    + [("prereg", ("arms", k)) for k in ("baseline", "versions")]
+    + [("prereg", ("arms", "versions", k)) for k in ("v1", "v2", "bare")]
+    + [("prereg", ("arms", "versions", "v1", k)) for k in ("path", "ref", "delivery")]
+    + [("prereg", ("execution", k)) for k in ("agent", "models", "delivery", "allowed_tools", "max_infra_retries")]
+    + [("prereg", ("execution", "models", 1))]
+    + [("prereg", ("decision", k)) for k in ("early_stop", "futility_stop", "sequential", "models_rule")]
+    + [("prereg", ("decision", "sequential", k)) for k in ("looks", "spending")]
+    + [("prereg", ("library", k)) for k in ("path", "masks", "top_k", "components")]
+    + [("tasks", ("tasks", 0, k)) for k in ("split", "pass_criteria")]
     + [("tasks", ("tasks", 1, "id")), ("tasks", ("tasks", 0, "extra")), ("tasks", ("tasks",))]
 )
 
@@ -137,7 +173,7 @@ def dump_yaml(data: Any, style: str) -> str:
 
 @st.composite
 def structured(draw: st.DrawFn) -> tuple[str, str]:
-    prereg, tasks = copy.deepcopy(PREREG), copy.deepcopy(TASKS)
+    prereg, tasks = copy.deepcopy(BASES[draw(st.sampled_from(sorted(BASES)))]), copy.deepcopy(TASKS)
     for _ in range(draw(st.integers(min_value=0, max_value=3))):
         which, path = draw(st.sampled_from(FIELD_PATHS))
         put(prereg if which == "prereg" else tasks, path, draw(hostile_values()))
@@ -262,6 +298,8 @@ def listing(root: Path) -> dict[str, bytes | str]:
 def write_study(root: Path, repo: Path, prereg_text: str, tasks_text: str) -> Path:
     (root / "skill").mkdir()
     (root / "skill" / "SKILL.md").write_text("# Tidy\nAlways tidy up.\n")
+    (root / "skill2").mkdir()  # a second version, for the studies with arms
+    (root / "skill2" / "SKILL.md").write_text("# Tidy\nAlways tidy up, twice.\n")
     os.mkfifo(root / "fifo")
     (root / "loop").symlink_to("loop")
     prereg = root / "preregistration.yaml"
@@ -317,11 +355,12 @@ def test_lock_never_crashes_hangs_or_writes_outside(shared: tuple[Path, Path], f
     check_lock(studies, repo, *files)
 
 
-def test_positive_control_the_unmutated_study_locks(shared: tuple[Path, Path]) -> None:
-    """The fuzz starts from a study that locks: otherwise every example would only test refusals."""
+@pytest.mark.parametrize("base", sorted(BASES))
+def test_positive_control_the_unmutated_study_locks(shared: tuple[Path, Path], base: str) -> None:
+    """The fuzz starts from studies that lock: otherwise every example would only test refusals."""
     studies, repo = shared
     root = Path(tempfile.mkdtemp(dir=studies))
-    prereg = write_study(root, repo, dump_yaml(PREREG, "block"), json.dumps(TASKS))
+    prereg = write_study(root, repo, dump_yaml(BASES[base], "block"), json.dumps(TASKS))
     code, err = lock_cli(prereg)
     assert code == 0, err
     verify_lock(load_study(prereg))
