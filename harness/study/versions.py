@@ -26,17 +26,22 @@ CONTROL_FILES = ("skills-ledger.yaml", ".skills-ledger.yaml.lock")
 _REGULAR = ("100644", "100755")
 
 
-def _repository(study: Study, path: str) -> tuple[Path, str]:
-    """The top of the repository holding ``path`` (relative to the preregistration), and ``path`` from there."""
+def _repository(study: Study, name: str, path: str) -> tuple[Path, str]:
+    """The top of the repository holding version ``name``'s ``path`` (relative to the preregistration), and
+    ``path`` from there."""
     target = Path(os.path.abspath(study.root / path))
     probe = target
     while not probe.is_dir() and probe != probe.parent:  # the folder need not exist in the working tree
         probe = probe.parent
-    top = gitops.repo_top(probe)
+    found = gitops.git(["rev-parse", "--show-toplevel"], cwd=probe, check=False).strip()
+    if not found:
+        raise ConfigError(study.prereg_path, f"{target} is not in a git repository: a version at a git ref is "
+                          "read from the repository its folder is in", field=f"arms.versions.{name}.ref")  # fmt: skip
+    top = Path(found)
     rel = os.path.relpath(target, top)
     if rel == "." or rel.startswith(".."):
         raise ConfigError(study.prereg_path, f"{target} is not a folder inside the repository {top}",
-                          field="arms")  # fmt: skip
+                          field=f"arms.versions.{name}.path")  # fmt: skip
     return top, Path(rel).as_posix()
 
 
@@ -47,7 +52,7 @@ def ref_files(study: Study, name: str) -> dict[str, bytes]:
     version = arms.versions[name]
     assert version.ref is not None
     field = f"arms.versions.{name}.ref"
-    top, rel = _repository(study, version.path)
+    top, rel = _repository(study, name, version.path)
     sha = gitops.resolve_commit(top, version.ref, source=study.prereg_path, field=field)
     own = {
         Path(os.path.relpath(p.resolve(), top)).as_posix()

@@ -237,6 +237,18 @@ def test_a_ref_without_the_skill_or_with_a_link_is_refused_naming_the_field(make
     assert e.value.field == "arms.versions.shipped.ref"
 
 
+def test_a_ref_outside_any_repository_is_refused_naming_the_field(make_study: StudyFactory) -> None:
+    """Found by the lock fuzz: a version at a ref whose folder is in no git repository stopped the lock with
+    git's own error (exit 3), naming neither the file nor the field."""
+    s = make_study(prereg=ARMS_PREREG.format(baseline="shipped", more="").replace(
+        "shipped: {path: skill}", "shipped: {path: skill, ref: v1}").replace(
+        "edited: {path: skill-edited}", "edited: {path: skill}"))  # fmt: skip
+    assert gitops.git(["rev-parse", "--show-toplevel"], cwd=s.root, check=False) == "", "not in a repository"
+    with pytest.raises(ConfigError, match="is not in a git repository") as e:
+        lock(s.prereg)
+    assert (e.value.field, e.value.path) == ("arms.versions.shipped.ref", str(s.prereg))
+
+
 def test_versions_run_claude_code_only_for_now(make_study: StudyFactory) -> None:
     s = arms_study(make_study, extra="  agent: codex\n  model: gpt-6.2-sol\n")
     with pytest.raises(ConfigError, match="versions of a skill") as e:
