@@ -10,8 +10,10 @@ and :func:`remove_files` are its halves); :func:`read_json_document` reads one J
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
@@ -92,15 +94,36 @@ def write_set(
     return write_files(root, rendered, redact)
 
 
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file (a symbolic link to one is followed). Anything else
+    raises :class:`OSError` at once: a directory, and a FIFO or a device, which would block the reader or
+    never end (``/dev/zero``). For the files of a results directory, which anyone may have replaced."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO's open does not wait for a writer
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+            raise OSError(code, "Is a directory" if code == errno.EISDIR else "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_json_document(path: Path) -> object | None:
     """The JSON value in ``path``, or None when there is no such file; a :class:`ConfigError` naming the
     file when it cannot be read or is not JSON (what the value must be is the caller's to check)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return None
     except OSError as e:
         raise ConfigError(path, f"cannot be read ({e.strerror})") from e
+    except UnicodeDecodeError as e:  # a ValueError, not an OSError
+        raise ConfigError(path, f"is not UTF-8 text (byte {e.start})") from e
     try:
         value: object = json.loads(text)
     except ValueError as e:

@@ -21,6 +21,7 @@ from typing import Any, get_args
 from harness.analysis.matrix import MatrixVerdict, ModelVerdict, ModelVerdictWord, combine
 from harness.analysis.reasons import Reason, ReasonCode, ReasonKind
 from harness.errors import HarnessError, ResultsUnavailable
+from harness.host.files import read_regular
 from harness.records import RESULTS, TrialRecord
 from harness.reporting.decision_json import DECISION_JSON
 from harness.reporting.escape import clean
@@ -80,7 +81,7 @@ def fresh_decision(root: Path, meta: ExperimentMeta, records: Sequence[TrialReco
     """decision.json when it was computed from exactly the current result lines (their number and digest:
     :func:`harness.reporting.model.results_digest`) under the same lock."""
     try:
-        data = json.loads((root / DECISION_JSON).read_text(encoding="utf-8"))
+        data = json.loads(read_regular(root / DECISION_JSON))
     except (OSError, ValueError):
         return None
     if (

@@ -46,6 +46,7 @@ from pydantic import ValidationError
 from harness import fmt
 from harness.analysis.matrix import MatrixVerdict
 from harness.errors import ConfigError, HarnessError
+from harness.host.files import atomic_write, read_regular
 from harness.records import FrozenModel
 from harness.reporting.family import FamilyReport
 from harness.reporting.model import ReportInput
@@ -269,9 +270,11 @@ def apply(entry: SkillEntry | None, run: RunSummary) -> SkillEntry:
 def load(path: Path) -> Ledger:
     """The ledger at ``path`` (an empty one when the file does not exist)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         return Ledger()
+    except UnicodeDecodeError as e:  # a ValueError, not an OSError
+        raise ConfigError(path, f"is not UTF-8 text (byte {e.start})") from None
     except OSError as e:
         raise ConfigError(path, f"cannot be read: {e.strerror}") from None
     try:
@@ -296,8 +299,6 @@ def dumps(ledger: Ledger) -> str:
 
 
 def save(path: Path, ledger: Ledger) -> None:
-    from harness.host.files import atomic_write
-
     try:
         atomic_write(path, dumps(ledger).encode("utf-8"))
     except OSError as e:

@@ -14,10 +14,12 @@ the preregistration does not fit.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import ConfigError, LockError, ResultsUnavailable
+from harness.host.files import read_regular
 from harness.records import RESULTS, TrialRecord
 from harness.results.attempts import check_unique_attempts
 from harness.results.meta import META, ExperimentMeta, require_meta
@@ -50,13 +52,10 @@ class StoredExperiment:
 def read_records(root: Path) -> ResultLines:
     """``root/results.jsonl``: every readable line (ResultsUnavailable when there is none)."""
     path = root / RESULTS
-    if not path.is_file():
+    if not os.path.lexists(path):  # there but not a file (a directory, a device): read_results names it
         raise ResultsUnavailable(f"{path} does not exist: there are no results to report on",
                                  hint="run `skilltrial eval` first, or check the directory name")  # fmt: skip
-    try:
-        rr = read_results(path)
-    except OSError as e:
-        raise ResultsUnavailable(f"{path} cannot be read: {e.strerror}") from e
+    rr = read_results(path)
     notes = [f"results.jsonl line {n} is unreadable and was ignored: {err}" for n, err in rr.bad_lines]
     if rr.torn_tail:
         notes.append("results.jsonl ends in an unterminated line (a crash mid-write); it was ignored")
@@ -69,7 +68,7 @@ def read_records(root: Path) -> ResultLines:
 def preflight_skipped(root: Path) -> dict[str, str]:
     """Tasks the preflight of ``root`` found trivial: ``{task_id: reason}`` (empty when none or no file)."""
     try:
-        data = json.loads((root / PREFLIGHT_JSON).read_text())
+        data = json.loads(read_regular(root / PREFLIGHT_JSON))
         tasks = data.get("tasks", {})
         return {tid: str(t.get("reason", "")) for tid, t in tasks.items() if t.get("outcome") == "passes"}
     except (OSError, ValueError, AttributeError):

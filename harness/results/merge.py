@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from harness import plan
 from harness.errors import ConfigError, LockError, MergeError
+from harness.host.files import atomic_write, read_regular
 from harness.records import RESULTS, TrialRecord
 from harness.redact import Redactor
 from harness.results.attempts import is_final, latest_by_trial
@@ -196,8 +197,9 @@ def merge(
         _copy_tree(s.root / "artifacts", out / "artifacts")
         log = s.root / "scripted-api.log"
         if log.is_file():
+            data = _read(log)
             with open(out / "scripted-api.log", "ab") as fh:
-                fh.write(log.read_bytes())
+                fh.write(data)
         for rec in s.records:
             store.results.append(rec)
             records.append(rec)
@@ -224,5 +226,13 @@ def _copy_tree(src: Path, dst: Path) -> None:
             target = dst / rel / name
             if target.exists():
                 continue
+            data = _read(Path(dirpath) / name)  # a regular file, or the merge stops naming it (never /dev/zero)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(Path(dirpath) / name, target)
+            atomic_write(target, data)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_regular(path)
+    except OSError as e:
+        raise MergeError(f"{path} cannot be read: {e.strerror}") from e

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.errors import ResumeError
-from harness.host.files import atomic_write, remove_files, write_all
+from harness.errors import ResultsUnavailable, ResumeError
+from harness.host.files import atomic_write, read_regular, remove_files, write_all
 from harness.records import RESULTS, TRIGGER_RESULTS, TrialRecord, TriggerRecord
 from harness.redact import Redactor
 
@@ -114,11 +114,15 @@ class ResultsLog:
 
 
 def read_results(path: Path) -> ReadReport:
-    """Parse every complete line; report (not raise on) bad lines; ignore a torn tail."""
+    """Parse every complete line; report (not raise on) bad lines; ignore a torn tail. A file that is there
+    but cannot be read (a directory, no permission) is :class:`ResultsUnavailable`, naming it."""
     report = ReadReport()
     if not path.exists():
         return report
-    raw = path.read_bytes()
+    try:
+        raw = read_regular(path)
+    except OSError as e:
+        raise ResultsUnavailable(f"{path} cannot be read: {e.strerror}") from e
     lines = raw.split(b"\n")
     if lines and lines[-1] != b"":
         report.torn_tail = True
@@ -149,7 +153,7 @@ class ArtifactStore:
         return digest
 
     def get(self, digest: str) -> bytes:
-        return (self.root / digest[:2] / digest).read_bytes()
+        return read_regular(self.root / digest[:2] / digest)
 
 
 class ExperimentDir:
