@@ -281,7 +281,7 @@ class Gateway(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the parser's depth: refused and logged, as bad JSON
             self._refuse(400, "body is not JSON")
             return
         violation = responses_api.policy_violation(body) if responses else policy_violation(body)

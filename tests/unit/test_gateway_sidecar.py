@@ -428,3 +428,23 @@ def test_a_budget_reached_by_a_float_sum_counts_as_spent() -> None:
     meter.add("m", Usage(input_tokens=1000))
     assert meter.cost < 0.021, "the float sum really is under the budget (else this test shows nothing)"
     assert meter.exhausted()
+
+
+def test_a_body_nested_past_the_parser_s_depth_is_refused_and_logged(
+    upstream: Upstream, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    """Found by fuzzing the gateway from the agent's side: 10,000 nested arrays raised RecursionError in the
+    request's thread, which closed the connection with no answer and nothing in the gateway's log."""
+    gw = start_gateway(budget_usd="1")
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=EVENT_TIMEOUT_S)
+    try:
+        conn.request("POST", "/v1/messages", body=b"[" * 10_000, headers={"content-type": "application/json"})
+        resp = conn.getresponse()
+        assert (resp.status, json.loads(resp.read())["error"]["message"]) == (400, "harness gateway: body is not JSON")
+    finally:
+        conn.close()
+    assert gw.wait_for("refused")[0]["reason"] == "body is not JSON"
+    assert upstream.hit_count() == 0
+    status, _, _ = post(gw, "/v1/messages", message("claude-sonnet-5-5"))  # and the gateway still serves
+    assert status == 200 and upstream.hit_count() == 1
+    assert "Traceback" not in gw.stderr()
